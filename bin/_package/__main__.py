@@ -1,0 +1,5 @@
+"""`python -m specsched` is the `specsched` command."""
+
+from specsched.runtime.cli import main
+
+raise SystemExit(main())
