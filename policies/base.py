@@ -1,0 +1,66 @@
+"""The policy contract: given the drafts that are ready, choose what the verifier checks next.
+
+A policy is a small class. The run queue hands ``pick`` a non-empty list of ``ReadyDraft``
+descriptions (oldest first) each time the verifier is free; ``pick`` returns one of them - or, for
+a policy that batches, a list of them - and the verifier verifies that next. A policy sees only
+scheduling facts, never tokens or model state, so it cannot change *what* is generated, only
+*when*: outputs are identical under every policy.
+
+What a policy may look at (``ReadyDraft``):
+    worker           the draft worker's id (0..n-1)
+    seq              the sequence the draft extends
+    arrival          when the draft entered the run queue (time.monotonic() seconds)
+    order            arrival counter: strictly increasing, breaks ties between equal arrivals
+    length           number of draft tokens
+    verified_tokens  tokens already committed for that sequence
+    priority         the worker's static priority from --priorities (lower = more urgent)
+    round            how many drafts this sequence has had verified before this one
+
+What it returns: one ``ReadyDraft`` from the list (or a non-empty list of them, to batch).
+Returning anything else, or raising, stops the run with one line naming the policy.
+
+State: a policy may keep state between calls (round-robin remembers whom it served last).
+``self.settings`` holds the run's scheduling options (e.g. ``max_batch``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyDraft:
+    worker: int
+    seq: int
+    arrival: float
+    order: int
+    length: int
+    verified_tokens: int
+    priority: int = 0
+    round: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySettings:
+    max_batch: int = 1
+    extra: dict = field(default_factory=dict)
+
+
+class Policy(ABC):
+    """Base class of every scheduling policy. Subclasses set ``name`` and implement ``pick``."""
+
+    name: str = "policy"
+
+    def __init__(self, settings: PolicySettings | None = None) -> None:
+        self.settings = settings or PolicySettings()
+
+    @abstractmethod
+    def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft | Sequence[ReadyDraft]:
+        """Choose the next draft(s) to verify from ``ready`` (non-empty, oldest first)."""
+
+
+def by_arrival(d: ReadyDraft) -> tuple[float, int]:
+    """The tie-break every built-in policy ends with: earlier arrival, then lower counter."""
+    return (d.arrival, d.order)

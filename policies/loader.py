@@ -1,0 +1,70 @@
+"""Resolve ``--policy`` to a Policy class: a built-in name, ``file.py:Class``, ``module:Class``, or a
+name registered under the entry-point group ``specsched.policies``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from specsched.policies.base import Policy
+from specsched.policies.fcfs import FCFS
+from specsched.policies.priority import Priority
+from specsched.policies.rr import RoundRobin
+
+BUILTIN: dict[str, type[Policy]] = {"fcfs": FCFS, "priority": Priority, "rr": RoundRobin}
+GROUP = "specsched.policies"
+
+
+class PolicyError(ValueError):
+    """A --policy that cannot be loaded: reported as one line."""
+
+
+def load_policy(spec: str) -> type[Policy]:
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    if ":" in spec:
+        where, _, cls_name = spec.rpartition(":")
+        module = _from_file(where) if where.endswith(".py") else _from_module(where)
+        cls = getattr(module, cls_name, None)
+        if cls is None:
+            raise PolicyError(f"policy class {cls_name!r} not found in {where}")
+        return _checked(cls, spec)
+    plugins = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if spec in plugins:
+        return _checked(plugins[spec].load(), spec)
+    names = sorted(set(BUILTIN) | set(plugins))
+    raise PolicyError(f"unknown policy {spec!r}; built-in and installed: {', '.join(names)}; "
+                      "or give path/to/file.py:ClassName or package.module:ClassName")
+
+
+def _from_file(path: str):
+    file = Path(path)
+    if not file.is_file():
+        raise PolicyError(f"policy file not found: {path}")
+    spec = importlib.util.spec_from_file_location(f"specsched_user_policy_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise PolicyError(f"cannot import policy file {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise PolicyError(f"policy file {path} failed to import: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def _from_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise PolicyError(f"cannot import policy module {name!r}: {exc}") from None
+
+
+def _checked(cls: object, spec: str) -> type[Policy]:
+    if not (inspect.isclass(cls) and issubclass(cls, Policy)):
+        raise PolicyError(f"{spec} is not a subclass of specsched.policies.Policy")
+    if inspect.isabstract(cls):
+        raise PolicyError(f"{spec} does not implement pick()")
+    return cls

@@ -1,0 +1,101 @@
+"""The run configuration: every flag of `specsched run`, validated once, passed to every process.
+
+Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from specsched.runtime.sampling import SamplingParams
+
+MODES = ("ar", "sd", "seed", "parallel")
+BACKENDS = ("sim", "hf")
+TRANSPORTS = ("ipc", "tcp")
+
+
+class ConfigError(ValueError):
+    """Bad user input: reported as one line, exit status 2."""
+
+
+@dataclass(slots=True)
+class RunConfig:
+    workers: int = 0                 # 0 = one per prompt (or 3 with a single prompt)
+    k: int = 4
+    max_new_tokens: int = 32
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    mode: str = "seed"
+    policy: str = "fcfs"
+    priorities: list[int] = field(default_factory=list)
+    backend: str = "sim"
+    target: str | None = None
+    draft: str | None = None
+    prompts: list[str] = field(default_factory=list)
+    raw_prompt: bool = False
+    transport: str = "ipc"
+    dtype: str = "fp32"
+    verifier_threads: int = 0        # 0 = all cores
+    sim_vocab: int = 64
+    sim_agreement: float = 0.8
+    sim_draft_ms: float = 2.0
+    sim_verify_ms: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown --mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown --backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"unknown --transport {self.transport!r}; choose ipc or tcp")
+        if self.k < 1:
+            raise ConfigError(f"--k must be at least 1, got {self.k}")
+        if self.workers < 0:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
+        if not 0 <= self.sim_agreement <= 1:
+            raise ConfigError(f"--sim-agreement must be in [0, 1], got {self.sim_agreement}")
+        if self.sim_vocab < 4:
+            raise ConfigError(f"--sim-vocab must be at least 4, got {self.sim_vocab}")
+        if self.dtype not in ("fp32", "bf16", "fp16"):
+            raise ConfigError(f"unknown --dtype {self.dtype!r}; choose fp32, bf16 or fp16")
+        try:
+            self.sampling  # noqa: B018 - validates temperature / top-k / top-p
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        n = self.n_sequences
+        if len(self.prompts) > 1 and self.workers and self.workers != len(self.prompts):
+            raise ConfigError(f"{len(self.prompts)} prompts but --workers {self.workers}: give one prompt "
+                              "(shared by every worker) or one per worker")
+        if self.priorities and len(self.priorities) not in (1, n):
+            raise ConfigError(f"--priorities needs 1 or {n} values, got {len(self.priorities)}")
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def n_sequences(self) -> int:
+        """One sequence per worker: the SEED paper's n thoughts."""
+        if self.workers:
+            return self.workers
+        return len(self.prompts) if len(self.prompts) > 1 else 3
+
+    def prompt_for(self, seq: int) -> str:
+        return self.prompts[seq] if len(self.prompts) > 1 else self.prompts[0]
+
+    def priority_of(self, worker: int) -> int:
+        if not self.priorities:
+            return 0
+        return self.priorities[0] if len(self.priorities) == 1 else self.priorities[worker]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,84 @@
+"""Timeline events: what every process was doing, and when, on the shared monotonic clock.
+
+``time.monotonic()`` reads CLOCK_MONOTONIC, which is one clock for every process on the machine,
+so events recorded in different processes line up on one timeline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Role = Literal["verifier", "draft"]
+# draft: a worker runs its draft model; queued: its draft waits in the run queue;
+# verify: the target model checks a draft; resample: the verifier samples after a rejection;
+# idle: the verifier has nothing to verify.
+Kind = Literal["draft", "queued", "verify", "resample", "idle"]
+KINDS: tuple[Kind, ...] = ("draft", "queued", "verify", "resample", "idle")
+VERIFIER = -1  # the worker id recorded for the verifier's own events
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    pid: int
+    role: Role
+    worker: int
+    kind: Kind
+    start: float
+    end: float
+    seq: int = -1
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def to_row(self) -> list:
+        return [self.pid, self.role, self.worker, self.kind, self.start, self.end, self.seq]
+
+    @classmethod
+    def from_row(cls, row: list) -> Event:
+        pid, role, worker, kind, start, end, seq = row
+        if role not in ("verifier", "draft") or kind not in KINDS:
+            raise ValueError(f"bad event row {row!r}")
+        return cls(int(pid), role, int(worker), kind, float(start), float(end), int(seq))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Recorder:
+    """Collects one process's events; ``drain`` hands them over for sending."""
+
+    def __init__(self, role: Role, worker: int) -> None:
+        self.role: Role = role
+        self.worker = worker
+        self.pid = os.getpid()
+        self._events: list[Event] = []
+
+    def add(self, kind: Kind, start: float, end: float, seq: int = -1) -> None:
+        if end > start:
+            self._events.append(Event(self.pid, self.role, self.worker, kind, start, end, seq))
+
+    def span(self, kind: Kind, seq: int = -1) -> _Span:
+        return _Span(self, kind, seq)
+
+    def drain(self) -> list[list]:
+        rows = [e.to_row() for e in self._events]
+        self._events.clear()
+        return rows
+
+
+class _Span:
+    """``with recorder.span("draft"):`` records the block's wall interval."""
+
+    def __init__(self, recorder: Recorder, kind: Kind, seq: int) -> None:
+        self.recorder, self.kind, self.seq = recorder, kind, seq
+
+    def __enter__(self) -> _Span:
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.recorder.add(self.kind, self.start, time.monotonic(), self.seq)

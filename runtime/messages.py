@@ -1,0 +1,80 @@
+"""The two messages of the draft -> run queue -> verify -> verdict loop, and their wire form.
+
+A draft is a token *tree* given by parent indices; a chain of k tokens is the tree of width one
+(parents ``[-1, 0, 1, ...]``, where -1 means "child of the last committed token"). A verdict names
+the accepted path through that tree, so tree drafts, beams and branches fit the same two messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from specsched.runtime.wire import Message, pack
+
+
+@dataclass(slots=True)
+class Draft:
+    seq: int
+    worker: int
+    round: int
+    tokens: np.ndarray              # int32 [n] draft tokens
+    parents: np.ndarray             # int32 [n] parent index of each token, -1 = the committed prefix
+    q: np.ndarray | None = None     # float32 [n, V] the distribution each token was sampled from
+    prompt: np.ndarray | None = None  # int32, sent with a sequence's first draft only
+    sent_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if len(self.parents) != n:
+            raise ValueError(f"draft has {n} tokens but {len(self.parents)} parent indices")
+        if np.any(self.parents >= np.arange(n)) or np.any(self.parents < -1):
+            raise ValueError("draft parents must point to earlier tokens (or -1)")
+        if self.q is not None and (self.q.ndim != 2 or self.q.shape[0] != n):
+            raise ValueError(f"draft q has shape {self.q.shape}, expected [{n}, V]")
+
+    @classmethod
+    def chain(cls, seq: int, worker: int, round: int, tokens: list[int], **kw) -> Draft:
+        return cls(seq, worker, round, np.asarray(tokens, dtype=np.int32),
+                   np.arange(-1, len(tokens) - 1, dtype=np.int32), **kw)
+
+    def to_frames(self) -> list:
+        arrays = {"tokens": self.tokens.astype(np.int32), "parents": self.parents.astype(np.int32)}
+        if self.q is not None:
+            arrays["q"] = self.q
+        if self.prompt is not None:
+            arrays["prompt"] = self.prompt.astype(np.int32)
+        return pack("draft", {"seq": self.seq, "worker": self.worker, "round": self.round,
+                              "sent_at": self.sent_at}, arrays)
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Draft:
+        f, a = msg.fields, msg.arrays
+        q = a.get("q")
+        return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
+                   q.astype(np.float32, copy=False) if q is not None else None,
+                   a.get("prompt"), float(f.get("sent_at", 0.0)))
+
+
+@dataclass(slots=True)
+class Verdict:
+    seq: int
+    round: int
+    accepted: int                # how many draft tokens were accepted
+    tokens: np.ndarray           # int32: tokens this verdict commits (accepted path + correction/bonus)
+    path: np.ndarray             # int32: indices (into the draft) of the accepted tokens, root first
+    done: bool = False           # the sequence reached EOS or its token limit
+    verify_start: float = 0.0
+    verify_end: float = 0.0
+
+    def to_frames(self) -> list:
+        return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
+                                "done": self.done, "verify_start": self.verify_start,
+                                "verify_end": self.verify_end},
+                    {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32)})
+
+    @classmethod
+    def from_message(cls, msg: Message) -> Verdict:
+        f, a = msg.fields, msg.arrays
+        return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
+                   bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]))

@@ -1,0 +1,81 @@
+"""Turning logits into the distribution we sample from, identically for draft (q) and target (p).
+
+Speculative sampling is lossless only if p and q are shaped by the *same* temperature, top-k and
+top-p, so both sides call ``distribution`` here. Distributions are float32 (that is what travels on
+the wire); every use - sampling, acceptance ratios, residuals - first normalises them in float64,
+so the q a worker sampled from is exactly the q the verifier divides by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0            # 0 = off
+    top_p: float = 1.0        # 1 = off
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"--top-k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """Rows of logits [..., V] -> rows of probabilities (float32) after temperature, top-k, top-p."""
+    z = np.asarray(logits, dtype=np.float64) / params.temperature
+    if params.top_k and params.top_k < z.shape[-1]:
+        # keep the k largest logits; ties at the k-th value are all kept
+        kth = np.partition(z, -params.top_k, axis=-1)[..., -params.top_k, None]
+        z = np.where(z >= kth, z, -np.inf)
+    z = z - z.max(axis=-1, keepdims=True)
+    probs = np.exp(z)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    if params.top_p < 1:
+        probs = _nucleus(probs, params.top_p)
+    return probs.astype(np.float32)
+
+
+def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    # Keep the smallest set of most likely tokens whose mass reaches top_p (the top token always).
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, axis=-1)
+    before = np.cumsum(sorted_p, axis=-1) - sorted_p  # mass strictly before each token
+    keep_sorted = before < top_p
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    kept = np.where(keep, probs, 0.0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from a probability row by inverse CDF (one uniform per draw: reproducible)."""
+    cdf = np.cumsum(probs, dtype=np.float64)
+    u = rng.random() * cdf[-1]
+    return int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))
+
+
+def normalised(row: np.ndarray) -> np.ndarray:
+    row = row.astype(np.float64)
+    return row / row.sum()
+
+
+def stream(seed: int, sequence: int, purpose: str) -> np.random.Generator:
+    """An RNG stream owned by one sequence and one purpose ("draft" or "verify").
+
+    Each sequence consumes its own streams in an order fixed by its own history, so its output does
+    not depend on which policy ran or how drafts of different sequences were interleaved.
+    """
+    tag = {"draft": 1, "verify": 2, "target": 3}[purpose]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, sequence, tag])))

@@ -1,0 +1,61 @@
+"""ZeroMQ plumbing: where sockets live, and the telemetry channel every child reports on.
+
+Topology: the verifier binds a ROUTER (the run queue's front door); each draft worker connects a
+DEALER with identity ``w<id>``. The supervisor binds a PULL socket; every child connects a PUSH to
+it for events, commits and errors. Binders are the sinks, connectors the senders.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import zmq
+from specsched.runtime.wire import pack
+
+LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    verify: str
+    telemetry: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def make_endpoints(transport: str, run_dir: Path) -> Endpoints:
+    if transport == "ipc":
+        return Endpoints(f"ipc://{run_dir}/verify.sock", f"ipc://{run_dir}/telemetry.sock")
+    return Endpoints(f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_identity(worker: int) -> bytes:
+    return f"w{worker}".encode()
+
+
+class Telemetry:
+    """A child's PUSH socket to the supervisor."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str) -> None:
+        self.sock = ctx.socket(zmq.PUSH)
+        self.sock.setsockopt(zmq.LINGER, LINGER_MS)
+        self.sock.connect(endpoint)
+
+    def send(self, kind: str, fields: dict | None = None, arrays: dict | None = None) -> None:
+        self.sock.send_multipart(pack(kind, fields, arrays), copy=False)
+
+    def events(self, rows: list[list]) -> None:
+        if rows:
+            self.send("events", {"rows": rows})
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,113 @@
+"""The wire format: one msgpack header frame plus one raw frame per array. No pickle anywhere.
+
+A message is ``[header, array_0, array_1, ...]``. The header is a msgpack map::
+
+    {"v": PROTOCOL_VERSION, "kind": "draft", ...fields, "arrays": [[name, dtype, shape], ...]}
+
+and frame ``i + 1`` holds the bytes of array ``i`` (C order). Arrays are sent zero-copy
+(``copy=False``) and received as ``np.frombuffer`` views over the ZeroMQ frame.
+
+``unpack`` checks everything a peer could get wrong - version, kind, dtype, shape against the byte
+count - and raises ``ProtocolError``; receivers count those and carry on, never crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+PROTOCOL_VERSION = 1
+
+# Every message kind the runtime speaks. Unknown kinds are rejected.
+KINDS = frozenset({
+    "hello",     # worker -> verifier: my model is loaded
+    "start",     # verifier -> worker: everyone is ready, start drafting
+    "draft",     # worker -> verifier: a draft to verify (see scheduler/draft.py)
+    "verdict",   # verifier -> worker: what was accepted
+    "bye",       # worker -> verifier: this worker has finished all its sequences
+    "events",    # any -> supervisor: timeline events
+    "commit",    # verifier -> supervisor: tokens now final for a sequence
+    "stats",     # verifier -> supervisor: counters at the end of the run
+    "error",     # any -> supervisor: a fatal error, one line
+})
+
+# Only plain numeric dtypes may travel: nothing that needs an object constructor.
+DTYPES = frozenset({"<i4", "<i8", "<f4", "<f8", "|u1", "|b1"})
+
+
+class ProtocolError(ValueError):
+    """A frame sequence that is not a valid specsched message."""
+
+
+@dataclass(slots=True)
+class Message:
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def pack(kind: str, fields: dict[str, Any] | None = None,
+         arrays: dict[str, np.ndarray] | None = None) -> list[Any]:
+    """Build the frames of one message (header first)."""
+    if kind not in KINDS:
+        raise ProtocolError(f"unknown message kind {kind!r}")
+    arrays = arrays or {}
+    frames: list[Any] = []
+    layout = []
+    for name, array in arrays.items():
+        array = np.ascontiguousarray(array)
+        if array.dtype.str not in DTYPES:
+            raise ProtocolError(f"array {name!r} has unsupported dtype {array.dtype}")
+        layout.append([name, array.dtype.str, list(array.shape)])
+        frames.append(memoryview(array).cast("B") if array.size else b"")
+    header = {"v": PROTOCOL_VERSION, "kind": kind, **(fields or {}), "arrays": layout}
+    return [msgpack.packb(header, use_bin_type=True), *frames]
+
+
+def unpack(frames: list[Any]) -> Message:
+    """Parse and validate the frames of one message. Raises ProtocolError."""
+    if not frames:
+        raise ProtocolError("empty message")
+    try:
+        header = msgpack.unpackb(_buffer(frames[0]), raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for garbage
+        raise ProtocolError(f"header is not msgpack: {type(exc).__name__}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header is not a map")
+    if header.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {header.get('v')!r}, expected {PROTOCOL_VERSION}")
+    kind = header.pop("kind", None)
+    if kind not in KINDS:
+        raise ProtocolError(f"unknown message kind {kind!r}")
+    layout = header.pop("arrays", [])
+    header.pop("v")
+    if not isinstance(layout, list) or len(layout) != len(frames) - 1:
+        raise ProtocolError(f"{kind}: header announces {len(layout) if isinstance(layout, list) else '?'}"
+                            f" arrays but {len(frames) - 1} frames follow")
+    arrays = {}
+    for entry, frame in zip(layout, frames[1:]):
+        arrays.update([_array(kind, entry, frame)])
+    return Message(kind, header, arrays)
+
+
+def _array(kind: str, entry: Any, frame: Any) -> tuple[str, np.ndarray]:
+    if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
+        raise ProtocolError(f"{kind}: malformed array entry {entry!r}")
+    name, dtype, shape = entry
+    if dtype not in DTYPES:
+        raise ProtocolError(f"{kind}: array {name!r} has unsupported dtype {dtype!r}")
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise ProtocolError(f"{kind}: array {name!r} has malformed shape {shape!r}")
+    buf = _buffer(frame)
+    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if len(buf) != expected:
+        raise ProtocolError(f"{kind}: array {name!r} has {len(buf)} bytes, shape needs {expected}")
+    return name, np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+def _buffer(frame: Any) -> memoryview | bytes:
+    # zmq.Frame (copy=False) exposes .buffer; bytes and memoryview are used as they are.
+    return getattr(frame, "buffer", frame)

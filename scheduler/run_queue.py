@@ -1,0 +1,60 @@
+"""The run queue: drafts waiting for the verifier, and the policy that orders them."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from specsched.policies.base import Policy, ReadyDraft
+from specsched.runtime.messages import Draft
+
+
+class PolicyFailure(RuntimeError):
+    """The scheduling policy raised or returned something that is not a ready draft."""
+
+
+@dataclass(slots=True)
+class Queued:
+    info: ReadyDraft
+    draft: Draft
+    reply_to: bytes  # the worker's ZeroMQ identity
+
+
+class RunQueue:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._waiting: list[Queued] = []
+        self._order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def push(self, draft: Draft, reply_to: bytes, *, arrival: float, verified_tokens: int,
+             priority: int, round: int) -> ReadyDraft:
+        info = ReadyDraft(draft.worker, draft.seq, arrival, next(self._order), len(draft.tokens),
+                          verified_tokens, priority, round)
+        self._waiting.append(Queued(info, draft, reply_to))
+        return info
+
+    def pick(self) -> list[Queued]:
+        """Ask the policy; remove and return what it chose (one entry, or several to batch)."""
+        ready = [q.info for q in self._waiting]
+        name = getattr(self.policy, "name", type(self.policy).__name__)
+        try:
+            choice = self.policy.pick(ready)
+        except Exception as exc:
+            raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
+        chosen = [choice] if isinstance(choice, ReadyDraft) else list(choice or [])
+        by_order = {q.info.order: q for q in self._waiting}
+        if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) is None
+                             or by_order[c.order].info != c for c in chosen):
+            raise PolicyFailure(f"policy {name!r} returned {choice!r}, which is not one of the ready drafts")
+        if len(chosen) > max(1, self.policy.settings.max_batch):
+            raise PolicyFailure(f"policy {name!r} picked {len(chosen)} drafts; --max-batch allows "
+                                f"{self.policy.settings.max_batch}")
+        taken = {c.order for c in chosen}
+        if len(taken) != len(chosen):
+            raise PolicyFailure(f"policy {name!r} picked the same draft twice")
+        picked = [by_order[o] for o in (c.order for c in chosen)]
+        self._waiting = [q for q in self._waiting if q.info.order not in taken]
+        return picked
