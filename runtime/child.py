@@ -16,6 +16,7 @@ import traceback
 from dataclasses import asdict
 
 import zmq
+
 from specsched.runtime.config import RunConfig
 from specsched.runtime.transport import Telemetry
 from specsched.workers.backend import get_backend

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from rich.console import Console
+
 from specsched.policies.loader import PolicyError
 from specsched.runtime.config import BACKENDS, MODES, ConfigError, RunConfig
 

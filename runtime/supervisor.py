@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import zmq
+
 from specsched.runtime.child import die_with_parent
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import Event

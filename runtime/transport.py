@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import zmq
+
 from specsched.runtime.wire import pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long

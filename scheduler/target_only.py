@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import VERIFIER, Recorder
 from specsched.runtime.sampling import stream

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import zmq
+
 from specsched.policies.base import PolicySettings
 from specsched.policies.loader import load_policy
 from specsched.runtime.config import RunConfig

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
+
 from specsched.runtime.config import ConfigError, RunConfig
 
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import zmq
+
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import Recorder
 from specsched.runtime.messages import Draft, Verdict

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
+
 from specsched.runtime.sampling import SamplingParams, distribution, sample
 from specsched.workers.backend import LanguageModel
 

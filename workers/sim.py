@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
+
 from specsched.workers.backend import Backend, Cache, LanguageModel, Tokenizer
 
 ORDER = 2          # the next-token distribution depends on the last ORDER tokens

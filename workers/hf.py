@@ -1,0 +1,180 @@
+"""The transformers backend: any causal-LM pair from local directories (or cached hub ids).
+
+Each sequence keeps its own DynamicCache. A forward reads the cache's unread tokens plus the draft
+in one call; rollback slices every layer's keys and values back to the accepted length.
+``forward_batch`` (mode ``parallel``) left-pads the per-sequence caches into one batch, runs one
+forward with an attention mask that hides the padding, and splits the result back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+from specsched.runtime.config import ConfigError
+from specsched.workers.backend import Backend, Cache, LanguageModel, Tokenizer
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class HFCache(Cache):
+    def __init__(self) -> None:
+        super().__init__()
+        self.past: DynamicCache | None = None
+
+
+class HFModel(LanguageModel):
+    def __init__(self, path: str, dtype: str) -> None:
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).eval()
+        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.model.config.eos_token_id
+        self.eos_token_id = eos[0] if isinstance(eos, list) else eos
+
+    def new_cache(self) -> HFCache:
+        return HFCache()
+
+    @torch.inference_mode()
+    def forward(self, cache: HFCache, tokens: Sequence[int]) -> np.ndarray:
+        if not tokens:
+            return np.zeros((0, self.vocab_size), np.float32)
+        start = len(cache)
+        ids = torch.tensor([list(tokens)], dtype=torch.long)
+        positions = torch.arange(start, start + len(tokens)).unsqueeze(0)
+        out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
+                         past_key_values=cache.past if cache.past is not None else DynamicCache())
+        cache.past = out.past_key_values
+        cache.tokens.extend(int(t) for t in tokens)
+        return out.logits[0].float().numpy()
+
+    def crop(self, cache: HFCache, length: int) -> None:
+        del cache.tokens[length:]
+        if cache.past is not None:
+            for layer in cache.past.layers:
+                layer.keys = layer.keys[..., :length, :]
+                layer.values = layer.values[..., :length, :]
+
+    @torch.inference_mode()
+    def forward_batch(self, caches: Sequence[HFCache], tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        if len(caches) == 1:
+            return [self.forward(caches[0], tokens[0])]
+        past_len = max(len(c) for c in caches)
+        new_len = max(len(t) for t in tokens)
+        b = len(caches)
+        # Row i: [pad][its cache][pad][its new tokens]; padding is masked out, positions skip it.
+        ids = torch.zeros((b, new_len), dtype=torch.long)
+        mask = torch.zeros((b, past_len + new_len), dtype=torch.long)
+        positions = torch.zeros((b, new_len), dtype=torch.long)
+        for i, (c, t) in enumerate(zip(caches, tokens)):
+            n, pad = len(t), new_len - len(t)
+            ids[i, pad:] = torch.tensor(list(t))
+            mask[i, past_len - len(c):past_len] = 1
+            mask[i, past_len + pad:] = 1
+            positions[i, pad:] = torch.arange(len(c), len(c) + n)
+        past = self._stack([c.past for c in caches], [len(c) for c in caches], past_len)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=past, use_cache=True)
+        logits = out.logits.float().numpy()
+        rows = []
+        for i, (c, t) in enumerate(zip(caches, tokens)):
+            pad = new_len - len(t)
+            keep = torch.cat([torch.arange(past_len - len(c), past_len),
+                              torch.arange(past_len + pad, past_len + new_len)])
+            c.past = DynamicCache()
+            for li, layer in enumerate(out.past_key_values.layers):
+                c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
+            c.tokens.extend(int(x) for x in t)
+            rows.append(logits[i, pad:])
+        return rows
+
+    def _stack(self, pasts: list[DynamicCache | None], lengths: list[int], past_len: int) -> DynamicCache:
+        batch = DynamicCache()
+        if past_len == 0:
+            return batch
+        some = next(p for p in pasts if p is not None)
+        for li in range(len(some.layers)):
+            keys, values = [], []
+            empty = some.layers[li].keys[:1, :, :0]  # a sequence with nothing cached yet
+            for p, n in zip(pasts, lengths):
+                k = p.layers[li].keys if p is not None else empty
+                v = p.layers[li].values if p is not None else empty
+                pad = (0, 0, past_len - n, 0)  # left-pad the sequence axis
+                keys.append(torch.nn.functional.pad(k, pad))
+                values.append(torch.nn.functional.pad(v, pad))
+            batch.update(torch.cat(keys), torch.cat(values), li)
+        return batch
+
+
+class HFTokenizer(Tokenizer):
+    def __init__(self, path: str) -> None:
+        self.tok = AutoTokenizer.from_pretrained(path)
+
+    def encode(self, text: str, *, chat: bool) -> list[int]:
+        if chat and getattr(self.tok, "chat_template", None):
+            out = self.tok.apply_chat_template([{"role": "user", "content": text}],
+                                               add_generation_prompt=True, tokenize=True)
+            return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+        return list(self.tok.encode(text))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.tok.decode(list(tokens), skip_special_tokens=True)
+
+    def vocab(self) -> dict[str, int]:
+        return self.tok.get_vocab()
+
+
+class HFBackend(Backend):
+    def paths(self) -> tuple[str, str]:
+        c = self.config
+        if c.target and c.draft:
+            return c.target, c.draft
+        from specsched.runtime.models.registry import resolve_pair
+        return resolve_pair(c.target, c.draft)
+
+    def check(self) -> None:
+        target, draft = self.paths()
+        vocabs = []
+        for role, path in (("target", target), ("draft", draft)):
+            if not Path(path).exists() and not _looks_like_hub_id(path):
+                raise ConfigError(f"{role} model not found: {path}")
+            try:
+                cfg = AutoConfig.from_pretrained(path)
+            except (OSError, ValueError) as exc:
+                reason = str(exc).splitlines()[0]
+                raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
+            vocabs.append(int(cfg.vocab_size))
+        if vocabs[0] != vocabs[1]:
+            raise ConfigError(f"draft and target vocabularies differ: target {target} has {vocabs[0]} "
+                              f"tokens, draft {draft} has {vocabs[1]}; speculative decoding needs the "
+                              "same tokenizer")
+        t_tok, d_tok = _tokenizer_vocab(target), _tokenizer_vocab(draft)
+        if t_tok is not None and d_tok is not None and t_tok != d_tok:
+            raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
+                              "speculative decoding needs the same vocabulary")
+
+    def tokenizer(self) -> HFTokenizer:
+        return HFTokenizer(self.paths()[0])
+
+    def target(self) -> HFModel:
+        return HFModel(self.paths()[0], self.config.dtype)
+
+    def draft(self) -> HFModel:
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        return HFModel(self.paths()[1], self.config.dtype)
+
+
+def _tokenizer_vocab(path: str) -> dict[str, int] | None:
+    try:
+        return AutoTokenizer.from_pretrained(path).get_vocab()
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    return path.count("/") == 1 and not path.startswith((".", "/")) and os.path.sep * 2 not in path
