@@ -26,8 +26,12 @@ def summary_table(record: RunRecord) -> Table:
         ("mean tokens / verification", f"{m.mean_tokens_per_verify:.2f}"),
         ("verifier busy", f"{100 * m.verifier_busy:.1f} %"),
     ]
-    if m.waiting_s:
+    if 0 < len(m.waiting_s) <= 8:
         rows.append(("waiting per worker", " ".join(f"w{w}:{s:.3f}s" for w, s in m.waiting_s.items())))
+    elif m.waiting_s:
+        worst = max(m.waiting_s, key=m.waiting_s.__getitem__)
+        mean = sum(m.waiting_s.values()) / len(m.waiting_s)
+        rows.append(("waiting per worker", f"mean {mean:.3f}s, max {m.waiting_s[worst]:.3f}s (w{worst})"))
     if m.rejected_messages:
         rows.append(("rejected messages", str(m.rejected_messages)))
     for k, v in rows:
