@@ -44,7 +44,7 @@ class ReadyDraft:
 
 @dataclass(frozen=True, slots=True)
 class PolicySettings:
-    max_batch: int = 1
+    max_batch: int = 1   # most drafts one pick may return; 0 = no limit
     extra: dict = field(default_factory=dict)
 
 

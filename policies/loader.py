@@ -10,11 +10,12 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from specsched.policies.base import Policy
+from specsched.policies.batch import Batch
 from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
 
-BUILTIN: dict[str, type[Policy]] = {"fcfs": FCFS, "priority": Priority, "rr": RoundRobin}
+BUILTIN: dict[str, type[Policy]] = {"fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch}
 GROUP = "specsched.policies"
 
 

@@ -22,6 +22,9 @@ class ConfigError(ValueError):
 class RunConfig:
     workers: int = 0                 # 0 = one per prompt (or 3 with a single prompt)
     k: int = 4
+    k_config: list[int] = field(default_factory=list)  # tree shape; empty = a chain of k tokens
+    replacement: bool = True         # tree siblings drawn i.i.d. (False: without replacement)
+    max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     max_new_tokens: int = 32
     temperature: float = 0.0
     top_k: int = 0
@@ -54,6 +57,10 @@ class RunConfig:
             raise ConfigError(f"--k must be at least 1, got {self.k}")
         if self.workers < 0:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if any(w < 1 for w in self.k_config):
+            raise ConfigError(f"--k-config widths must be at least 1, got {self.k_config}")
+        if self.max_batch < 0:
+            raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
         if self.max_new_tokens < 1:
             raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not 0 <= self.sim_agreement <= 1:
@@ -76,6 +83,11 @@ class RunConfig:
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def tree_shape(self) -> tuple[int, ...]:
+        """Candidates per depth: k_config, or a chain of k."""
+        return tuple(self.k_config) if self.k_config else (1,) * self.k
 
     @property
     def n_sequences(self) -> int:

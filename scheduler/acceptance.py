@@ -32,27 +32,53 @@ class Outcome:
 def verify_chain(logits: np.ndarray, draft: np.ndarray, q: np.ndarray | None,
                  params: SamplingParams, rng: np.random.Generator) -> Outcome:
     """``logits`` [n + 1, V]: row i is the target's prediction for draft position i (row n: bonus)."""
-    n = len(draft)
-    if params.greedy:
-        best = logits.argmax(axis=-1)
-        m = 0
-        while m < n and draft[m] == best[m]:
-            m += 1
-        return Outcome(list(range(m)), [int(t) for t in draft[:m]] + [int(best[m])], False)
-    if q is None:
-        raise ValueError("a sampled draft must carry the q it was sampled from")
-    p = distribution(logits, params)
-    for i in range(n):
-        x = int(draft[i])
-        p_i, q_i = normalised(p[i]), normalised(q[i])
-        # accept with probability min(1, p/q): u < p/q  <=>  u * q < p  (u in [0, 1))
-        if rng.random() * q_i[x] < p_i[x]:
+    parents = np.arange(-1, len(draft) - 1)
+    return verify_tree(logits[0], logits[1:], draft, parents, q, params, rng)
+
+
+def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents: np.ndarray,
+                q: np.ndarray | None, params: SamplingParams, rng: np.random.Generator) -> Outcome:
+    """Walk a draft tree from the root (multi-candidate speculative decoding, Yang et al. 2024).
+
+    ``root`` is the target's logits after the committed prefix, ``rows[i]`` after draft token i.
+    At a node, its children are tried in draft order: child x (drawn from q_x) is accepted with
+    probability min(1, p'(x) / q_x(x)); on rejection p' <- norm(max(0, p' - q_x)). Drawing siblings
+    without replacement is expressed by the q each sibling travels with (the previous siblings
+    zeroed out), so one rule covers both. If every child is rejected the next token is drawn from
+    p'; below an accepted leaf a bonus token is drawn from p. A chain is the tree of width one.
+    """
+    children: dict[int, list[int]] = {}
+    for i, par in enumerate(parents):
+        children.setdefault(int(par), []).append(i)
+    path: list[int] = []
+    node, logits = -1, root
+    while True:
+        kids = children.get(node, [])
+        if params.greedy:
+            best = int(logits.argmax())
+            match = next((j for j in kids if tokens[j] == best), None)
+            if match is None:
+                return Outcome(path, [int(tokens[j]) for j in path] + [best], False)
+            path.append(match)
+            node, logits = match, rows[match]
             continue
-        residual = np.maximum(p_i - q_i, 0.0)
-        # residual mass is 0 only if p == q, where rejection is impossible; guard against rounding
-        y = sample(residual if residual.sum() > 0 else p_i, rng)
-        return Outcome(list(range(i)), [int(t) for t in draft[:i]] + [y], True)
-    return Outcome(list(range(n)), [int(t) for t in draft] + [sample(normalised(p[n]), rng)], False)
+        if q is None:
+            raise ValueError("a sampled draft must carry the q each token was sampled from")
+        p = normalised(distribution(logits[None], params)[0])
+        accepted = None
+        for j in kids:
+            x, q_j = int(tokens[j]), normalised(q[j])
+            # accept with probability min(1, p/q): u < p/q  <=>  u * q < p  (u in [0, 1))
+            if rng.random() * q_j[x] < p[x]:
+                accepted = j
+                break
+            residual = np.maximum(p - q_j, 0.0)
+            # residual mass is 0 only if p == q_j, where rejection is impossible; guard rounding
+            p = residual / residual.sum() if residual.sum() > 0 else p
+        if accepted is None:
+            return Outcome(path, [int(tokens[j]) for j in path] + [sample(p, rng)], bool(kids))
+        path.append(accepted)
+        node, logits = accepted, rows[accepted]
 
 
 def next_token(logits_row: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:

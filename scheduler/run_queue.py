@@ -49,7 +49,8 @@ class RunQueue:
         if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) is None
                              or by_order[c.order].info != c for c in chosen):
             raise PolicyFailure(f"policy {name!r} returned {choice!r}, which is not one of the ready drafts")
-        if len(chosen) > max(1, self.policy.settings.max_batch):
+        limit = self.policy.settings.max_batch  # 0 = no limit
+        if limit and len(chosen) > limit:
             raise PolicyFailure(f"policy {name!r} picked {len(chosen)} drafts; --max-batch allows "
                                 f"{self.policy.settings.max_batch}")
         taken = {c.order for c in chosen}

@@ -22,7 +22,7 @@ from specsched.runtime.messages import Draft, Verdict
 from specsched.runtime.sampling import stream
 from specsched.runtime.transport import Telemetry
 from specsched.runtime.wire import ProtocolError, pack, unpack
-from specsched.scheduler.acceptance import verify_chain
+from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.run_queue import Queued, RunQueue
 from specsched.workers.backend import Cache, LanguageModel
 
@@ -49,6 +49,7 @@ class Counters:
     accepted: int = 0
     committed: int = 0
     rejected_messages: int = 0
+    batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
 
 
 def commit(st: SequenceState, tokens: list[int], eos: int | None, limit: int) -> list[int]:
@@ -74,7 +75,7 @@ class Verifier:
         self.seqs: dict[int, SequenceState] = {}
         self.counters = Counters()
         policy_cls = load_policy(config.policy)
-        self.queue = RunQueue(policy_cls(PolicySettings(max_batch=1)))
+        self.queue = RunQueue(policy_cls(PolicySettings(max_batch=config.max_batch)))
 
     def admit(self, draft: Draft, reply_to: bytes, arrival: float) -> None:
         st = self.seqs.get(draft.seq)
@@ -92,30 +93,61 @@ class Verifier:
         self.queue.push(draft, reply_to, arrival=arrival, verified_tokens=len(st.generated),
                         priority=self.config.priority_of(draft.worker), round=st.rounds)
 
-    def verify(self, entry: Queued) -> Verdict:
-        d = entry.draft
-        st = self.seqs[d.seq]
+    def verify(self, entries: list[Queued]) -> list[Verdict]:
+        """Verify the picked drafts in one target forward (a batch when the policy picked several).
+
+        Each draft is read after its sequence's unread tokens as a tree: token j attends to the
+        prefix and its own ancestors, at position prefix length + depth. Afterwards the cache keeps
+        only the accepted path, so the prefix is never recomputed.
+        """
         t0 = time.monotonic()
-        unread = self.target.sync_to(st.cache, st.context)
-        logits = self.target.forward(st.cache, unread + d.tokens.tolist())
-        rows = logits[len(unread) - 1:]  # row i predicts draft position i; the last row, the bonus
-        t1 = time.monotonic()
-        outcome = verify_chain(rows, d.tokens, d.q, self.config.sampling, st.rng)
-        kept = commit(st, outcome.tokens, self.target.eos_token_id, self.config.max_new_tokens)
-        t2 = time.monotonic()
-        if outcome.resampled:
-            self.recorder.add("verify", t0, t1, d.seq)
-            self.recorder.add("resample", t1, t2, d.seq)
+        states = [self.seqs[e.draft.seq] for e in entries]
+        inputs = [self._layout(st, e.draft) for st, e in zip(states, entries)]
+        caches = [st.cache for st in states]
+        if len(entries) == 1:
+            logits = [self.target.forward(caches[0], inputs[0][0], inputs[0][1])]
         else:
-            self.recorder.add("verify", t0, t2, d.seq)
-        st.rounds += 1
-        c = self.counters
-        c.verifications += 1
-        c.drafted += len(d.tokens)
-        c.accepted += outcome.accepted
-        c.committed += len(kept)
-        return Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
-                       np.asarray(outcome.path, np.int32), st.done, t0, t2)
+            logits = self.target.forward_batch(caches, [i[0] for i in inputs], [i[1] for i in inputs])
+        t1 = time.monotonic()
+        verdicts, resampled = [], False
+        for st, e, (_, _, n_unread, base), rows in zip(states, entries, inputs, logits):
+            d = e.draft
+            outcome = verify_tree(rows[n_unread - 1], rows[n_unread:], d.tokens, d.parents, d.q,
+                                  self.config.sampling, st.rng)
+            self.target.keep(st.cache, [*range(base), *(base + j for j in outcome.path)])
+            kept = commit(st, outcome.tokens, self.target.eos_token_id, self.config.max_new_tokens)
+            resampled |= outcome.resampled
+            st.rounds += 1
+            c = self.counters
+            c.drafted += len(d.tokens)
+            c.accepted += outcome.accepted
+            c.committed += len(kept)
+            verdicts.append(Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
+                                    np.asarray(outcome.path, np.int32), st.done, t0, 0.0))
+        self.counters.verifications += 1
+        self.counters.batched_drafts += len(entries)
+        t2 = time.monotonic()
+        seq = entries[0].draft.seq if len(entries) == 1 else -1
+        if resampled:
+            self.recorder.add("verify", t0, t1, seq)
+            self.recorder.add("resample", t1, t2, seq)
+        else:
+            self.recorder.add("verify", t0, t2, seq)
+        for v in verdicts:
+            v.verify_end = t2
+        return verdicts
+
+    def _layout(self, st: SequenceState, d: Draft) -> tuple[list[int], list[int] | None, int, int]:
+        """Tokens to read (unread prefix + draft), their absolute parents (None = plain sequence),
+        how many are unread prefix, and the cache index of the draft's first token."""
+        unread = self.target.sync_to(st.cache, st.context)
+        base = len(st.cache) + len(unread)
+        tokens = unread + d.tokens.tolist()
+        if np.array_equal(d.parents, np.arange(-1, len(d.tokens) - 1)):
+            return tokens, None, len(unread), base
+        parents = [len(st.cache) + i - 1 for i in range(len(unread))]
+        parents += [base + int(p) if p >= 0 else base - 1 for p in d.parents]
+        return tokens, parents, len(unread), base
 
     def report(self, verdict: Verdict, worker: int) -> None:
         self.telemetry.send("commit", {"seq": verdict.seq, "worker": worker, "done": verdict.done},
@@ -151,8 +183,8 @@ def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: 
         if not len(v.queue):
             continue
         v.recorder.add("idle", idle_since, v.queue._waiting[0].info.arrival)
-        for entry in v.queue.pick():
-            verdict = v.verify(entry)
+        picked = v.queue.pick()
+        for entry, verdict in zip(picked, v.verify(picked)):
             router.send_multipart([entry.reply_to, *verdict.to_frames()], copy=False)
             v.report(verdict, entry.draft.worker)
         idle_since = time.monotonic()

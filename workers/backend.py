@@ -16,13 +16,58 @@ from specsched.runtime.config import ConfigError, RunConfig
 
 
 class Cache:
-    """What a model has already read. Backends subclass it to hold their key/value tensors."""
+    """What a model has already read. Backends subclass it to hold their key/value tensors.
+
+    Entries form a tree: ``parents[i]`` is the cache index entry i attends to as its predecessor
+    (``i - 1`` along a plain sequence) and ``positions[i]`` its position id (its depth). A draft or
+    a verification appends a token tree; ``keep`` collapses it back to one accepted path.
+    """
 
     def __init__(self) -> None:
         self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.positions: list[int] = []
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def linear(self) -> bool:
+        return all(p == i - 1 for i, p in enumerate(self.parents))
+
+    def append(self, tokens: Sequence[int], parents: Sequence[int] | None) -> list[int]:
+        """Record new entries (parents absolute, None = a plain continuation); returns the parents."""
+        base = len(self.tokens)
+        if parents is None:
+            parents = [base + i - 1 for i in range(len(tokens))]
+        for i, (t, p) in enumerate(zip(tokens, parents)):
+            if not -1 <= p < base + i:  # a parent is already cached or earlier in this call
+                raise ValueError(f"token {i} has parent {p}, outside -1..{base + i - 1}")
+            self.tokens.append(int(t))
+            self.parents.append(int(p))
+            self.positions.append(self.positions[p] + 1 if p >= 0 else 0)
+        return [int(p) for p in parents]
+
+    def ancestors(self, i: int, limit: int | None = None) -> list[int]:
+        """Cache indices entry i can see (itself and its ancestors, root first), at most ``limit``."""
+        chain = []
+        while i >= 0 and (limit is None or len(chain) < limit):
+            chain.append(i)
+            i = self.parents[i]
+        return chain[::-1]
+
+    def visibility(self, start: int) -> np.ndarray:
+        """Tree attention mask of entries ``start..``: [n, len] bool, True where a row may attend."""
+        allowed = np.zeros((len(self) - start, len(self)), dtype=bool)
+        for row, i in enumerate(range(start, len(self))):
+            allowed[row, self.ancestors(i)] = True
+        return allowed
+
+    def select(self, indices: Sequence[int]) -> None:
+        """Keep only ``indices`` (a root-first path), which become a plain sequence."""
+        self.tokens = [self.tokens[i] for i in indices]
+        self.parents = list(range(-1, len(indices) - 1))
+        self.positions = list(range(len(indices)))
 
 
 class LanguageModel(ABC):
@@ -33,16 +78,25 @@ class LanguageModel(ABC):
     def new_cache(self) -> Cache: ...
 
     @abstractmethod
-    def forward(self, cache: Cache, tokens: Sequence[int]) -> np.ndarray:
-        """Read ``tokens`` after the cache; return logits [len(tokens), V] (row i predicts i + 1)."""
+    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
+        """Read ``tokens`` into the cache; return logits [len(tokens), V], row i predicting what follows
+        token i. ``parents`` (absolute cache indices, -1 = none) makes them a tree: each token then
+        attends to its ancestors only. None appends a plain sequence."""
 
     @abstractmethod
-    def crop(self, cache: Cache, length: int) -> None:
-        """Forget everything after the first ``length`` tokens (rollback after a verdict)."""
+    def keep(self, cache: Cache, indices: Sequence[int]) -> None:
+        """Keep only the cache entries ``indices`` (a root-first path): rollback after a verdict."""
 
-    def forward_batch(self, caches: Sequence[Cache], tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    def crop(self, cache: Cache, length: int) -> None:
+        """Forget everything after the first ``length`` entries."""
+        if length < len(cache):
+            self.keep(cache, range(length))
+
+    def forward_batch(self, caches: Sequence[Cache], tokens: Sequence[Sequence[int]],
+                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
         """Several sequences at once. Default: one after another; backends may truly batch."""
-        return [self.forward(c, t) for c, t in zip(caches, tokens)]
+        parents = parents or [None] * len(caches)
+        return [self.forward(c, t, p) for c, t, p in zip(caches, tokens, parents)]
 
     def sync_to(self, cache: Cache, committed: Sequence[int]) -> list[int]:
         """Crop the cache to its longest prefix shared with ``committed``; return what is left to read.
@@ -50,6 +104,8 @@ class LanguageModel(ABC):
         After a verdict the cache holds prefix + draft, the truth is prefix + accepted + correction:
         keeping the common prefix is exactly the rollback, for chains and trees alike.
         """
+        if not cache.linear:
+            raise RuntimeError("sync_to needs a plain-sequence cache: collapse the tree with keep() first")
         keep = common_prefix(cache.tokens, committed)
         if keep == len(committed):  # always leave one token to read, so forward yields logits
             keep -= 1

@@ -18,7 +18,7 @@ from specsched.runtime.sampling import stream
 from specsched.runtime.transport import Telemetry, worker_identity
 from specsched.runtime.wire import ProtocolError, pack, unpack
 from specsched.workers.backend import LanguageModel
-from specsched.workers.drafter import DRAFTERS
+from specsched.workers.drafter import make_drafter
 
 
 class Stopped(Exception):
@@ -45,11 +45,12 @@ def serve(config: RunConfig, model: LanguageModel, worker: int, sequences: list[
 
 def _run_sequence(config: RunConfig, model: LanguageModel, worker: int, seq: int, prompt: list[int],
                   sock: zmq.Socket, recorder: Recorder, telemetry: Telemetry, parent_alive) -> None:
-    drafter = DRAFTERS["chain"](model, config.sampling, stream(config.seed, seq, "draft"), prompt)
+    drafter = make_drafter(model, config.sampling, stream(config.seed, seq, "draft"), prompt,
+                           k_config=config.tree_shape, replacement=config.replacement)
     generated, rnd = 0, 0
     while True:
-        # never draft past the token limit: the verdict adds one target token after the draft
-        budget = min(config.k, config.max_new_tokens - generated - 1)
+        # never draft deeper than the token limit allows: a verdict adds one target token after the draft
+        budget = config.max_new_tokens - generated - 1
         with recorder.span("draft", seq):
             proposal = drafter.propose(budget)
         draft = Draft(seq, worker, rnd, proposal.tokens, proposal.parents, proposal.q,
@@ -62,7 +63,7 @@ def _run_sequence(config: RunConfig, model: LanguageModel, worker: int, seq: int
         recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
         recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
         committed = verdict.tokens.tolist()
-        drafter.observe(committed)
+        drafter.observe(committed, verdict.path.tolist())
         generated += len(committed)
         rnd += 1
         telemetry.events(recorder.drain())

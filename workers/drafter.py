@@ -1,13 +1,14 @@
 """Drafters: what a draft worker runs to propose tokens. The worker kind is pluggable.
 
 A drafter owns one sequence's draft-side state (model cache, RNG stream). ``propose`` returns a
-Draft-shaped proposal (tokens, parents, q); ``observe`` takes the verdict's committed tokens. A
-chain drafter is the SEED paper's draft model; tree, beam and n-gram drafters fit the same seam.
+Draft-shaped proposal (tokens, parents, q); ``observe`` takes the verdict's committed tokens and
+accepted path. Chains and k_config trees are here; beam and n-gram drafters fit the same seam.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,38 +32,92 @@ class Drafter(ABC):
         self.rng = rng
         self.context = list(prompt)  # the committed sequence: prompt + verified tokens
         self.cache = model.new_cache()
+        self.base = 0                # cache index of the first draft token of the last proposal
 
     @abstractmethod
     def propose(self, budget: int) -> Proposal:
-        """Draft up to ``budget`` tokens after the committed context."""
+        """Draft after the committed context; no path through the draft may exceed ``budget``."""
 
-    def observe(self, committed: list[int]) -> None:
+    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
+        """Take a verdict: extend the context; collapse a drafted tree to its accepted path.
+
+        A chain needs no collapsing - the next ``sync_to`` crops it to what was committed.
+        """
+        if path is not None and not self.cache.linear:
+            kept = [self.base + j for j in path if self.base + j < len(self.cache)]
+            self.model.keep(self.cache, [*range(self.base), *kept])
         self.context.extend(committed)
 
 
-class ChainDrafter(Drafter):
-    """k tokens, one draft forward each: x_i ~ q(. | context, x_<i)."""
+class TreeDrafter(Drafter):
+    """A token tree shaped by k_config, one draft forward per depth (SEED §3.2, Appendix B).
+
+    k_config (2, 2, 1) samples 2 candidates after the context, 2 children under each, 1 under each
+    of those: 2 + 4 + 4 = 10 tokens, in level order. (1, 1, 1) is the plain chain of length 3.
+    Candidates are drawn from q - never taken deterministically as the top-k when sampling, which
+    would not be lossless - i.i.d. (with replacement) or each from q with the earlier siblings
+    removed (``replacement=False``); each token travels with the exact q it was drawn from.
+    """
+
+    def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
+                 prompt: list[int], *, k_config: tuple[int, ...], replacement: bool = True) -> None:
+        super().__init__(model, params, rng, prompt)
+        self.k_config = k_config
+        self.replacement = replacement
 
     def propose(self, budget: int) -> Proposal:
+        shape = self.k_config[:max(budget, 0)]
         tokens: list[int] = []
+        parents: list[int] = []
         qs: list[np.ndarray] = []
-        if budget > 0:
-            logits = self.model.forward(self.cache, self.model.sync_to(self.cache, self.context))[-1]
-            for i in range(budget):
-                if self.params.greedy:
-                    x = int(logits.argmax())
-                else:
-                    q = distribution(logits[None], self.params)[0]
-                    x = sample(q, self.rng)
-                    qs.append(q)  # the very array x was drawn from travels to the verifier
-                tokens.append(x)
-                if i + 1 < budget:
-                    logits = self.model.forward(self.cache, [x])[-1]
-        arr = np.asarray(tokens, np.int32)
-        q = np.stack(qs) if qs else None
-        if q is None and not self.params.greedy:
-            q = np.zeros((0, self.model.vocab_size), np.float32)
-        return Proposal(arr, np.arange(-1, len(arr) - 1, dtype=np.int32), q)
+        if shape:
+            root = self.model.forward(self.cache, self.model.sync_to(self.cache, self.context))[-1]
+            self.base = len(self.cache)
+            frontier = [(-1, root)]
+            for depth, width in enumerate(shape):
+                level = []
+                for parent, logits in frontier:
+                    for x, q in self._candidates(logits, width):
+                        tokens.append(x)
+                        parents.append(parent)
+                        if q is not None:
+                            qs.append(q)
+                        level.append(len(tokens) - 1)
+                if depth + 1 < len(shape):
+                    # node j sits at cache index base + j: levels are fed in order, the last is not
+                    at = [self.base + parents[j] if parents[j] >= 0 else self.base - 1 for j in level]
+                    rows = self.model.forward(self.cache, [tokens[j] for j in level], at)
+                    frontier = list(zip(level, rows))
+        else:
+            self.base = len(self.cache)
+        q = np.stack(qs) if qs else (None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32))
+        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q)
+
+    def _candidates(self, logits: np.ndarray, width: int) -> Iterator[tuple[int, np.ndarray | None]]:
+        if self.params.greedy:  # deterministic top-width: lossless because acceptance is argmax equality
+            for x in np.argsort(-logits, kind="stable")[:width]:
+                yield int(x), None
+            return
+        q = distribution(logits[None], self.params)[0]
+        for _ in range(width):
+            x = sample(q, self.rng)
+            yield x, q  # the very array x was drawn from travels to the verifier
+            if not self.replacement:
+                q = q.copy()
+                q[x] = 0.0
+                if q.sum() <= 0:
+                    return
+                q /= q.sum()
 
 
-DRAFTERS: dict[str, type[Drafter]] = {"chain": ChainDrafter}
+class ChainDrafter(TreeDrafter):
+    """A chain of up to ``k`` tokens, one draft forward each: the SEED paper's draft model."""
+
+    def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
+                 prompt: list[int], k: int = 64) -> None:
+        super().__init__(model, params, rng, prompt, k_config=(1,) * k)
+
+
+def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
+                 *, k_config: tuple[int, ...], replacement: bool = True) -> Drafter:
+    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement)

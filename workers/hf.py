@@ -41,56 +41,70 @@ class HFModel(LanguageModel):
         return HFCache()
 
     @torch.inference_mode()
-    def forward(self, cache: HFCache, tokens: Sequence[int]) -> np.ndarray:
+    def forward(self, cache: HFCache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
         if not tokens:
             return np.zeros((0, self.vocab_size), np.float32)
+        if parents is not None or not cache.linear:
+            return self.forward_batch([cache], [tokens], [parents])[0]
         start = len(cache)
+        cache.append(tokens, None)
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         positions = torch.arange(start, start + len(tokens)).unsqueeze(0)
         out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
                          past_key_values=cache.past if cache.past is not None else DynamicCache())
         cache.past = out.past_key_values
-        cache.tokens.extend(int(t) for t in tokens)
         return out.logits[0].float().numpy()
 
-    def crop(self, cache: HFCache, length: int) -> None:
-        del cache.tokens[length:]
+    def keep(self, cache: HFCache, indices: Sequence[int]) -> None:
+        indices = list(indices)
         if cache.past is not None:
+            idx = torch.tensor(indices, dtype=torch.long)
             for layer in cache.past.layers:
-                layer.keys = layer.keys[..., :length, :]
-                layer.values = layer.values[..., :length, :]
+                layer.keys = layer.keys.index_select(-2, idx)
+                layer.values = layer.values.index_select(-2, idx)
+        cache.select(indices)
 
     @torch.inference_mode()
-    def forward_batch(self, caches: Sequence[HFCache], tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        if len(caches) == 1:
-            return [self.forward(caches[0], tokens[0])]
+    def forward_batch(self, caches: Sequence[HFCache], tokens: Sequence[Sequence[int]],
+                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
+        """One forward for several sequences, each a plain continuation or a token tree.
+
+        Row i of the batch is laid out as [pad][its cache][pad][its new tokens]; a boolean 4D mask
+        lets every new token see exactly its own ancestors, so padding and other rows are invisible
+        and position ids come from each sequence's own cache.
+        """
+        parents = list(parents) if parents is not None else [None] * len(caches)
         past_len = max(len(c) for c in caches)
         new_len = max(len(t) for t in tokens)
         b = len(caches)
-        # Row i: [pad][its cache][pad][its new tokens]; padding is masked out, positions skip it.
         ids = torch.zeros((b, new_len), dtype=torch.long)
-        mask = torch.zeros((b, past_len + new_len), dtype=torch.long)
         positions = torch.zeros((b, new_len), dtype=torch.long)
-        for i, (c, t) in enumerate(zip(caches, tokens)):
-            n, pad = len(t), new_len - len(t)
-            ids[i, pad:] = torch.tensor(list(t))
-            mask[i, past_len - len(c):past_len] = 1
-            mask[i, past_len + pad:] = 1
-            positions[i, pad:] = torch.arange(len(c), len(c) + n)
-        past = self._stack([c.past for c in caches], [len(c) for c in caches], past_len)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+        allowed = torch.zeros((b, 1, new_len, past_len + new_len), dtype=torch.bool)
+        columns = []
+        for i, (c, t, par) in enumerate(zip(caches, tokens, parents)):
+            before, pad = len(c), new_len - len(t)
+            c.append(t, par)
+            # cache index -> column of the batch layout
+            col = [past_len - before + j for j in range(before)] + [past_len + pad + j for j in range(len(t))]
+            columns.append(col)
+            ids[i, pad:] = torch.tensor(list(t), dtype=torch.long)
+            positions[i, pad:] = torch.tensor(c.positions[before:], dtype=torch.long)
+            for j in range(pad):  # padding queries see only themselves (no all-masked rows)
+                allowed[i, 0, j, past_len + j] = True
+            rows_i, cols_i = np.nonzero(c.visibility(before))
+            allowed[i, 0, pad + rows_i, np.asarray(col)[cols_i]] = True
+        past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
+                           past_len)
+        out = self.model(input_ids=ids, attention_mask=allowed, position_ids=positions,
                          past_key_values=past, use_cache=True)
         logits = out.logits.float().numpy()
         rows = []
         for i, (c, t) in enumerate(zip(caches, tokens)):
-            pad = new_len - len(t)
-            keep = torch.cat([torch.arange(past_len - len(c), past_len),
-                              torch.arange(past_len + pad, past_len + new_len)])
+            keep = torch.tensor(columns[i], dtype=torch.long)
             c.past = DynamicCache()
             for li, layer in enumerate(out.past_key_values.layers):
                 c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
-            c.tokens.extend(int(x) for x in t)
-            rows.append(logits[i, pad:])
+            rows.append(logits[i, new_len - len(t):])
         return rows
 
     def _stack(self, pasts: list[DynamicCache | None], lengths: list[int], past_len: int) -> DynamicCache:

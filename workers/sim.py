@@ -14,6 +14,7 @@ one forward. A batched forward also costs one forward.
 
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 from collections.abc import Sequence
@@ -39,34 +40,41 @@ class SimModel(LanguageModel):
         self.forwards = 0
 
     def logits_for(self, context: Sequence[int]) -> np.ndarray:
-        """The exact next-token logits after ``context`` (float32 [V])."""
-        tail = [int(t) for t in context[-ORDER:]]
-        g = _normal(self.seed, 0, tail, self.vocab_size)
+        """The exact next-token logits after ``context`` (float32 [V], read-only)."""
+        return self._logits(tuple(int(t) for t in context[-ORDER:]))
+
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - a few models per process, never freed anyway
+    def _logits(self, tail: tuple[int, ...]) -> np.ndarray:
+        g = _normal(self.seed, 0, list(tail), self.vocab_size)
         if self.agreement < 1:
-            g = self.agreement * g + (1 - self.agreement) * _normal(self.seed, 1, tail, self.vocab_size)
+            g = self.agreement * g + (1 - self.agreement) * _normal(self.seed, 1, list(tail), self.vocab_size)
         z = SHARPNESS * g
         z[EOS] -= EOS_PENALTY
-        return z.astype(np.float32)
+        z = z.astype(np.float32)
+        z.setflags(write=False)
+        return z
 
     def new_cache(self) -> Cache:
         return Cache()
 
-    def forward(self, cache: Cache, tokens: Sequence[int]) -> np.ndarray:
+    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
         self._spend()
-        return self._read(cache, tokens)
+        return self._read(cache, tokens, parents)
 
-    def forward_batch(self, caches: Sequence[Cache], tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    def forward_batch(self, caches: Sequence[Cache], tokens: Sequence[Sequence[int]],
+                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
         self._spend()
-        return [self._read(c, t) for c, t in zip(caches, tokens)]
+        parents = parents or [None] * len(caches)
+        return [self._read(c, t, p) for c, t, p in zip(caches, tokens, parents)]
 
-    def crop(self, cache: Cache, length: int) -> None:
-        del cache.tokens[length:]
+    def keep(self, cache: Cache, indices: Sequence[int]) -> None:
+        cache.select(indices)
 
-    def _read(self, cache: Cache, tokens: Sequence[int]) -> np.ndarray:
-        rows = []
-        for t in tokens:
-            cache.tokens.append(int(t))
-            rows.append(self.logits_for(cache.tokens))
+    def _read(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None) -> np.ndarray:
+        base = len(cache)
+        cache.append(tokens, parents)
+        rows = [self.logits_for([cache.tokens[j] for j in cache.ancestors(i, ORDER)])
+                for i in range(base, len(cache))]
         return np.stack(rows) if rows else np.zeros((0, self.vocab_size), np.float32)
 
     def _spend(self) -> None:
