@@ -51,7 +51,7 @@ class PolicySettings:
 class Policy(ABC):
     """Base class of every scheduling policy. Subclasses set ``name`` and implement ``pick``."""
 
-    name: str = "policy"
+    name: str = ""  # shown in the run's output and errors; empty = the class name
 
     def __init__(self, settings: PolicySettings | None = None) -> None:
         self.settings = settings or PolicySettings()

@@ -29,6 +29,9 @@ class RunQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    def sequences(self) -> set[int]:
+        return {q.draft.seq for q in self._waiting}
+
     def push(self, draft: Draft, reply_to: bytes, *, arrival: float, verified_tokens: int,
              priority: int, round: int) -> ReadyDraft:
         info = ReadyDraft(draft.worker, draft.seq, arrival, next(self._order), len(draft.tokens),
@@ -39,7 +42,7 @@ class RunQueue:
     def pick(self) -> list[Queued]:
         """Ask the policy; remove and return what it chose (one entry, or several to batch)."""
         ready = [q.info for q in self._waiting]
-        name = getattr(self.policy, "name", type(self.policy).__name__)
+        name = self.policy.name or type(self.policy).__name__
         try:
             choice = self.policy.pick(ready)
         except Exception as exc:

@@ -20,7 +20,7 @@ from specsched.runtime.config import RunConfig
 from specsched.runtime.events import VERIFIER, Recorder
 from specsched.runtime.messages import Draft, Verdict
 from specsched.runtime.sampling import stream
-from specsched.runtime.transport import Telemetry
+from specsched.runtime.transport import Telemetry, worker_identity
 from specsched.runtime.wire import ProtocolError, pack, unpack
 from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.run_queue import Queued, RunQueue
@@ -78,6 +78,17 @@ class Verifier:
         self.queue = RunQueue(policy_cls(PolicySettings(max_batch=config.max_batch)))
 
     def admit(self, draft: Draft, reply_to: bytes, arrival: float) -> None:
+        """Validate a draft and put it in the run queue; anything off is a ProtocolError (counted).
+
+        A draft must come from the worker that owns its sequence (by ZeroMQ identity), for a
+        sequence of this run, for the round the verifier expects next, and at most one per sequence
+        may wait - so a stray or forged message can never take a sequence's turn.
+        """
+        if not 0 <= draft.seq < self.config.n_sequences:
+            raise ProtocolError(f"draft for sequence {draft.seq}, which is not part of this run")
+        owner = draft.seq if self.config.mode == "seed" else 0
+        if draft.worker != owner or reply_to != worker_identity(owner):
+            raise ProtocolError(f"draft for sequence {draft.seq} from {reply_to!r}, not from its worker {owner}")
         st = self.seqs.get(draft.seq)
         if st is None:
             if draft.prompt is None or len(draft.prompt) == 0:
@@ -87,6 +98,8 @@ class Verifier:
             self.seqs[draft.seq] = st
         if st.done:
             raise ProtocolError(f"draft for finished sequence {draft.seq}")
+        if draft.round != st.rounds or draft.seq in self.queue.sequences():
+            raise ProtocolError(f"draft round {draft.round} for sequence {draft.seq}, expected {st.rounds}")
         if not self.config.sampling.greedy:
             if draft.q is None or draft.q.shape[1] != self.target.vocab_size:
                 raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
@@ -185,8 +198,8 @@ def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: 
         v.recorder.add("idle", idle_since, v.queue._waiting[0].info.arrival)
         picked = v.queue.pick()
         for entry, verdict in zip(picked, v.verify(picked)):
+            v.report(verdict, entry.draft.worker)  # the supervisor hears of it before the worker does
             router.send_multipart([entry.reply_to, *verdict.to_frames()], copy=False)
-            v.report(verdict, entry.draft.worker)
         idle_since = time.monotonic()
     router.close()
     return v.counters

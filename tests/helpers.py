@@ -1,0 +1,343 @@
+"""Shared helpers for the core test suite: fast sim runs, exact sim references, chi-square, CLI runs.
+
+Everything here works on the sim backend, whose next-token distributions are exact functions of the
+context, so a test can compute the true answer (greedy tokens, or the probability of any output)
+without running the runtime at all and compare the runtime's output against it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from specsched.runtime.app import RunRecord, run
+from specsched.runtime.config import RunConfig
+from specsched.runtime.events import Recorder
+from specsched.runtime.messages import Draft
+from specsched.runtime.sampling import SamplingParams, distribution
+from specsched.runtime.wire import unpack
+from specsched.scheduler.verifier import Verifier
+from specsched.workers import draft_worker
+from specsched.workers.backend import get_backend
+from specsched.workers.sim import EOS, SimBackend, SimModel, SimTokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Small simulated forward costs: fast runs that still interleave drafts and verifications.
+FAST = {"sim_draft_ms": 1.0, "sim_verify_ms": 2.0}
+
+
+def sim_config(**overrides) -> RunConfig:
+    return RunConfig(**{"backend": "sim", **FAST, **overrides})
+
+
+def run_ok(config: RunConfig) -> RunRecord:
+    """One in-process run (the supervisor and its child processes); it must succeed."""
+    record = run(config)
+    assert record.status == "ok", f"run {record.status}: {record.error}"
+    return record
+
+
+def outputs(record: RunRecord) -> list[list[int]]:
+    return [s.tokens for s in record.sequences]
+
+
+# -- exact references from the sim models ---------------------------------------------------------
+
+def target_model(vocab: int) -> SimModel:
+    return SimModel(vocab, SimBackend.MODEL_SEED, 1.0, 0.0, draft=False)
+
+
+def draft_model(vocab: int, agreement: float) -> SimModel:
+    return SimModel(vocab, SimBackend.MODEL_SEED, agreement, 0.0, draft=True)
+
+
+def words(vocab: int, tokens: Iterable[int]) -> str:
+    """A prompt text that the sim tokenizer encodes to exactly ``tokens``."""
+    tok = SimTokenizer(vocab)
+    text = " ".join(tok.words[t] for t in tokens)
+    assert tok.encode(text) == list(tokens)
+    return text
+
+
+def greedy_reference(prompt: Sequence[int], vocab: int, max_new: int) -> list[int]:
+    """Plain greedy decoding of the target, one argmax at a time: what every mode must produce."""
+    model, context, out = target_model(vocab), list(prompt), []
+    while len(out) < max_new:
+        t = int(model.logits_for(context).argmax())
+        out.append(t)
+        context.append(t)
+        if t == EOS:
+            break
+    return out
+
+
+def outcome_probabilities(model: SimModel, prompt: Sequence[int], length: int,
+                          params: SamplingParams) -> dict[tuple[int, ...], float]:
+    """Exact probability of every possible output of ``length`` new tokens (ending early at EOS)."""
+    probs: dict[tuple[int, ...], float] = {}
+
+    def grow(context: list[int], out: tuple[int, ...], mass: float) -> None:
+        if len(out) == length or (out and out[-1] == EOS):
+            probs[out] = probs.get(out, 0.0) + mass
+            return
+        p = distribution(model.logits_for(context)[None], params)[0].astype(np.float64)
+        p /= p.sum()
+        for t in np.flatnonzero(p):
+            grow(context + [int(t)], out + (int(t),), mass * p[t])
+
+    grow(list(prompt), (), 1.0)
+    return probs
+
+
+def transition_table(model: SimModel, vocab: int, params: SamplingParams) -> dict[tuple[int, int], np.ndarray]:
+    """p(next | last two tokens) for every two-token context (the sim models are order-2 Markov)."""
+    table = {}
+    for a, b in itertools.product(range(vocab), repeat=2):
+        p = distribution(model.logits_for([a, b])[None], params)[0].astype(np.float64)
+        table[(a, b)] = p / p.sum()
+    return table
+
+
+# -- decoding in process ---------------------------------------------------------------------------
+
+class _NoTelemetry:
+    def send(self, *args, **kwargs):
+        pass
+
+    def events(self, rows):
+        pass
+
+
+class _LoopbackSocket:
+    """Stands in for a worker's DEALER: every draft sent is verified at once by an in-process Verifier."""
+
+    def __init__(self, verifier: Verifier) -> None:
+        self.verifier = verifier
+        self.reply: list | None = None
+
+    def send_multipart(self, frames, copy=True) -> None:
+        draft = Draft.from_message(unpack([bytes(f) for f in frames]))
+        self.verifier.admit(draft, b"w0", time.monotonic())
+        (verdict,) = self.verifier.verify(self.verifier.queue.pick())
+        self.reply = verdict.to_frames()
+
+    def poll(self, timeout=None) -> bool:
+        return self.reply is not None
+
+    def recv_multipart(self, copy=True) -> list[bytes]:
+        frames, self.reply = [bytes(f) for f in self.reply], None
+        return frames
+
+
+def decode_in_process(config: RunConfig, prompt: list[int], seq: int) -> list[int]:
+    """One sequence through the real draft-worker loop and the real Verifier, without processes.
+
+    Same per-sequence RNG streams as the runtime, so the output equals that of `sd` and `seed` runs.
+    """
+    config = replace(config, sim_draft_ms=0.0, sim_verify_ms=0.0)
+    backend = get_backend(config)
+    verifier = Verifier(config, backend.target(), _NoTelemetry())
+    draft_worker._run_sequence(config, backend.draft(), 0, seq, list(prompt), _LoopbackSocket(verifier),
+                               Recorder("draft", 0), _NoTelemetry(), lambda: True)
+    return verifier.seqs[seq].generated
+
+
+# -- chi-square -------------------------------------------------------------------------------------
+
+def chi2_sf(x: float, dof: int) -> float:
+    """P(X >= x) for X ~ chi-square(dof): the regularised upper incomplete gamma Q(dof/2, x/2)."""
+    a, z = dof / 2.0, x / 2.0
+    if z <= 0:
+        return 1.0
+    log_front = a * math.log(z) - z - math.lgamma(a)
+    if z < a + 1:  # series for P(a, z)
+        term = total = 1.0 / a
+        n = a
+        while term > total * 1e-15:
+            n += 1
+            term *= z / n
+            total += term
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    # continued fraction for Q(a, z) (modified Lentz)
+    tiny = 1e-300
+    b = z + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            break
+    return math.exp(log_front) * h
+
+
+def pooled_cells(counts: dict, probs: dict, n: int, min_expected: float = 5.0):
+    """Group cells, least likely first, until each group expects >= ``min_expected`` of ``n`` draws.
+
+    The usual validity condition of the chi-square approximation. Observed outcomes that have
+    probability 0 are returned separately: a correct sampler never produces them.
+    """
+    impossible = {o: c for o, c in counts.items() if probs.get(o, 0.0) == 0.0}
+    cells = sorted((p, o) for o, p in probs.items() if p > 0)
+    groups, obs, exp = [], 0, 0.0
+    for p, o in cells:
+        obs += counts.get(o, 0)
+        exp += n * p
+        if exp >= min_expected:
+            groups.append((obs, exp))
+            obs, exp = 0, 0.0
+    if exp > 0 or obs:
+        if groups:
+            o0, e0 = groups.pop()
+            groups.append((o0 + obs, e0 + exp))
+        else:
+            groups.append((obs, exp))
+    return groups, impossible
+
+
+def chi2_statistic(groups: list[tuple[int, float]]) -> tuple[float, int]:
+    return sum((o - e) ** 2 / e for o, e in groups), len(groups) - 1
+
+
+def chi2_goodness_of_fit(samples: Iterable, probs: dict) -> tuple[float, int, float, dict]:
+    """Pearson's test of ``samples`` against the exact distribution ``probs``: (stat, dof, p, impossible)."""
+    counts = Counter(samples)
+    n = sum(counts.values())
+    groups, impossible = pooled_cells(counts, probs, n)
+    stat, dof = chi2_statistic(groups)
+    return stat, dof, chi2_sf(stat, dof), impossible
+
+
+def markov_chi2(sequences: Iterable[Sequence[int]], prompts: Iterable[Sequence[int]],
+                table: dict[tuple[int, int], np.ndarray]) -> tuple[float, int, float, int, dict]:
+    """Test that every generated token was drawn from p(. | last two tokens).
+
+    Under the null hypothesis (lossless sampling) each sequence is an order-2 Markov chain with the
+    target's transition probabilities, and Pearson's statistic over the transition counts, summed
+    over contexts, is asymptotically chi-square with sum(cells - 1) degrees of freedom (Anderson &
+    Goodman 1957, "Statistical inference about Markov chains"). Returns (stat, dof, p, draws,
+    impossible transitions).
+    """
+    per_context: dict[tuple[int, int], Counter] = {}
+    draws = 0
+    for seq, prompt in zip(sequences, prompts):
+        context = list(prompt)
+        for t in seq:
+            per_context.setdefault((context[-2], context[-1]), Counter())[t] += 1
+            context.append(t)
+            draws += 1
+    stat, dof, impossible = 0.0, 0, {}
+    for ctx, counts in per_context.items():
+        n = sum(counts.values())
+        p = table[ctx]
+        groups, bad = pooled_cells(counts, {t: float(p[t]) for t in range(len(p))}, n)
+        impossible.update({(ctx, t): c for t, c in bad.items()})
+        s, d = chi2_statistic(groups)
+        stat, dof = stat + s, dof + d
+    return stat, dof, chi2_sf(stat, max(dof, 1)), draws, impossible
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "specsched", "run", *args]
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_command(*args), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def stderr_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _still_running(p: psutil.Process) -> bool:
+    # is_running() also compares the start time, so a recycled pid does not count as a survivor.
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+class Watched:
+    """A CLI process started in the background, with every descendant it ever had recorded."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True)
+        self.seen: dict[int, psutil.Process] = {}
+        self.stdout = self.stderr = ""
+
+    def poll_children(self) -> int:
+        try:
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                self.seen.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+        return len(self.seen)
+
+    def wait_for_children(self, n: int, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while self.poll_children() < n:
+            assert self.proc.poll() is None, f"exited early ({self.proc.returncode}): {self.finish()[1]}"
+            assert time.monotonic() < deadline, f"saw {len(self.seen)} of {n} child processes"
+            time.sleep(0.01)
+
+    def watch_until_exit(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            self.poll_children()
+            assert time.monotonic() < deadline, "the CLI did not exit"
+            time.sleep(0.01)
+
+    def signal(self, signum: int = signal.SIGINT) -> None:
+        os.kill(self.proc.pid, signum)
+
+    def finish(self, timeout: float = 120) -> tuple[int, str, str]:
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            raise
+        self.stdout, self.stderr = out, err
+        return self.proc.returncode, out, err
+
+    def survivors(self, grace: float = 10) -> list[psutil.Process]:
+        """Children recorded while the CLI ran that still exist after it exited (a few seconds' grace)."""
+        _, alive = psutil.wait_procs(list(self.seen.values()), timeout=grace)
+        return [p for p in alive if _still_running(p)]
+
+    def kill_all(self) -> None:
+        for p in [*self.seen.values()]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.proc.kill()
+        self.proc.wait()

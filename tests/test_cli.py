@@ -1,0 +1,153 @@
+"""The command line as a user meets it: bad input costs one clear line and a non-zero exit (no
+traceback), `python -m specsched` and the checkout launcher `bin/specsched` both run, and `--json`
+writes the documented record.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from helpers import REPO, greedy_reference, read_json, run_cli, stderr_lines, words
+
+from specsched.workers.sim import EOS, SimTokenizer
+
+FAST_FLAGS = ["--sim-draft-ms", "1", "--sim-verify-ms", "2"]
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    lines = stderr_lines(result.stderr)
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("specsched: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def policy_files(tmp_path):
+    (tmp_path / "empty.py").write_text("X = 1\n")
+    (tmp_path / "named_boom.py").write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Boom(Policy):
+            name = "boom"
+
+            def pick(self, ready):
+                raise RuntimeError("the scheduler exploded")
+    """))
+    (tmp_path / "exploding.py").write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Exploding(Policy):
+            def pick(self, ready):
+                raise ZeroDivisionError("no more picks")
+    """))
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags, fragments", [
+    (["--policy", "lottery"], ["unknown policy 'lottery'"]),
+    (["--policy", "{tmp}/missing.py:Lottery"], ["policy file not found", "missing.py"]),
+    (["--policy", "{tmp}/empty.py:Lottery"], ["'Lottery' not found", "empty.py"]),
+    (["--policy", "no_such_module_xyz:Lottery"], ["no_such_module_xyz"]),
+    (["--k", "0"], ["--k must be at least 1, got 0"]),
+    (["--workers", "0"], ["--workers must be at least 1, got 0"]),
+    (["--workers", "-1"], ["--workers must be at least 1"]),
+    (["--mode", "turbo"], ["unknown --mode 'turbo'"]),
+    (["--backend", "gpu"], ["unknown --backend 'gpu'"]),
+    (["--temperature", "-1"], ["--temperature"]),
+    (["--workers", "3", "--policy", "priority", "--priorities", "1,2"], ["--priorities"]),
+    (["--workers", "3", "--prompt", "a", "--prompt", "b"], ["2 prompts but --workers 3"]),
+], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
+def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
+    flags = [f.format(tmp=policy_files) for f in flags]
+    result = run_cli("--max-new-tokens", "4", *FAST_FLAGS, *flags)  # the last value of a flag wins
+    assert_one_error_line(result, 2, *fragments)
+    assert result.stdout == ""  # refused before anything ran
+
+
+def test_a_policy_that_raises_stops_the_run_with_one_line_naming_it(policy_files):
+    result = run_cli("--policy", f"{policy_files}/named_boom.py:Boom", "--workers", "2",
+                     "--max-new-tokens", "8", *FAST_FLAGS)
+    assert_one_error_line(result, 1, "'boom'", "the scheduler exploded")
+
+
+def test_a_policy_without_a_name_attribute_is_named_by_its_class_or_spec(policy_files):
+    result = run_cli("--policy", f"{policy_files}/exploding.py:Exploding", "--workers", "2",
+                     "--max-new-tokens", "8", *FAST_FLAGS)
+    line = assert_one_error_line(result, 1, "no more picks")
+    assert "Exploding" in line
+
+
+VOCAB = 64
+PROMPTS = [(5, 7), (1, 48)]  # the second ends early at EOS under greedy decoding
+
+
+@pytest.mark.parametrize("launcher", ["python -m specsched", "bin/specsched"])
+def test_both_launchers_run_and_write_the_json_record(tmp_path, launcher):
+    if launcher == "bin/specsched":
+        if not (REPO / "bin" / "specsched").is_file():
+            pytest.skip("bin/specsched (the checkout launcher) does not exist yet")
+        command = [sys.executable, str(REPO / "bin" / "specsched"), "run"]
+    else:
+        command = [sys.executable, "-m", "specsched", "run"]
+    out = tmp_path / "run.json"
+    prompt_args = [a for p in PROMPTS for a in ("--prompt", words(VOCAB, p))]
+    result = subprocess.run([*command, *prompt_args, "--max-new-tokens", "12", "--k", "3", "--json", str(out),
+                             *FAST_FLAGS], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    assert stderr_lines(result.stderr) == []
+    expected = [greedy_reference(p, VOCAB, 12) for p in PROMPTS]
+    tok = SimTokenizer(VOCAB)
+    # the generated texts are printed, then the summary
+    for tokens in expected:
+        assert tok.decode(tokens) in result.stdout
+    assert "acceptance rate" in result.stdout and "tokens/s" in result.stdout
+
+    record = read_json(out)
+    assert {"config", "sequences", "metrics", "events"} <= set(record)
+    assert record["config"]["max_new_tokens"] == 12 and record["config"]["k"] == 3
+    assert record["config"]["mode"] == "seed" and record["config"]["policy"] == "fcfs"
+
+    seqs = record["sequences"]
+    assert [s["id"] for s in seqs] == [0, 1] and [s["worker"] for s in seqs] == [0, 1]
+    assert [s["prompt"] for s in seqs] == [words(VOCAB, p) for p in PROMPTS]
+    assert [s["tokens"] for s in seqs] == expected
+    assert expected[1][-1] == EOS and len(expected[0]) == 12
+    assert [s["text"] for s in seqs] == [tok.decode(t) for t in expected]
+
+    m = record["metrics"]
+    for key in ("wall_s", "tokens_per_s", "acceptance_rate", "mean_tokens_per_verify", "verifier_busy"):
+        assert isinstance(m[key], float), key
+    n_tokens = sum(len(t) for t in expected)
+    assert m["wall_s"] > 0 and m["tokens_per_s"] == pytest.approx(n_tokens / m["wall_s"])
+    assert 0 <= m["acceptance_rate"] <= 1 and 0 < m["verifier_busy"] <= 1
+    assert m["mean_tokens_per_verify"] >= 1
+
+    events = record["events"]
+    assert events
+    for e in events:
+        assert {"pid", "role", "worker", "kind", "start", "end"} <= set(e)
+        assert e["role"] in ("verifier", "draft")
+        assert e["kind"] in ("draft", "queued", "verify", "resample", "idle")
+        assert e["start"] <= e["end"]
+        assert (e["worker"] == -1) == (e["role"] == "verifier")
+    # one verifier process and one process per draft worker, none of them the CLI itself
+    pids = {(e["role"], e["worker"]): e["pid"] for e in events}
+    assert {w for r, w in pids if r == "draft"} == {0, 1}
+    assert len(set(pids.values())) == 3
+    assert {e["kind"] for e in events if e["role"] == "draft"} >= {"draft", "queued", "verify"}
+
+
+def test_quiet_prints_only_the_summary(tmp_path):
+    result = run_cli("--prompt", words(VOCAB, PROMPTS[0]), "--workers", "1", "--max-new-tokens", "6", "--quiet",
+                     *FAST_FLAGS)
+    assert result.returncode == 0, result.stderr
+    assert SimTokenizer(VOCAB).decode(greedy_reference(PROMPTS[0], VOCAB, 6)) not in result.stdout
+    assert "tokens/s" in result.stdout

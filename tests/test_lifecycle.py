@@ -1,0 +1,179 @@
+"""No child process outlives a run: after a normal run, a failing run, Ctrl-C (SIGINT), SIGTERM and
+even SIGKILL of the CLI. An interrupted run exits non-zero and still reports every token it had
+verified.
+
+Each test starts the real CLI, records every descendant it ever has (psutil) while it runs, and
+checks after it exits that none of them is still running.
+"""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+import time
+
+import psutil
+import pytest
+from helpers import Watched, greedy_reference, read_json, run_ok, sim_config, stderr_lines, words
+
+from specsched.runtime.app import run
+
+VOCAB = 64
+# Greedy decoding from these prompts never reaches EOS: the run goes on until it is stopped.
+ENDLESS = [(5, 7), (3, 9), (11, 13)]
+ENDLESS_ARGS = [a for p in ENDLESS for a in ("--prompt", words(VOCAB, p))]
+LONG_RUN = [*ENDLESS_ARGS, "--max-new-tokens", "1000000", "--k", "3", "--sim-draft-ms", "3",
+            "--sim-verify-ms", "15"]
+
+
+def no_children_of_this_process() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_normal_run_leaves_no_process_behind():
+    w = Watched(*ENDLESS_ARGS, "--max-new-tokens", "40", "--sim-draft-ms", "2", "--sim-verify-ms", "5")
+    w.watch_until_exit()
+    code, _, err = w.finish()
+    assert code == 0, err
+    assert len(w.seen) == 1 + len(ENDLESS)   # the verifier and one draft worker per prompt
+    assert w.survivors() == []
+
+
+def test_a_failing_run_leaves_no_process_behind(tmp_path):
+    policy = tmp_path / "late_failure.py"
+    policy.write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class LateFailure(Policy):
+            name = "late-failure"
+            calls = 0
+
+            def pick(self, ready):
+                self.calls += 1
+                if self.calls > 20:   # fail mid-run, once every process is up and busy
+                    raise RuntimeError("gave up")
+                return ready[0]
+    """))
+    w = Watched(*LONG_RUN, "--policy", f"{policy}:LateFailure")
+    w.watch_until_exit()
+    code, _, err = w.finish()
+    assert code == 1
+    assert stderr_lines(err) == [
+        "specsched: error: verifier: PolicyFailure: policy 'late-failure' raised RuntimeError: gave up"]
+    assert len(w.seen) == 1 + len(ENDLESS)
+    assert w.survivors() == []
+
+
+def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3):
+    """Start a long run, let it verify for a while, send ``signum``; retry with a longer wait if the
+    machine was so busy that nothing had been verified yet."""
+    for attempt in range(attempts):
+        out = tmp_path / f"record-{attempt}.json"
+        w = Watched(*LONG_RUN, "--json", str(out))
+        try:
+            w.wait_for_children(1 + len(ENDLESS))
+            deadline = time.monotonic() + 2.0 * 2 ** attempt
+            while time.monotonic() < deadline:
+                w.poll_children()
+                time.sleep(0.05)
+            w.signal(signum)
+            code, stdout, stderr = w.finish(timeout=60)
+        finally:
+            if w.proc.poll() is None:
+                w.kill_all()
+        assert w.survivors() == []
+        record = read_json(out)
+        if any(s["tokens"] for s in record["sequences"]) or attempt == attempts - 1:
+            return code, stderr, record
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_exits_non_zero_keeps_what_was_verified_and_leaves_no_process(tmp_path, signum):
+    code, stderr, record = interrupt_mid_run(tmp_path, signum)
+    assert code == 130 if signum == signal.SIGINT else code in (130, 143)  # 128 + signal number
+    lines = stderr_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("specsched: error: interrupted"), stderr
+    assert "Traceback" not in stderr
+    assert record["status"] == "interrupted"
+
+    sequences = record["sequences"]
+    assert any(s["tokens"] for s in sequences), "nothing was verified before the signal"
+    for s, prompt in zip(sequences, ENDLESS):
+        # what was kept is exactly what greedy decoding produces, up to where the run was stopped
+        assert s["tokens"] == greedy_reference(prompt, VOCAB, len(s["tokens"]))
+        assert s["finished"] is False
+    assert record["metrics"]["tokens"] == sum(len(s["tokens"]) for s in sequences)
+
+    # The verifier reports a verification's tokens before its event, on one ordered channel: every
+    # verification in the record's timeline has its tokens in the record too.
+    events = record["events"]
+    verifier_verifies = {(e["start"], e["seq"]) for e in events if e["role"] == "verifier" and e["kind"] == "verify"}
+    assert record["metrics"]["tokens"] >= len(verifier_verifies) > 0
+
+
+def test_sigint_during_start_up_leaves_no_process_behind():
+    w = Watched(*LONG_RUN)
+    try:
+        w.wait_for_children(1)  # the verifier is starting; the workers may not exist yet
+        w.signal(signal.SIGINT)
+        w.watch_until_exit()
+        code, _, stderr = w.finish()
+    finally:
+        if w.proc.poll() is None:
+            w.kill_all()
+    assert code == 130
+    assert "Traceback" not in stderr
+    assert w.survivors() == []
+
+
+def test_children_die_with_a_killed_cli():
+    # SIGKILL leaves the CLI no chance to clean up: the children must notice and go by themselves.
+    w = Watched(*LONG_RUN)
+    try:
+        w.wait_for_children(1 + len(ENDLESS))
+        time.sleep(1.0)
+        w.poll_children()
+        w.signal(signal.SIGKILL)
+        w.finish()
+    finally:
+        if w.proc.poll() is None:
+            w.kill_all()
+    assert w.proc.returncode == -signal.SIGKILL
+    assert w.survivors(grace=15) == []
+
+
+def test_in_process_runs_leave_no_child_of_the_caller(tmp_path):
+    before = {p.pid for p in no_children_of_this_process()}
+    run_ok(sim_config(workers=2, max_new_tokens=8))
+    failing = tmp_path / "fails.py"
+    failing.write_text("from specsched.policies import Policy\n"
+                       "class Fails(Policy):\n"
+                       "    name = 'fails'\n"
+                       "    def pick(self, ready):\n"
+                       "        raise KeyError('x')\n")
+    record = run(sim_config(workers=2, max_new_tokens=8, policy=f"{failing}:Fails"))
+    assert record.status == "failed" and "'fails'" in record.error
+    assert {p.pid for p in no_children_of_this_process()} - before == set()
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: on Ctrl-C the supervisor tears the children down without draining "
+                   "its telemetry sink, so commits the verifier had already sent are dropped from the record")
+def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent():
+    """Ctrl-C lands while the supervisor is busy (say, drawing a live view) and the verifier keeps
+    verifying: every commit it sent before it was stopped belongs in the record."""
+    seen = {}
+
+    def on_update(collected):
+        received = sum(len(t) for t in collected.tokens.values())
+        if received and "before" not in seen:
+            seen["before"] = received
+            time.sleep(1.0)            # ~60 verifications of 15 ms happen meanwhile
+            raise KeyboardInterrupt
+
+    config = sim_config(prompts=[words(VOCAB, p) for p in ENDLESS], max_new_tokens=1_000_000, k=3,
+                        sim_draft_ms=3.0, sim_verify_ms=15.0)
+    record = run(config, on_update=on_update)
+    assert record.status == "interrupted"
+    for s, prompt in zip(record.sequences, ENDLESS):
+        assert s.tokens == greedy_reference(prompt, VOCAB, len(s.tokens))
+    assert record.metrics.tokens > seen["before"]

@@ -1,0 +1,263 @@
+"""Scheduling policies: given arrivals, the exact order in which the verifier is handed drafts.
+
+Every test feeds drafts into the real RunQueue (the verifier's run queue) or hands ReadyDraft lists
+to a policy, and asserts the whole pick order, tie-breaks included.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from specsched.policies import Policy, PolicyError, PolicySettings, ReadyDraft, load_policy
+from specsched.policies.fcfs import FCFS
+from specsched.policies.priority import Priority
+from specsched.policies.rr import RoundRobin
+from specsched.runtime.messages import Draft
+from specsched.scheduler.run_queue import PolicyFailure, RunQueue
+
+
+def ready(worker: int, arrival: float, order: int, *, priority: int = 0, seq: int | None = None,
+          length: int = 4, verified: int = 0) -> ReadyDraft:
+    return ReadyDraft(worker=worker, seq=worker if seq is None else seq, arrival=arrival, order=order,
+                      length=length, verified_tokens=verified, priority=priority)
+
+
+def drain(policy: Policy, drafts: list[ReadyDraft]) -> list[int]:
+    """Ask the policy again and again, removing each pick: the workers in the order served."""
+    waiting = sorted(drafts, key=lambda d: d.order)  # the queue hands drafts oldest first
+    served = []
+    while waiting:
+        choice = policy.pick(list(waiting))
+        assert choice in waiting
+        waiting.remove(choice)
+        served.append(choice.worker)
+    return served
+
+
+def queue_with(policy: Policy, arrivals: list[tuple[int, float, int]]) -> RunQueue:
+    """A RunQueue holding one draft per (worker, arrival, priority), pushed in list order."""
+    q = RunQueue(policy)
+    for worker, arrival, priority in arrivals:
+        q.push(Draft.chain(worker, worker, 0, [1, 2, 3]), f"w{worker}".encode(), arrival=arrival,
+               verified_tokens=0, priority=priority, round=0)
+    return q
+
+
+def pick_all(q: RunQueue) -> list[int]:
+    served = []
+    while len(q):
+        (entry,) = q.pick()
+        served.append(entry.draft.worker)
+    return served
+
+
+# -- FCFS -------------------------------------------------------------------------------------------
+
+def test_fcfs_serves_by_arrival_time_then_by_counter():
+    drafts = [ready(0, 3.0, 0), ready(1, 1.0, 1), ready(2, 2.0, 2), ready(3, 1.0, 3), ready(4, 0.5, 4)]
+    assert drain(FCFS(), drafts) == [4, 1, 3, 2, 0]
+
+
+def test_fcfs_ignores_priority_and_worker_id():
+    drafts = [ready(5, 1.0, 0, priority=9), ready(0, 2.0, 1, priority=0), ready(2, 1.5, 2, priority=-3)]
+    assert drain(FCFS(), drafts) == [5, 2, 0]
+
+
+def test_fcfs_through_the_run_queue_with_equal_arrival_times():
+    # Drafts drained in one batch can carry the same arrival stamp: the counter decides.
+    q = queue_with(FCFS(), [(2, 5.0, 0), (0, 5.0, 0), (1, 4.0, 0), (3, 5.0, 0)])
+    assert pick_all(q) == [1, 2, 0, 3]
+
+
+# -- priority ---------------------------------------------------------------------------------------
+
+def test_priority_lower_value_first_then_arrival_then_counter():
+    drafts = [
+        ready(0, 1.0, 0, priority=2),
+        ready(1, 4.0, 1, priority=0),
+        ready(2, 3.0, 2, priority=1),
+        ready(3, 2.0, 3, priority=0),
+        ready(4, 2.0, 4, priority=0),   # same priority and arrival as worker 3: counter breaks the tie
+        ready(5, 0.5, 5, priority=1),
+    ]
+    assert drain(Priority(), drafts) == [3, 4, 1, 5, 2, 0]
+
+
+def test_priority_accepts_negative_values_as_more_urgent():
+    drafts = [ready(0, 1.0, 0, priority=0), ready(1, 2.0, 1, priority=-1)]
+    assert drain(Priority(), drafts) == [1, 0]
+
+
+def test_priority_starves_a_low_priority_worker_while_urgent_ones_keep_arriving():
+    # Worker 0 (priority 5) is ready first; workers 1 and 2 (priority 0) re-arrive after every pick.
+    q = queue_with(Priority(), [(0, 0.0, 5), (1, 1.0, 0), (2, 2.0, 0)])
+    served, clock = [], 3.0
+    for _ in range(6):
+        (entry,) = q.pick()
+        w = entry.draft.worker
+        served.append(w)
+        if w != 0:
+            q.push(Draft.chain(w, w, 1, [1]), b"", arrival=clock, verified_tokens=0, priority=0, round=1)
+            clock += 1
+    assert served == [1, 2, 1, 2, 1, 2]
+    (entry,) = q.pick()
+    assert entry.draft.worker in (1, 2)
+
+
+# -- round-robin ------------------------------------------------------------------------------------
+
+def test_round_robin_cycles_over_worker_ids_not_arrivals():
+    drafts = [ready(2, 1.0, 0), ready(0, 2.0, 1), ready(3, 3.0, 2), ready(1, 4.0, 3)]
+    assert drain(RoundRobin(), drafts) == [0, 1, 2, 3]
+
+
+def test_round_robin_continues_after_the_last_worker_served_and_wraps():
+    rr = RoundRobin()
+    assert rr.pick([ready(1, 1.0, 0), ready(3, 2.0, 1)]).worker == 1
+    # worker 0 arrived before worker 3, but 3 comes next in cyclic order after 1
+    assert rr.pick([ready(0, 0.5, 2), ready(3, 2.0, 1)]).worker == 3
+    assert rr.pick([ready(0, 0.5, 2), ready(2, 3.0, 4)]).worker == 0   # wrap around
+    assert rr.pick([ready(1, 3.5, 5), ready(2, 3.0, 4)]).worker == 1
+
+
+def test_round_robin_does_not_serve_a_fast_worker_twice_while_another_waits():
+    # Worker 0 re-drafts instantly and is always the earliest arrival; FCFS would serve it every time.
+    def scenario(policy: Policy) -> list[int]:
+        q = queue_with(policy, [(0, 0.0, 0), (1, 0.5, 0), (2, 0.7, 0)])
+        served, clock = [], 1.0
+        for _ in range(6):
+            (entry,) = q.pick()
+            w = entry.draft.worker
+            served.append(w)
+            # the served worker's next draft arrives; worker 0's arrives "earlier" than anyone waiting
+            arrival = -clock if w == 0 else clock
+            q.push(Draft.chain(w, w, 1, [1]), b"", arrival=arrival, verified_tokens=0, priority=0, round=1)
+            clock += 1
+        return served
+
+    assert scenario(RoundRobin()) == [0, 1, 2, 0, 1, 2]
+    assert scenario(FCFS()) == [0, 0, 0, 0, 0, 0]
+
+
+def test_round_robin_breaks_ties_within_one_worker_by_arrival():
+    # In sd mode one worker owns several sequences: its drafts are served oldest first.
+    drafts = [ready(0, 2.0, 0, seq=7), ready(0, 1.0, 1, seq=8), ready(1, 0.0, 2)]
+    rr = RoundRobin()
+    first = rr.pick(drafts)
+    assert (first.worker, first.seq) == (0, 8)
+
+
+# -- the run queue ----------------------------------------------------------------------------------
+
+def test_run_queue_describes_each_draft_to_the_policy():
+    seen: list[list[ReadyDraft]] = []
+
+    class Spy(Policy):
+        name = "spy"
+
+        def pick(self, ready_drafts):
+            seen.append(list(ready_drafts))
+            return ready_drafts[-1]
+
+    q = RunQueue(Spy())
+    q.push(Draft.chain(4, 1, 2, [7, 8, 9]), b"w1", arrival=10.0, verified_tokens=12, priority=3, round=2)
+    q.push(Draft.chain(5, 2, 0, [7]), b"w2", arrival=11.0, verified_tokens=0, priority=1, round=0)
+    (entry,) = q.pick()
+    assert entry.reply_to == b"w2" and entry.draft.seq == 5
+    assert seen[0] == [
+        ReadyDraft(worker=1, seq=4, arrival=10.0, order=0, length=3, verified_tokens=12, priority=3, round=2),
+        ReadyDraft(worker=2, seq=5, arrival=11.0, order=1, length=1, verified_tokens=0, priority=1, round=0),
+    ]
+    assert len(q) == 1
+    (entry,) = q.pick()
+    assert entry.draft.seq == 4 and len(q) == 0
+
+
+class _Bad(Policy):
+    """Returns whatever the test puts in ``answer`` (or raises it)."""
+
+    name = "bad-policy"
+
+    def __init__(self, answer, settings=None):
+        super().__init__(settings)
+        self.answer = answer
+
+    def pick(self, ready_drafts):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer(ready_drafts) if callable(self.answer) else self.answer
+
+
+@pytest.mark.parametrize("answer, message", [
+    (RuntimeError("scheduler exploded"), "raised RuntimeError: scheduler exploded"),
+    (None, "not one of the ready drafts"),
+    ([], "not one of the ready drafts"),
+    ("w0", "not one of the ready drafts"),
+    (lambda r: ready(9, 0.0, 99), "not one of the ready drafts"),        # a draft that is not queued
+    (lambda r: ready(r[0].worker, r[0].arrival + 1, r[0].order), "not one of the ready drafts"),  # forged
+    (lambda r: [r[0], r[0]], "picked"),                                     # twice (and over max_batch)
+    (lambda r: list(r), "picked 2 drafts"),                                 # batch larger than allowed
+])
+def test_a_policy_that_raises_or_returns_something_else_is_a_policy_failure_naming_it(answer, message):
+    q = queue_with(_Bad(answer), [(0, 1.0, 0), (1, 2.0, 0)])
+    with pytest.raises(PolicyFailure, match="bad-policy") as info:
+        q.pick()
+    assert message in str(info.value)
+    assert len(q) == 2  # nothing was taken out of the queue
+
+
+def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():
+    q = queue_with(_Bad(lambda r: [r[2], r[0]], PolicySettings(max_batch=2)), [(0, 1.0, 0), (1, 2.0, 0), (2, 3.0, 0)])
+    assert [e.draft.worker for e in q.pick()] == [2, 0]
+    assert len(q) == 1
+
+
+# -- loading ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, cls", [("fcfs", FCFS), ("priority", Priority), ("rr", RoundRobin)])
+def test_builtin_names_load_their_policy(name, cls):
+    assert load_policy(name) is cls
+    assert cls.name == name
+
+
+def test_module_colon_class_loads_a_policy():
+    assert load_policy("specsched.policies.rr:RoundRobin") is RoundRobin
+
+
+def test_file_colon_class_loads_a_policy(tmp_path):
+    path = tmp_path / "newest.py"
+    path.write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Newest(Policy):
+            name = "newest"
+            def pick(self, ready):
+                return max(ready, key=lambda d: d.order)
+    """))
+    cls = load_policy(f"{path}:Newest")
+    assert drain(cls(), [ready(0, 1.0, 0), ready(1, 2.0, 1), ready(2, 3.0, 2)]) == [2, 1, 0]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("lottery", "unknown policy 'lottery'"),
+    ("{tmp}/missing.py:X", "policy file not found"),
+    ("{tmp}/p.py:Missing", "policy class 'Missing' not found"),
+    ("{tmp}/p.py:NotAPolicy", "is not a subclass"),
+    ("{tmp}/p.py:Abstract", "does not implement pick()"),
+    ("{tmp}/broken.py:X", "failed to import"),
+    ("no_such_module_xyz:X", "cannot import policy module"),
+])
+def test_bad_policy_specs_raise_policy_error(tmp_path, spec, message):
+    (tmp_path / "p.py").write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+        class NotAPolicy:
+            def pick(self, ready):
+                return ready[0]
+        class Abstract(Policy):
+            pass
+    """))
+    (tmp_path / "broken.py").write_text("raise ImportError('nope')\n")
+    with pytest.raises(PolicyError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_policy(spec.format(tmp=tmp_path))

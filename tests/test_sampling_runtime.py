@@ -1,0 +1,125 @@
+"""Sampling through the real multi-process runtime.
+
+* Seed-mode outputs follow the target distribution (statistically, at several agreement levels).
+* Outputs depend on ``--seed`` only: identical under every policy, and identical between `sd` and
+  `seed`, sampling included; `ar` draws from other streams, so it is compared in distribution.
+
+The statistical test: the sim models are order-2 Markov (the next token depends on the last two),
+so a lossless run's output is a Markov chain with the target's transition probabilities. We count
+the transitions of long sequences and apply Pearson's chi-square, summed over contexts
+(Anderson & Goodman 1957), cells pooled to expect >= 5 draws each. One run with 16 workers gives
+~1,500-2,500 transitions - far cheaper than thousands of short sequences, each a draft process
+(~0.3 s to start on this machine). We fail when p < 1e-4: with a correct runtime a random seed fails
+with probability about 1e-4 per test; the seed is fixed, so the verdict is reproducible, not flaky.
+Power, at these sample sizes: chains drawn from the draft model (no correction) are rejected
+(test_sampling_exact.py::test_the_markov_check_rejects_chains_drawn_from_the_draft_model); in an
+offline simulation a residual drawn from p instead of norm(max(0, p - q)) was rejected for 90-100 %
+of seeds at agreement 0 and 0.5. At agreement 0.9 q is so close to p that only gross errors show.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import (
+    decode_in_process,
+    markov_chi2,
+    outputs,
+    run_ok,
+    sim_config,
+    target_model,
+    transition_table,
+    words,
+)
+
+from specsched.runtime.sampling import SamplingParams
+from specsched.workers.sim import SimTokenizer
+
+ALPHA = 1e-4
+VOCAB = 8
+N_WORKERS = 16
+# Different two-token starts, so the chains begin in different contexts.
+START = [[1 + i % 7, 1 + (3 * i + 1) % 7] for i in range(N_WORKERS)]
+
+
+def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: int):
+    config = sim_config(mode=mode, workers=N_WORKERS, prompts=[words(VOCAB, p) for p in START],
+                        sim_vocab=VOCAB, sim_agreement=agreement, temperature=params.temperature,
+                        top_k=params.top_k, top_p=params.top_p, max_new_tokens=400, k=3, seed=seed,
+                        sim_draft_ms=0.0, sim_verify_ms=0.0)
+    return run_ok(config)
+
+
+@pytest.mark.parametrize("mode, agreement, params", [
+    ("seed", 0.0, SamplingParams(1.0)),
+    ("seed", 0.5, SamplingParams(1.5, top_k=5, top_p=0.9)),
+    ("seed", 0.9, SamplingParams(1.0)),
+    # ar draws from its own streams: following the same exact law makes it equal in distribution
+    ("ar", 0.5, SamplingParams(1.5, top_k=5, top_p=0.9)),
+], ids=lambda x: str(x) if not isinstance(x, SamplingParams) else
+    f"T{x.temperature}-k{x.top_k}-p{x.top_p}")
+def test_sampled_outputs_follow_the_target_distribution(mode, agreement, params):
+    record = statistical_run(mode, agreement, params, seed=2024)
+    table = transition_table(target_model(VOCAB), VOCAB, params)
+    stat, dof, pvalue, draws, impossible = markov_chi2(outputs(record), START, table)
+    assert not impossible, f"transitions outside the top-k/top-p support: {impossible}"
+    assert draws >= 1000 and dof >= 15, (draws, dof)
+    assert pvalue > ALPHA, f"chi2 = {stat:.1f} on {dof} dof over {draws} tokens"
+    if mode == "seed":
+        # the tokens really went through speculation: some draft tokens accepted, some rejected
+        assert 0 < record.metrics.accepted < record.metrics.drafted
+
+
+SAMPLED = {"temperature": 0.9, "top_p": 0.95, "sim_vocab": 64}
+PROMPTS = ["kaka lomi", "nene ruru", "sasa toto", "vivi bebe"]
+
+
+def verify_order(record) -> list[int]:
+    return [e.seq for e in sorted(record.collected.events, key=lambda e: e.start)
+            if e.role == "verifier" and e.kind == "verify"]
+
+
+@pytest.fixture(scope="module")
+def sampled_by_policy():
+    """The same sampled seed-mode run under each built-in policy, with a busy verifier."""
+    records = {}
+    for policy, extra in [("fcfs", {}), ("priority", {"priorities": [3, 2, 1, 0]}), ("rr", {})]:
+        records[policy] = run_ok(sim_config(mode="seed", workers=4, prompts=PROMPTS, max_new_tokens=24,
+                                            k=3, seed=99, policy=policy, sim_draft_ms=1.0,
+                                            sim_verify_ms=12.0, **SAMPLED, **extra))
+    return records
+
+
+def test_the_same_seed_gives_identical_sampled_outputs_under_every_policy(sampled_by_policy):
+    fcfs = outputs(sampled_by_policy["fcfs"])
+    assert outputs(sampled_by_policy["priority"]) == fcfs
+    assert outputs(sampled_by_policy["rr"]) == fcfs
+    # ... although the policies really did verify the sequences in different orders
+    orders = {p: verify_order(r) for p, r in sampled_by_policy.items()}
+    assert orders["priority"] != orders["fcfs"]
+
+
+def test_sampled_outputs_are_really_random(sampled_by_policy):
+    # four sequences from four different per-sequence streams (temperature 0.9) do not coincide
+    fcfs = outputs(sampled_by_policy["fcfs"])
+    other_seed = run_ok(sim_config(mode="seed", workers=4, prompts=PROMPTS, max_new_tokens=24, k=3,
+                                   seed=100, **SAMPLED))
+    assert outputs(other_seed) != fcfs
+
+
+def test_sd_and_seed_give_identical_sampled_outputs(sampled_by_policy):
+    fcfs = outputs(sampled_by_policy["fcfs"])
+    sd = run_ok(sim_config(mode="sd", workers=4, prompts=PROMPTS, max_new_tokens=24, k=3, seed=99, **SAMPLED))
+    assert outputs(sd) == fcfs
+    # and both are what the drafter and verifier produce in process, from the same streams
+    config = sd.config
+    tok = SimTokenizer(config.sim_vocab)
+    assert [decode_in_process(config, tok.encode(p), seq) for seq, p in enumerate(PROMPTS)] == fcfs
+
+
+def test_one_shared_prompt_still_samples_independent_sequences(sampled_by_policy):
+    record = run_ok(sim_config(mode="seed", workers=3, prompts=[PROMPTS[0]], max_new_tokens=24, k=3,
+                               seed=99, **SAMPLED))
+    tokens = outputs(record)
+    assert len({tuple(t) for t in tokens}) == 3
+    # sequence 0 (same prompt, same seed) is the same as in the four-prompt run
+    assert tokens[0] == outputs(sampled_by_policy["fcfs"])[0]

@@ -1,0 +1,205 @@
+"""The wire protocol: drafts and verdicts survive the trip through real ZeroMQ frames bit for bit,
+anything malformed is a ProtocolError, and a verifier that is sent garbage counts it and carries on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from helpers import greedy_reference, outputs, run_ok, sim_config, words
+
+from specsched.runtime import supervisor
+from specsched.runtime.app import run
+from specsched.runtime.messages import Draft, Verdict
+from specsched.runtime.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
+
+_ADDRESSES = itertools.count()
+
+
+def through_zmq(frames: list) -> list:
+    """Send frames over a real socket pair and receive them zero-copy, as the runtime does."""
+    ctx = zmq.Context.instance()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    address = f"inproc://wire-test-{next(_ADDRESSES)}"
+    try:
+        a.bind(address)
+        b.connect(address)
+        a.send_multipart(frames, copy=False)
+        assert b.poll(5000)
+        return b.recv_multipart(copy=False)
+    finally:
+        a.close(linger=0)
+        b.close(linger=0)
+
+
+def test_a_sampled_draft_round_trips_with_q_bit_for_bit():
+    rng = np.random.default_rng(0)
+    q = rng.dirichlet(np.ones(11), size=3).astype(np.float32)
+    sent = Draft.chain(seq=5, worker=2, round=7, tokens=[3, 1, 4], q=q,
+                       prompt=np.array([9, 8, 7], np.int32), sent_at=123.25)
+    got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
+    assert (got.seq, got.worker, got.round, got.sent_at) == (5, 2, 7, 123.25)
+    assert got.tokens.tolist() == [3, 1, 4]
+    assert got.parents.tolist() == [-1, 0, 1]
+    assert got.prompt.tolist() == [9, 8, 7]
+    assert got.q.dtype == np.float32
+    # the q the verifier divides by is exactly the q the worker sampled from
+    assert np.array_equal(got.q.view(np.uint32), q.view(np.uint32))
+
+
+def test_a_greedy_tree_draft_round_trips_without_q_or_prompt():
+    sent = Draft(1, 0, 3, np.array([5, 6, 7, 8], np.int32), np.array([-1, 0, 0, 2], np.int32))
+    got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
+    assert got.q is None and got.prompt is None
+    assert got.tokens.tolist() == [5, 6, 7, 8] and got.parents.tolist() == [-1, 0, 0, 2]
+
+
+def test_an_empty_draft_round_trips():
+    # At the token limit a worker sends no draft tokens and the verifier adds only its own token.
+    sent = Draft.chain(0, 0, 4, [], q=np.zeros((0, 8), np.float32))
+    got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
+    assert got.tokens.tolist() == [] and got.q.shape == (0, 8)
+
+
+def test_a_verdict_round_trips():
+    sent = Verdict(seq=3, round=2, accepted=2, tokens=np.array([4, 4, 9], np.int32),
+                   path=np.array([0, 1], np.int32), done=True, verify_start=1.5, verify_end=2.75)
+    got = Verdict.from_message(unpack(through_zmq(sent.to_frames())))
+    assert (got.seq, got.round, got.accepted, got.done) == (3, 2, 2, True)
+    assert got.tokens.tolist() == [4, 4, 9] and got.path.tolist() == [0, 1]
+    assert (got.verify_start, got.verify_end) == (1.5, 2.75)
+
+
+def test_drafts_with_parents_pointing_forward_are_refused():
+    with pytest.raises(ValueError, match="earlier tokens"):
+        Draft(0, 0, 0, np.array([1, 2], np.int32), np.array([-1, 1], np.int32))
+    with pytest.raises(ValueError, match="parent indices"):
+        Draft(0, 0, 0, np.array([1, 2], np.int32), np.array([-1], np.int32))
+
+
+def _header(**fields) -> bytes:
+    return msgpack.packb({"v": PROTOCOL_VERSION, "kind": "draft", "arrays": [], **fields})
+
+
+def _good_frames() -> list:
+    return [bytes(f) for f in Draft.chain(1, 1, 0, [1, 2, 3]).to_frames()]
+
+
+MALFORMED = {
+    "empty message": [],
+    "garbage header": [b"\xc1\xc1\xc1 not msgpack"],
+    "truncated msgpack": [_header()[:-3]],
+    "header not a map": [msgpack.packb([1, "draft"])],
+    "no version": [msgpack.packb({"kind": "draft", "arrays": []})],
+    "wrong version": [_header(v=PROTOCOL_VERSION + 1)],
+    "version as text": [_header(v=str(PROTOCOL_VERSION))],
+    "unknown kind": [_header(kind="reboot")],
+    "missing kind": [msgpack.packb({"v": PROTOCOL_VERSION, "arrays": []})],
+    "more frames than arrays": [_header(), b"\x00\x00\x00\x00"],
+    "fewer frames than arrays": [_header(arrays=[["tokens", "<i4", [1]]])],
+    "wrong byte count": [_good_frames()[0], _good_frames()[1][:-1], _good_frames()[2]],
+    "object dtype": [_header(arrays=[["x", "|O", [1]]]), b"\x00" * 8],
+    "unicode dtype": [_header(arrays=[["x", "<U1", [1]]]), b"\x00" * 4],
+    "negative shape": [_header(arrays=[["x", "<i4", [-1]]]), b""],
+    "shape not a list": [_header(arrays=[["x", "<i4", 3]]), b"\x00" * 12],
+    "array entry not a triple": [_header(arrays=[["x", "<i4"]]), b""],
+    "arrays not a list": [_header(arrays="x")],
+}
+
+
+@pytest.mark.parametrize("frames", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_frames_raise_protocol_error(frames):
+    with pytest.raises(ProtocolError):
+        unpack(frames)
+
+
+def test_the_good_frames_used_above_do_parse():
+    # The malformed cases are small edits of these: make sure the edit is what breaks them.
+    assert unpack(_good_frames()).kind == "draft"
+    assert unpack([_header()]).kind == "draft"
+
+
+def test_pack_refuses_unknown_kinds_and_object_arrays():
+    with pytest.raises(ProtocolError):
+        pack("reboot")
+    with pytest.raises(ProtocolError):
+        pack("draft", arrays={"x": np.array([object()])})
+
+
+def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch):
+    """A stranger's DEALER connects to the verifier's endpoint during a real run and sends junk."""
+    junk = [
+        [b"\xc1 garbage"],
+        [_header(v=99)],
+        [_header(kind="reboot")],
+        [_good_frames()[0], _good_frames()[1][:-2], _good_frames()[2]],       # wrong byte count
+        [_header(arrays=[["x", "|O", [1]]]), b"\x00" * 8],                      # bad dtype
+        pack("verdict", {"seq": 0}),                                            # a kind the verifier never takes
+        pack("draft", {"seq": 0}),                                              # a draft with no fields
+    ]
+    config = sim_config(workers=2, max_new_tokens=30, k=3, sim_verify_ms=5)
+    reference = outputs(run_ok(sim_config(workers=2, max_new_tokens=30, k=3, sim_verify_ms=5)))
+
+    threads = []
+    make_endpoints = supervisor.make_endpoints
+
+    def intercept(transport, run_dir):
+        endpoints = make_endpoints(transport, run_dir)
+
+        def send_junk():
+            ctx = zmq.Context()
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 10_000)  # queued until the verifier binds, then delivered
+            sock.connect(endpoints.verify)
+            for frames in junk:
+                sock.send_multipart(frames)
+            sock.close()
+            ctx.term()
+
+        threads.append(threading.Thread(target=send_junk, daemon=True))
+        threads[-1].start()
+        return endpoints
+
+    monkeypatch.setattr(supervisor, "make_endpoints", intercept)
+    record = run_ok(config)
+    threads[0].join(timeout=30)
+    assert record.metrics.rejected_messages == len(junk)
+    assert outputs(record) == reference
+
+
+def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypatch):
+    vocab, prompts = 64, [(5, 7), (3, 9)]
+    endpoints, strangers = {}, []
+    make_endpoints = supervisor.make_endpoints
+
+    def intercept(transport, run_dir):
+        endpoints["e"] = make_endpoints(transport, run_dir)
+        return endpoints["e"]
+
+    ctx = zmq.Context()
+
+    def on_update(collected):
+        # once the run is verifying, a stranger sends a valid-looking first draft of "sequence 5"
+        if collected.tokens and not strangers:
+            sock = ctx.socket(zmq.DEALER)
+            sock.connect(endpoints["e"].verify)
+            sock.send_multipart(Draft.chain(5, 0, 0, [1, 2, 3], prompt=np.array([9, 9], np.int32)).to_frames())
+            strangers.append(sock)
+
+    monkeypatch.setattr(supervisor, "make_endpoints", intercept)
+    try:
+        record = run(sim_config(workers=2, prompts=[words(vocab, p) for p in prompts], max_new_tokens=200, k=3,
+                                sim_verify_ms=5), on_update=on_update)
+    finally:
+        for sock in strangers:
+            sock.close(linger=0)
+        ctx.term()
+    assert record.status == "ok" and strangers
+    assert outputs(record) == [greedy_reference(p, vocab, 200) for p in prompts]
+    assert record.metrics.tokens == 400
+    assert record.metrics.rejected_messages == 1
