@@ -52,6 +52,8 @@ class Collected:
     rejected_telemetry: int = 0
     started: float = 0.0
     finished: float = 0.0
+    processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view
+    commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)
 
 
 class Supervisor:
@@ -80,6 +82,7 @@ class Supervisor:
         finally:
             signal.signal(signal.SIGTERM, previous)
             self.teardown()
+            self._salvage(sink)
             sink.close(linger=0)
             ctx.term()
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -111,6 +114,7 @@ class Supervisor:
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     preexec_fn=die_with_parent)
         self.children.append(Child(name, proc, log))
+        self.collected.processes[name] = proc.pid
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
@@ -143,11 +147,12 @@ class Supervisor:
     def _listen(self, sink: zmq.Socket) -> None:
         verifier = self.children[0]
         while True:
-            if sink.poll(100):
-                while sink.poll(0):
-                    self._handle(sink.recv_multipart(copy=False))
-                if self.on_update:
-                    self.on_update(self.collected)
+            arrived = sink.poll(100)
+            while arrived and sink.poll(0):
+                self._handle(sink.recv_multipart(copy=False))
+            if self.on_update:  # also on quiet ticks, so a live view keeps its clock moving
+                self.on_update(self.collected)
+            if arrived:
                 continue
             if verifier.proc.poll() is not None and self.collected.verifier_finished:
                 workers = [c for c in self.children[1:] if c.proc.poll() is None]
@@ -169,6 +174,14 @@ class Supervisor:
         while time.monotonic() < deadline and sink.poll(50):
             self._handle(sink.recv_multipart(copy=False))
 
+    def _salvage(self, sink: zmq.Socket) -> None:
+        """After a stop, keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""
+        while sink.poll(200):
+            try:
+                self._handle(sink.recv_multipart(copy=False))
+            except RunFailed:
+                pass  # the run is over; its cause was already reported
+
     def _handle(self, frames: list) -> None:
         c = self.collected
         try:
@@ -180,7 +193,9 @@ class Supervisor:
             c.events.extend(Event.from_row(r) for r in msg.fields["rows"])
         elif msg.kind == "commit":
             seq = int(msg.fields["seq"])
-            c.tokens.setdefault(seq, []).extend(msg.arrays["tokens"].tolist())
+            tokens = msg.arrays["tokens"].tolist()
+            c.tokens.setdefault(seq, []).extend(tokens)
+            c.commits.append((time.monotonic(), seq, len(tokens)))
             if msg.fields.get("done"):
                 c.done.add(seq)
         elif msg.kind == "stats":
