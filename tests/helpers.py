@@ -148,7 +148,9 @@ def decode_in_process(config: RunConfig, prompt: list[int], seq: int) -> list[in
 
     Same per-sequence RNG streams as the runtime, so the output equals that of `sd` and `seed` runs.
     """
-    config = replace(config, sim_draft_ms=0.0, sim_verify_ms=0.0)
+    # one worker (id 0) drives the sequence, which is how `sd` mode assigns ownership; the run must
+    # include sequence id `seq` (ids select the RNG streams, so trials use many of them)
+    config = replace(config, mode="sd", workers=seq + 1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
     verifier = Verifier(config, backend.target(), _NoTelemetry())
     draft_worker._run_sequence(config, backend.draft(), 0, seq, list(prompt), _LoopbackSocket(verifier),
