@@ -14,6 +14,8 @@ from pathlib import Path
 from specsched.policies.loader import load_policy
 from specsched.runtime.config import RunConfig
 from specsched.runtime.metrics import Metrics, compute
+from specsched.runtime.osmetrics import OsMetrics
+from specsched.runtime.osmetrics import measure as measure_os
 from specsched.runtime.supervisor import Collected, Interrupted, RunFailed, Supervisor
 from specsched.workers.backend import get_backend
 
@@ -37,6 +39,7 @@ class RunRecord:
     status: str = "ok"              # ok | failed | interrupted
     error: str | None = None
     extra: dict = field(default_factory=dict)
+    os_metrics: OsMetrics | None = None
 
     def to_json(self) -> dict:
         return {
@@ -47,6 +50,7 @@ class RunRecord:
             "metrics": self.metrics.to_json(),
             "counters": self.collected.counters,
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
+            **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             **self.extra,
         }
 
@@ -76,14 +80,30 @@ def run(config: RunConfig, on_update=None) -> RunRecord:
         collected = supervisor.run()
     except RunFailed as exc:
         status, error, collected = "failed", str(exc), supervisor.collected
-    except (KeyboardInterrupt, Interrupted):
-        status, error, collected = "interrupted", "interrupted", supervisor.collected
-    committed = sum(len(t) for t in collected.tokens.values())
-    metrics = compute(collected.events, collected.counters, committed, collected.started)
+    except KeyboardInterrupt:
+        status, error, collected = "interrupted", "interrupted (Ctrl-C)", supervisor.collected
+    except Interrupted:
+        status, error, collected = "interrupted", "interrupted (SIGTERM)", supervisor.collected
     sequences = []
     for i in range(config.n_sequences):
         tokens = collected.tokens.get(i, [])
-        worker = i if config.mode == "seed" else 0
-        sequences.append(SequenceResult(i, worker, config.prompt_for(i), tokens,
+        sequences.append(SequenceResult(i, worker_of(config, i), config.prompt_for(i), tokens,
                                         tokenizer.decode(tokens), i in collected.done))
-    return RunRecord(config, sequences, metrics, collected, status, error)
+    metrics, os_metrics = measure(config, collected)
+    return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics)
+
+
+def worker_of(config: RunConfig, seq: int) -> int:
+    """The draft worker that drafts sequence ``seq``: its own in seed mode, the single one in sd."""
+    return seq if config.mode == "seed" else 0
+
+
+def measure(config: RunConfig, collected: Collected) -> tuple[Metrics, OsMetrics]:
+    """The run's metrics from what the children reported; a replayed trace goes through here too."""
+    committed = sum(len(t) for t in collected.tokens.values())
+    metrics = compute(collected.events, collected.counters, committed, collected.started)
+    per_worker: dict[int, int] = {}
+    for seq, tokens in collected.tokens.items():
+        w = worker_of(config, seq)
+        per_worker[w] = per_worker.get(w, 0) + len(tokens)
+    return metrics, measure_os(collected.events, per_worker)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
 
 from rich.console import Console
@@ -10,7 +12,7 @@ from rich.console import Console
 from specsched.policies.loader import PolicyError
 from specsched.runtime.config import BACKENDS, MODES, ConfigError, RunConfig
 
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_run_flags(run)
+    run.add_argument("--trace", default=None, metavar="PATH",
+                     help="record the whole run (config, events, results) for `specsched replay`")
+    run.add_argument("--no-live", action="store_true",
+                     help="no live view (on a terminal) and no progress lines (elsewhere)")
     run.set_defaults(func=cmd_run)
+    add_watch_commands(sub)
     try:
         from specsched.runtime.models.cli import add_models_parser
     except ImportError:
@@ -29,7 +36,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_flags(p: argparse.ArgumentParser) -> None:
+def add_watch_commands(sub) -> None:
+    """`replay`, `export` and `compare`: watching runs after the fact, and side by side."""
+    replay = sub.add_parser("replay", help="play a recorded run (--trace) back in the live view")
+    replay.add_argument("path", metavar="PATH")
+    how = replay.add_mutually_exclusive_group()
+    how.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster")
+    how.add_argument("--final", action="store_true", help="print the final chart and metrics at once")
+    replay.set_defaults(func=cmd_replay)
+    export = sub.add_parser("export", help="a recorded run as a Chrome trace (Perfetto) or an SVG chart")
+    export.add_argument("path", metavar="PATH", help="a --trace or --json file")
+    export.add_argument("--chrome", metavar="OUT.json", help="Chrome Trace Event Format")
+    export.add_argument("--svg", metavar="OUT.svg", help="the final Gantt chart as an image")
+    export.add_argument("--width", type=int, default=120, help="SVG width in columns")
+    export.set_defaults(func=cmd_export)
+    compare = sub.add_parser("compare", help="the same seeded workload under several policies",
+                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    compare.add_argument("--policies", type=_name_list, default=["fcfs", "priority", "rr"],
+                         metavar="P1,P2,...", help="policies to compare")
+    add_run_flags(compare, policy=False)
+    compare.add_argument("--svg", default=None, metavar="DIR", help="write each policy's Gantt chart here")
+    compare.set_defaults(func=cmd_compare, policy="fcfs")   # each run gets one of --policies
+
+
+def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
                    help="repeatable: one prompt shared by all workers, or one per worker")
@@ -48,8 +78,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
     p.add_argument("--seed", type=int, default=d.seed, metavar="S")
     p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
-    p.add_argument("--policy", default=d.policy,
-                   help="fcfs | priority | rr | path/file.py:Class | module:Class | entry-point name")
+    if policy:
+        p.add_argument("--policy", default=d.policy,
+                       help="fcfs | priority | rr | path/file.py:Class | module:Class | entry-point name")
     p.add_argument("--priorities", type=_int_list, default=[], metavar="P0,P1,...",
                    help="static per-worker priorities for --policy priority (lower = more urgent)")
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
@@ -65,6 +96,10 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sim-verify-ms", type=float, default=d.sim_verify_ms, help="simulated target forward")
     p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def _name_list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _int_list(text: str) -> list[int]:
@@ -97,19 +132,113 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from specsched.runtime.app import run
-    from specsched.runtime.report import print_record
+    from specsched.runtime.trace import write_trace
+    from specsched.runtime.view.live import choose_view, cpu_seconds, view_cost
+    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.view.usage import UsageSampler
 
-    record = run(config_from_args(args))
+    config = config_from_args(args)
+    usage = UsageSampler()
+    view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
+    on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
+    before = cpu_seconds()
+    with view or contextlib.nullcontext():
+        record = run(config, on_update=on_update)
+    if view:
+        record.extra["view"] = view_cost(view, cpu_seconds() - before)
     if args.json:
         record.write_json(args.json)
-    print_record(record, console, texts=not args.quiet)
+    if args.trace:
+        write_trace(record, args.trace, usage.series)
+    return _finish(record, console, texts=not args.quiet)
+
+
+def _finish(record, console: Console, *, texts: bool = True) -> int:
+    from specsched.runtime.report import print_record
+
+    print_record(record, console, texts=texts)
     if record.status == "failed":
         _fail(record.error or "run failed")
         return EXIT_FAILED
     if record.status == "interrupted":
-        _fail("interrupted; the tokens verified so far are shown above")
-        return EXIT_INTERRUPTED
+        _fail(f"{record.error}; the tokens verified so far are shown above")
+        return EXIT_TERMINATED if "SIGTERM" in (record.error or "") else EXIT_INTERRUPTED
     return 0
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from specsched.runtime.trace import ReplayClock, load_trace, replay
+    from specsched.runtime.view.dashboard import Dashboard
+    from specsched.runtime.view.live import LiveView, ProgressLines
+    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.view.usage import RecordedUsage
+
+    trace = load_trace(args.path)
+    record, collected = trace.record, trace.record.collected
+    monitor = Monitor(record.config, RecordedUsage(trace.usage))
+    if args.final:
+        monitor.feed(collected)
+        console.print(Dashboard(monitor.snapshot(collected, ReplayClock(trace).end, final=True)))
+    else:
+        clock = ReplayClock(trace, args.speed)
+        view_cls = LiveView if console.is_terminal else ProgressLines
+        with view_cls(monitor, console, clock=clock) as view:
+            replay(trace, view.update, clock)
+    code = _finish(record, console, texts=False)
+    if trace.reproduced():
+        console.print("[green]✓ metrics recomputed from the trace's events equal the recorded ones[/]")
+    else:
+        console.print("[bold red]✗ metrics recomputed from the trace's events differ from the recorded"
+                      " ones[/]")
+        code = code or EXIT_FAILED
+    return code
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from pathlib import Path
+
+    from specsched.runtime.export import final_svg, write_chrome
+    from specsched.runtime.trace import load_events
+
+    if not (args.chrome or args.svg):
+        raise ConfigError("nothing to export: give --chrome OUT.json and/or --svg OUT.svg")
+    data, events = load_events(args.path)
+    if args.chrome:
+        write_chrome(data, events, args.chrome)
+        console.print(f"wrote {args.chrome} (open it in https://ui.perfetto.dev or chrome://tracing)",
+                      highlight=False)
+    if args.svg:
+        Path(args.svg).write_text(final_svg(data, events, width=args.width,
+                                            title=f"specsched · policy {data['config'].get('policy')}"))
+        console.print(f"wrote {args.svg}", highlight=False)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from specsched.runtime.compare import compare, policy_configs, print_comparison
+
+    configs = []
+    for c in policy_configs(config_from_args(args), args.policies):
+        as_run = argparse.Namespace(**{**vars(args), "policy": c.policy})   # what `run --policy` would do
+        configs.append(dataclasses.replace(c, max_batch=_max_batch(as_run)))
+    for c in configs:   # every policy loads before any process starts: bad input costs one line
+        prepare_check(c)
+    records = compare(configs, console)
+    if args.json:
+        import json
+        from pathlib import Path
+
+        Path(args.json).write_text(json.dumps({"policies": [r.to_json() for r in records]}, indent=1))
+    identical = print_comparison(records, console, svg_dir=args.svg)
+    if any(r.status == "interrupted" for r in records):
+        return EXIT_INTERRUPTED
+    return 0 if identical else EXIT_FAILED
+
+
+def prepare_check(config: RunConfig) -> None:
+    from specsched.policies.loader import load_policy
+
+    load_policy(config.policy)
 
 
 def main(argv: list[str] | None = None) -> int:

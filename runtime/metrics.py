@@ -6,6 +6,7 @@ and process start-up (reported separately as ``startup_s``) do not blur the comp
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
@@ -39,21 +40,24 @@ def compute(events: list[Event], counters: dict, committed_tokens: int, started:
         t1 = max(e.end for e in events)
     else:
         t0 = t1 = started
-    window = max(t1 - t0, 1e-9)
-    busy = sum(e.duration for e in events if e.role == "verifier" and e.kind in ("verify", "resample"))
-    waiting: dict[int, float] = defaultdict(float)
+    window = t1 - t0
+    # fsum is exactly rounded, so the result does not depend on the order the events arrived in:
+    # a replayed trace reproduces these numbers bit for bit.
+    busy = math.fsum(e.duration for e in events if e.role == "verifier" and e.kind in ("verify", "resample"))
+    queued: dict[int, list[float]] = defaultdict(list)
     for e in events:
         if e.role == "draft" and e.kind == "queued":
-            waiting[e.worker] += e.duration
+            queued[e.worker].append(e.duration)
+    waiting = {w: math.fsum(d) for w, d in queued.items()}
     drafted = int(counters.get("drafted", 0))
     accepted = int(counters.get("accepted", 0))
     verifications = int(counters.get("verifications", 0))
     return Metrics(
         wall_s=window,
-        tokens_per_s=committed_tokens / window,
+        tokens_per_s=committed_tokens / window if window > 0 else 0.0,
         acceptance_rate=accepted / drafted if drafted else None,
         mean_tokens_per_verify=committed_tokens / verifications if verifications else 0.0,
-        verifier_busy=min(busy / window, 1.0),
+        verifier_busy=min(busy / window, 1.0) if window > 0 else 0.0,
         tokens=committed_tokens,
         verifications=verifications,
         drafted=drafted,

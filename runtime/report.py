@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specsched.runtime.app import RunRecord
+from specsched.runtime.osmetrics import OsMetrics
 
 
 def summary_table(record: RunRecord) -> Table:
@@ -34,6 +35,10 @@ def summary_table(record: RunRecord) -> Table:
         rows.append(("waiting per worker", f"mean {mean:.3f}s, max {m.waiting_s[worst]:.3f}s (w{worst})"))
     if m.rejected_messages:
         rows.append(("rejected messages", str(m.rejected_messages)))
+    view = record.extra.get("view")
+    if view and view.get("share") is not None:
+        rows.append(("watching (view CPU / run CPU)",
+                     f"{100 * view['share']:.2f} % ({view['cpu_s']:.3f} s / {view['run_cpu_s']:.2f} s)"))
     for k, v in rows:
         table.add_row(k, v)
     return table
@@ -47,3 +52,42 @@ def print_record(record: RunRecord, console: Console, *, texts: bool = True) -> 
             console.print(s.text, markup=False, highlight=False)
             console.print()
     console.print(summary_table(record))
+    if record.os_metrics is not None and record.os_metrics.workers:
+        console.print(os_table(record.os_metrics))
+        console.print(os_verdict(record.os_metrics), highlight=False)
+
+
+def os_table(o: OsMetrics, *, max_workers: int = 16) -> Table:
+    """Per-worker scheduling metrics, OSTEP style, with the averages in the last row."""
+    table = Table(title="scheduling, the OS way (each draft worker is a job, the verifier the CPU)",
+                  title_justify="left")
+    for name in ("worker", "turnaround", "waiting", "response", "verifier time", "tokens",
+                 "verifications", "longest wait", "bypassed"):
+        table.add_column(name, justify="left" if name == "worker" else "right")
+    for w in o.workers[:max_workers]:
+        table.add_row(f"w{w.worker}", _s(w.turnaround_s), _s(w.waiting_s), _s(w.response_s),
+                      _s(w.service_s), str(w.tokens), str(w.verifications), _s(w.max_wait_s),
+                      str(w.max_bypassed))
+    if len(o.workers) > max_workers:
+        table.add_row(f"… {len(o.workers) - max_workers} more", *[""] * 8)
+    table.add_row("mean", _s(o.mean_turnaround_s), _s(o.mean_waiting_s), _s(o.mean_response_s),
+                  *[""] * 5, style="bold", end_section=True)
+    return table
+
+
+def os_verdict(o: OsMetrics) -> str:
+    """The overall numbers, and whether any wait starved (see runtime/osmetrics.py)."""
+    jain = "/".join("n/a" if j is None else f"{j:.3f}" for j in (o.jain_service, o.jain_tokens))
+    longest = "none" if o.max_wait_worker is None else f"{1e3 * o.max_wait_s:.1f} ms (w{o.max_wait_worker})"
+    if o.starved:
+        starvation = (f"[bold red]STARVATION: a wait of w{o.max_bypassed_worker} was bypassed "
+                      f"{o.max_bypassed} times (bound {o.starvation_bound})[/]")
+    else:
+        starvation = (f"no starvation (most bypasses in one wait {o.max_bypassed} "
+                      f"≤ bound {o.starvation_bound})")
+    return (f"verifier utilisation {100 * o.utilisation:.1f} % · throughput {o.throughput:.1f} tok/s · "
+            f"Jain's index (verifier time / tokens) {jain} · longest wait {longest} · {starvation}")
+
+
+def _s(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds:.3f} s"

@@ -1,0 +1,130 @@
+"""Recorded runs: ``--trace PATH`` saves everything a run produced; ``replay`` plays it back.
+
+A trace is the ``--json`` record plus a ``trace`` section with what the supervisor saw on its own
+clock: when it started, the process ids, when each commit arrived, and the CPU / memory samples.
+Replaying feeds those into the same view at any speed, and recomputes the metrics from the events
+with the same function a live run uses (``app.measure``), so they come out exactly as recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from specsched.runtime.app import RunRecord, SequenceResult, measure
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.events import Event
+from specsched.runtime.supervisor import Collected
+
+TRACE_VERSION = 1
+_EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq")
+
+
+class TraceError(ConfigError):
+    """A file that is not a readable trace: one line, exit status 2."""
+
+
+def trace_json(record: RunRecord, usage: list[list] | None = None) -> dict:
+    c = record.collected
+    return {**record.to_json(), "trace": {
+        "version": TRACE_VERSION, "started": c.started, "finished": c.finished,
+        "processes": c.processes, "done": sorted(c.done), "verifier_finished": c.verifier_finished,
+        "commits": [list(x) for x in c.commits], "usage": list(usage or []),
+    }}
+
+
+def write_trace(record: RunRecord, path: str | Path, usage: list[list] | None = None) -> None:
+    Path(path).write_text(json.dumps(trace_json(record, usage)))
+
+
+@dataclass
+class Trace:
+    data: dict
+    record: RunRecord           # rebuilt from the file, its metrics recomputed from the events
+
+    @property
+    def usage(self) -> list[list]:
+        return self.data.get("trace", {}).get("usage", [])
+
+    def reproduced(self) -> bool:
+        """Do the recomputed metrics equal the recorded ones, number for number?"""
+        again = json.loads(json.dumps(self.record.to_json()))
+        return (again["metrics"] == self.data["metrics"]
+                and again.get("os_metrics") == self.data.get("os_metrics"))
+
+
+def load_events(path: str | Path) -> tuple[dict, list[Event]]:
+    """The events of a trace or of a ``--json`` record (all that ``export`` needs)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        return data, [Event.from_row([e[k] for k in _EVENT_FIELDS]) for e in data["events"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TraceError(f"{path}: not a specsched record ({type(exc).__name__}: {exc})") from None
+
+
+def load_trace(path: str | Path) -> Trace:
+    data, events = load_events(path)
+    t = data.get("trace")
+    if not isinstance(t, dict) or t.get("version") != TRACE_VERSION:
+        raise TraceError(f"{path}: no trace section (version {TRACE_VERSION}); record one with "
+                         "`specsched run --trace PATH`")
+    config = RunConfig.from_dict(data["config"])
+    collected = Collected(
+        tokens={s["id"]: list(s["tokens"]) for s in data["sequences"]}, done=set(t["done"]),
+        events=events, counters=dict(data.get("counters") or {}),
+        verifier_finished=bool(t["verifier_finished"]), started=float(t["started"]),
+        finished=float(t["finished"]), processes=dict(t["processes"]),
+        commits=[(float(a), int(b), int(n)) for a, b, n in t["commits"]])
+    sequences = [SequenceResult(**s) for s in data["sequences"]]
+    metrics, os_metrics = measure(config, collected)
+    record = RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),
+                       os_metrics=os_metrics)
+    return Trace(data, record)
+
+
+class ReplayClock:
+    """The recorded run's monotonic time during a replay, ``speed`` times faster than real time."""
+
+    def __init__(self, trace: Trace, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise TraceError(f"--speed must be positive, got {speed}")
+        rec = trace.record.collected
+        self.start, self.speed = rec.started, speed
+        self.end = max([rec.finished, *(e.end for e in rec.events)])
+        self._wall0 = time.monotonic()
+
+    def __call__(self) -> float:
+        return min(self.start + (time.monotonic() - self._wall0) * self.speed, self.end)
+
+
+def replay(trace: Trace, update: Callable[[Collected], None], clock: ReplayClock, *,
+           tick: float = 0.05, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Feed the recorded run to ``update`` as the live run fed its view: each event once it has
+    ended, each commit when it arrived; at the end, the final counters and texts."""
+    rec = trace.record.collected
+    events = sorted(rec.events, key=lambda e: e.end)
+    commits = sorted(rec.commits)
+    last_commit = {seq: t for t, seq, _ in commits}
+    feed = Collected(started=rec.started, processes=rec.processes)
+    i = j = 0
+    while True:
+        now = clock()
+        while i < len(events) and events[i].end <= now:
+            feed.events.append(events[i])
+            i += 1
+        while j < len(commits) and commits[j][0] <= now:
+            t, seq, _ = commits[j]
+            feed.commits.append(commits[j])
+            if seq in rec.done and last_commit[seq] == t:
+                feed.done.add(seq)
+            j += 1
+        if now >= clock.end:
+            break
+        update(feed)
+        sleep(tick)
+    feed.tokens, feed.counters, feed.done = rec.tokens, rec.counters, rec.done
+    feed.verifier_finished, feed.finished = rec.verifier_finished, rec.finished
+    update(feed)

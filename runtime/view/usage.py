@@ -1,0 +1,74 @@
+"""CPU % and resident memory of every process of the run, sampled with psutil.
+
+A live run samples the supervisor and its children once every ``interval`` seconds (1 s) and keeps
+the series, so a recorded trace can show the same numbers when it is replayed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    name: str
+    pid: int
+    cpu_percent: float     # of one core, like top: 200 = two cores busy
+    rss_bytes: int
+
+    def to_row(self, t: float) -> list:
+        return [t, self.name, self.pid, self.cpu_percent, self.rss_bytes]
+
+
+class UsageSampler:
+    """Samples the supervisor and the children named in ``Collected.processes``."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.series: list[list] = []          # [t, name, pid, cpu %, rss] rows, for the trace
+        self._procs: dict[int, psutil.Process] = {}
+        self._last: tuple[Usage, ...] = ()
+        self._at = -float("inf")
+
+    def sample(self, processes: dict[str, int], now: float | None = None) -> tuple[Usage, ...]:
+        now = time.monotonic() if now is None else now
+        if now - self._at < self.interval:
+            return self._last
+        self._at = now
+        out = []
+        last = {u.pid: u for u in self._last}
+        for name, pid in {"supervisor": os.getpid(), **processes}.items():
+            try:
+                proc = self._procs.get(pid)
+                if proc is None:
+                    # cpu_percent measures from the previous call; the first one only starts the clock
+                    proc = self._procs[pid] = psutil.Process(pid)
+                    proc.cpu_percent(None)
+                out.append(Usage(name, pid, proc.cpu_percent(None), proc.memory_info().rss))
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                if pid in last:   # it has exited: keep showing what it last used
+                    out.append(last[pid])
+        self._last = tuple(out)
+        self.series += [u.to_row(now) for u in out]
+        return self._last
+
+
+class RecordedUsage:
+    """The usage series of a trace, read back at any moment of the replay."""
+
+    def __init__(self, series: list[list]) -> None:
+        self.series = sorted(series, key=lambda r: r[0])
+        self._times = [r[0] for r in self.series]
+
+    def sample(self, processes: dict[str, int], now: float | None = None) -> tuple[Usage, ...]:
+        if not self.series:
+            return ()
+        now = self._times[-1] if now is None else now
+        at = self._times[max(bisect.bisect_right(self._times, now) - 1, 0)]   # the last sample by then
+        rows = self.series[bisect.bisect_left(self._times, at):bisect.bisect_right(self._times, at)]
+        return tuple(Usage(name, int(pid), float(cpu), int(rss)) for _, name, pid, cpu, rss in rows)

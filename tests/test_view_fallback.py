@@ -1,0 +1,84 @@
+"""Where the live view goes: a Rich Live display on a terminal, plain progress lines anywhere else
+(a pipe, a log file, CI), nothing with --no-live."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+
+from rich.console import Console
+
+from specsched.runtime.config import RunConfig
+from specsched.runtime.events import Event
+from specsched.runtime.supervisor import Collected
+from specsched.runtime.view.live import LiveView, ProgressLines, choose_view, progress_line
+from specsched.runtime.view.monitor import Monitor
+
+CONFIG = RunConfig(workers=2, max_new_tokens=8)
+EVENTS = [Event(1, "verifier", -1, "verify", 2.0, 3.0, 0), Event(2, "draft", 0, "draft", 0.0, 2.0, 0),
+          Event(2, "draft", 0, "verify", 2.0, 3.0, 0), Event(3, "draft", 1, "draft", 0.0, 2.0, 1),
+          Event(3, "draft", 1, "queued", 2.0, 3.0, 1)]
+PROGRESS = re.compile(r"^\[ +\d+\.\d s\] tokens \d+/\d+ · [\d.]+ tok/s · α ")
+
+
+def test_the_terminal_decides_the_view():
+    monitor = Monitor(CONFIG)
+    assert isinstance(choose_view(Console(file=io.StringIO(), force_terminal=True), monitor), LiveView)
+    assert isinstance(choose_view(Console(file=io.StringIO(), force_terminal=False), monitor), ProgressLines)
+    assert choose_view(Console(file=io.StringIO(), force_terminal=True), monitor, enabled=False) is None
+
+
+def test_progress_line():
+    collected = Collected(events=EVENTS, started=-1.0, commits=[(3.0, 0, 4)])
+    monitor = Monitor(CONFIG)
+    monitor.feed(collected)
+    # 4 tokens in the 3 s since the first event; alpha estimated: (4 tokens - 1 draft) / 4 drafted
+    assert progress_line(monitor.snapshot(collected, 4.0)) == \
+        "[    5.0 s] tokens 4/16 · 1.3 tok/s · α 0.75 · verifier busy 33 % · queue mean 0.33 · done 0/2"
+
+
+def test_progress_lines_are_plain():
+    out = io.StringIO()
+    collected = Collected(started=0.0)
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), every=0.0) as view:
+        for e in EVENTS:
+            collected.events.append(e)
+            view.update(collected)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(EVENTS) and all(PROGRESS.match(ln) for ln in lines)
+    assert "\x1b" not in out.getvalue()
+
+
+def test_live_view_redraws_in_place_and_ends_on_the_whole_run():
+    out = io.StringIO()
+    collected = Collected(events=list(EVENTS), started=0.0, done={0, 1})
+    with LiveView(Monitor(CONFIG), Console(file=out, width=80, height=30, force_terminal=True)) as view:
+        view.update(collected)
+    text = out.getvalue()
+    assert view.frames == 2                                   # the first frame, then the final chart
+    assert "\x1b[" in text and "verifier" in text and "finished" in text
+    assert view.cpu_s > 0
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "specsched", "run", "--workers", "2", "--max-new-tokens", "24",
+               "--sim-draft-ms", "5", "--sim-verify-ms", "40", "--quiet", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_piped_run_prints_progress_lines_and_no_escape_codes():
+    out = cli()       # about a second of start-up and a second of decoding: at least one line
+    assert out.returncode == 0, out.stderr
+    assert "\x1b[" not in out.stdout
+    lines = [ln for ln in out.stdout.splitlines() if PROGRESS.match(ln)]
+    assert lines and all("/48 ·" in ln for ln in lines)
+    assert "watching (view CPU / run CPU)" in out.stdout
+
+
+def test_no_live_prints_no_progress():
+    out = cli("--no-live")
+    assert out.returncode == 0, out.stderr
+    assert not [ln for ln in out.stdout.splitlines() if PROGRESS.match(ln)]
+    assert "status" in out.stdout and "watching" not in out.stdout
