@@ -82,3 +82,34 @@ def test_vocab_mismatch_is_one_clear_line_before_any_process(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert lines[-1].startswith("specsched: error: draft and target vocabularies differ")
     assert "Traceback" not in out.stderr
+
+
+TREE_CASES = [([1, 1, 1], "fcfs"), ([2, 2, 1], "fcfs"), ([4, 2, 1, 1], "fcfs"),
+              ([1, 1, 1], "batch"), ([2, 2, 1], "batch"), ([4, 2, 1, 1], "batch")]
+
+
+@pytest.mark.parametrize("k_config,policy", [
+    pytest.param(k, p, marks=[] if (k, p) == ([2, 2, 1], "batch") else [pytest.mark.slow]) for k, p in TREE_CASES])
+def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, k_config, policy):
+    ar = _tokens(_run(pair, mode="ar", prompts=PROMPTS))
+    seed = _run(pair, mode="seed", prompts=PROMPTS, k_config=k_config, policy=policy, max_batch=0)
+    assert _tokens(seed) == ar
+    if policy == "batch":  # the batch really happened: fewer target forwards than drafts
+        assert seed.collected.counters["batched_drafts"] > seed.collected.counters["verifications"]
+
+
+def test_tree_rollback_keeps_only_the_accepted_path(pair):
+    from specsched.workers.hf import HFModel
+
+    model = HFModel(str(pair[0]), "fp32")
+    reference = model.forward(model.new_cache(), [2, 3, 4, 6, 8])
+    cache = model.new_cache()
+    model.forward(cache, [2, 3, 4])
+    # tree after the prefix: 5 and 6 as alternatives, 7 and 8 under 6 (absolute parent indices)
+    rows = model.forward(cache, [5, 6, 7, 8], [2, 2, 4, 4])
+    np.testing.assert_allclose(rows[1], reference[3], atol=1e-5)   # 6 sees the prefix only, not 5
+    np.testing.assert_allclose(rows[3], reference[4], atol=1e-5)   # 8 sees prefix + 6
+    model.keep(cache, [0, 1, 2, 4, 6])                             # accept 6 -> 8
+    assert cache.tokens == [2, 3, 4, 6, 8] and cache.linear
+    np.testing.assert_allclose(model.forward(cache, [9]), model.forward(model.new_cache(), [2, 3, 4, 6, 8, 9])[-1:],
+                               atol=1e-5)
