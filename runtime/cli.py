@@ -89,7 +89,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
     p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
-    p.add_argument("--verifier-threads", type=int, default=0, help="torch threads of the verifier, 0 = all")
+    p.add_argument("--verifier-threads", type=int, default=0,
+                   help="torch threads of the verifier; 0 = the cores the draft workers leave free")
     p.add_argument("--sim-vocab", type=int, default=d.sim_vocab)
     p.add_argument("--sim-agreement", type=float, default=d.sim_agreement, help="0..1 draft/target agreement")
     p.add_argument("--sim-draft-ms", type=float, default=d.sim_draft_ms, help="simulated draft forward")
