@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import sys
 
 from rich.console import Console
@@ -246,11 +247,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console()
+    from specsched.runtime.models.errors import ModelError
+
     try:
-        return args.func(args, console)
+        # `models` handlers take (args); the others (args, console)
+        takes_console = len(inspect.signature(args.func).parameters) > 1
+        return args.func(args, console) if takes_console else args.func(args)
     except (ConfigError, PolicyError) as exc:
         _fail(str(exc))
         return EXIT_BAD_INPUT
+    except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
+        _fail(" ".join(str(exc).split()))
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _fail("interrupted")
         return EXIT_INTERRUPTED

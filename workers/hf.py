@@ -29,7 +29,14 @@ class HFCache(Cache):
 
 
 class HFModel(LanguageModel):
-    def __init__(self, path: str, dtype: str) -> None:
+    def __init__(self, path: str, dtype: str, *, target_dir: str | None = None) -> None:
+        from specsched.runtime.models.registry import is_distilled_draft, load_model
+
+        if is_distilled_draft(Path(path)):  # the project's distilled draft (a DraftLM)
+            self.model = load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None)
+            self.vocab_size = int(self.model.cfg.target_vocab)
+            self.eos_token_id = None
+            return
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).eval()
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         eos = self.model.generation_config.eos_token_id
@@ -157,6 +164,11 @@ class HFBackend(Backend):
         for role, path in (("target", target), ("draft", draft)):
             if not Path(path).exists() and not _looks_like_hub_id(path):
                 raise ConfigError(f"{role} model not found: {path}")
+            from specsched.runtime.models.registry import is_distilled_draft
+
+            if is_distilled_draft(Path(path)):
+                vocabs.append(_distilled_vocab(Path(path)))
+                continue
             try:
                 cfg = AutoConfig.from_pretrained(path)
             except (OSError, ValueError) as exc:
@@ -180,7 +192,16 @@ class HFBackend(Backend):
 
     def draft(self) -> HFModel:
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        return HFModel(self.paths()[1], self.config.dtype)
+        target, draft = self.paths()
+        return HFModel(draft, self.config.dtype, target_dir=target)
+
+
+def _distilled_vocab(path: Path) -> int:
+    import json
+
+    from specsched.runtime.models.draft_model import CONFIG_FILE
+
+    return int(json.loads((path / CONFIG_FILE).read_text())["target_vocab"])
 
 
 def _tokenizer_vocab(path: str) -> dict[str, int] | None:

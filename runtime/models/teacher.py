@@ -1,0 +1,176 @@
+"""Teacher data: the target's own answers to ToT prompts, and its predictions on the public corpus.
+
+Each record is one token sequence plus, for every position the draft is trained on, the target's top-k
+next-token log-probabilities. Forward KL(p || q) = sum_v p(v) log p(v)/q(v); restricted to the teacher's
+top-k it is, up to a constant in q, the soft cross-entropy -sum_{v in topk} p(v) log q(v), so storing
+top-k log-probs makes KD free at training time (k = 8 holds ~90% of the target's mass on its own text).
+
+Work is written as numbered shards (atomic rename); a rerun skips existing shards, so the job resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .corpus import fetch_texts, passages
+from .prompts import train_prompts
+
+TOPK = 8
+PROMPTS = 1280  # size of the seeded prompt list; generation walks it batch by batch
+
+
+@dataclass(frozen=True, slots=True)
+class TeacherConfig:
+    """What the teacher generates; the same config always yields the same shard contents."""
+
+    target: Path
+    out: Path
+    prompts: int = PROMPTS  # the prompt list; only the first `gen_batches` batches are generated
+    batch: int = 32
+    gen_batches: int = 10  # ~4.5 min each on one shared CPU core: raise it when more compute is available
+    max_new_tokens: int = 256
+    temperature: float = 0.7  # odd batches sample at this temperature, even batches are greedy
+    corpus_passages: int = 256
+    corpus_tokens: int = 128
+    seed: int = 0
+    dtype: str = "float32"  # bf16 is ~4x slower on CPUs without native bf16 (no avx512_bf16)
+
+    def __post_init__(self) -> None:
+        if min(self.batch, self.prompts, self.max_new_tokens, self.gen_batches) < 1:
+            raise ValueError("batch, prompts, gen_batches and max_new_tokens must be positive")
+
+
+def _save(obj: dict, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _topk(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    val, idx = logp.topk(TOPK, dim=-1)
+    return idx.to(torch.int32), val.to(torch.float16)
+
+
+def _load(cfg: TeacherConfig):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(cfg.target)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(cfg.target, dtype=getattr(torch, cfg.dtype)).eval()
+    return tok, model
+
+
+@torch.inference_mode()
+def generate(cfg: TeacherConfig, log=print) -> None:
+    """Stage 1: the target answers chat-templated ToT prompts; shards `gen_*.pt`."""
+    prompts = train_prompts(cfg.prompts, seed=cfg.seed)
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    tok = model = None
+    for b, start in enumerate(range(0, len(prompts), cfg.batch)):
+        if b >= cfg.gen_batches:
+            break
+        shard = cfg.out / f"gen_{b:05d}.pt"
+        if shard.exists():
+            continue
+        if model is None:
+            tok, model = _load(cfg)
+        t0 = time.time()
+        chats = [
+            tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            for p in prompts[start : start + cfg.batch]
+        ]
+        enc = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+        sample = b % 2 == 1
+        torch.manual_seed(cfg.seed * 100003 + b)
+        out = model.generate(
+            **enc,
+            max_new_tokens=cfg.max_new_tokens,
+            do_sample=sample,
+            temperature=cfg.temperature if sample else None,
+            top_p=None,
+            top_k=None,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=tok.pad_token_id,
+        )
+        new = out.sequences[:, enc.input_ids.shape[1] :]
+        ids, val = _topk(torch.stack(out.logits, dim=1))  # [B, T, k]
+        records = []
+        for r in range(new.shape[0]):
+            prompt = enc.input_ids[r][enc.attention_mask[r].bool()]
+            gen = new[r]
+            stop = (gen == tok.eos_token_id).nonzero()
+            n = int(stop[0]) + 1 if len(stop) else gen.shape[0]  # keep the first EOS as a target
+            records.append(
+                {
+                    "ids": torch.cat([prompt, gen[:n]]).to(torch.int32),
+                    "start": len(prompt),
+                    "top_ids": ids[r, :n].clone(),
+                    "top_logp": val[r, :n].clone(),
+                }
+            )
+        _save({"records": records}, shard)
+        ntok = sum(len(r["ids"]) - r["start"] for r in records)
+        log(f"gen shard {b}: {ntok} tokens in {time.time() - t0:.0f}s ({'T=0.7' if sample else 'greedy'})")
+
+
+@torch.inference_mode()
+def label_corpus(cfg: TeacherConfig, log=print) -> None:
+    """Stage 2: teacher-forced target predictions on public-corpus passages; shards `corpus_*.pt`."""
+    texts = passages(fetch_texts(cfg.out / "shakespeare"))
+    g = torch.Generator().manual_seed(cfg.seed)
+    pick = torch.randperm(len(texts), generator=g)[: cfg.corpus_passages].tolist()
+    tok = model = None
+    for b, start in enumerate(range(0, len(pick), cfg.batch)):
+        shard = cfg.out / f"corpus_{b:05d}.pt"
+        if shard.exists():
+            continue
+        if model is None:
+            tok, model = _load(cfg)
+            tok.padding_side = "right"
+        t0 = time.time()
+        batch = [texts[i] for i in pick[start : start + cfg.batch]]
+        enc = tok(batch, return_tensors="pt", padding=True, truncation=True, max_length=cfg.corpus_tokens)
+        logits = model(**enc).logits
+        ids, val = _topk(logits[:, :-1])  # position t predicts token t+1
+        records = []
+        for r in range(len(batch)):
+            n = int(enc.attention_mask[r].sum())
+            records.append(
+                {
+                    "ids": enc.input_ids[r, :n].to(torch.int32),
+                    "start": 1,
+                    "top_ids": ids[r, : n - 1].clone(),
+                    "top_logp": val[r, : n - 1].clone(),
+                }
+            )
+        _save({"records": records}, shard)
+        log(f"corpus shard {b}: {len(batch)} passages in {time.time() - t0:.0f}s")
+
+
+def main() -> None:
+    """`python -m specsched.runtime.models.teacher OUT`: both stages with default settings (resumable)."""
+    import argparse
+
+    from .pull import pull
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = TeacherConfig(target=pull(), out=args.out)
+    generate(cfg, log=lambda m: print(m, flush=True))
+    label_corpus(cfg, log=lambda m: print(m, flush=True))
+
+
+if __name__ == "__main__":
+    main()

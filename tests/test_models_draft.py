@@ -1,0 +1,141 @@
+"""The distilled-draft module: restricted vocabulary, KV cache, save/load, init math, lossless SD."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from specsched.runtime.models.draft_init import compress_target
+from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
+from specsched.runtime.models.errors import ModelUnavailable
+from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode
+from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
+
+VOCAB, HIDDEN = 96, 64
+
+
+@pytest.fixture(scope="module")
+def target() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=HIDDEN,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=0.3,
+        eos_token_id=1,
+    )
+    return LlamaForCausalLM(cfg).eval()
+
+
+def small_cfg(**kw) -> DraftConfig:
+    base = dict(
+        hidden=32,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        head_dim=16,
+        intermediate=64,
+        draft_vocab=40,
+        target_vocab=VOCAB,
+        target_hidden=HIDDEN,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-6,
+    )
+    return DraftConfig(**{**base, **kw})
+
+
+def make_draft(target: LlamaForCausalLM, **kw) -> DraftLM:
+    cfg = small_cfg(**kw)
+    basis = torch.linalg.qr(torch.randn(HIDDEN, cfg.hidden))[0]
+    vocab = torch.randperm(VOCAB)[: cfg.draft_vocab].sort().values
+    return compress_target(target, cfg, list(range(cfg.layers)), vocab, basis).eval()
+
+
+def test_restricted_vocab_gives_zero_probability_outside(target: LlamaForCausalLM) -> None:
+    draft = make_draft(target)
+    logits = draft(torch.tensor([[3, 4, 5]])).logits
+    assert logits.shape == (1, 3, VOCAB)
+    inside = torch.zeros(VOCAB, dtype=torch.bool)
+    inside[draft.vocab_ids] = True
+    assert torch.isneginf(logits[..., ~inside]).all() and torch.isfinite(logits[..., inside]).all()
+    q = logits.softmax(-1)
+    assert (q[..., ~inside] == 0).all() and torch.allclose(q.sum(-1), torch.ones(1, 3))
+
+
+def test_cached_steps_match_one_full_forward(target: LlamaForCausalLM) -> None:
+    draft = make_draft(target)
+    ids = torch.tensor([[5, 9, 2, 7, 11, 3]])
+    full = draft(ids, use_cache=False).logits
+    out = draft(ids[:, :3])
+    cache = out.past_key_values
+    steps = [draft(ids[:, i : i + 1], past_key_values=cache).logits for i in range(3, 6)]
+    assert torch.allclose(torch.cat(steps, 1), full[:, 3:], atol=1e-5)
+
+
+def test_full_width_compression_reproduces_the_target(target: LlamaForCausalLM) -> None:
+    cfg = small_cfg(hidden=HIDDEN, layers=3, intermediate=128, draft_vocab=VOCAB)
+    draft = compress_target(target, cfg, [0, 1, 2], torch.arange(VOCAB), torch.eye(HIDDEN), head_scale=1.0)
+    ids = torch.tensor([[1, 7, 30, 4, 66, 12]])
+    with torch.no_grad():
+        assert torch.allclose(draft(ids).logits, target(ids).logits, atol=1e-4)
+
+
+def test_save_load_roundtrip_ships_no_embeddings(target: LlamaForCausalLM, tmp_path: Path) -> None:
+    target.save_pretrained(tmp_path / "target")
+    draft = make_draft(target)
+    save_draft(draft, tmp_path / "draft", meta={"steps": 3})
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "draft" / "draft.safetensors"), "pt") as f:
+        assert not any(k.startswith("embed") for k in f.keys())
+        assert f.get_tensor("head.weight").dtype == torch.bfloat16
+    loaded = load_model(tmp_path / "draft", target_dir=tmp_path / "target")
+    assert isinstance(loaded, DraftLM) and torch.equal(loaded.vocab_ids, draft.vocab_ids)
+    for name, value in draft.trainable_state().items():  # shipped in bf16, loaded back as fp32
+        expected = value.to(torch.bfloat16).float() if value.is_floating_point() else value
+        assert torch.equal(loaded.state_dict()[name] if name != "vocab_ids" else loaded.vocab_ids, expected)
+    assert torch.equal(loaded.embed.weight, target.model.embed_tokens.weight)  # read from the target
+    assert isinstance(load_draft(tmp_path / "draft", torch.bfloat16, target_dir=tmp_path / "target"), DraftLM)
+
+
+@pytest.mark.parametrize("which", ["draft", "lookup"])
+def test_speculative_decoding_is_lossless(target: LlamaForCausalLM, which: str) -> None:
+    prompt = [5, 17, 42, 8, 5, 17]
+    ar = decode(target, prompt, 40, eos=1)
+    proposer = ModelProposer(make_draft(target)) if which == "draft" else LookupProposer()
+    sd = decode(target, prompt, 40, 1, proposer, k=4)
+    assert sd.tokens == ar.tokens
+    assert sd.verifies < len(sd.tokens) or sd.accepted == 0
+    assert len(sd.tokens) <= sd.accepted + sd.verifies  # each verification emits accepted + 1 tokens
+
+
+def test_unknown_names_raise_model_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECSCHED_CACHE", str(tmp_path))
+    with pytest.raises(ModelUnavailable, match="specsched models list"):
+        resolve_target("no-such-model", progress=False)
+    with pytest.raises(ModelUnavailable):
+        resolve_draft(str(tmp_path / "missing"))
+    assert resolve_target(str(tmp_path), progress=False) == tmp_path
+
+
+@pytest.mark.slow
+def test_shipped_draft_is_lossless_on_the_real_target() -> None:
+    """The default pair: greedy SD with the shipped draft reproduces target-only decoding exactly."""
+    from transformers import AutoTokenizer
+
+    from specsched.runtime.models.registry import resolve_pair
+
+    target_dir, draft_dir = resolve_pair(None, None, progress=False)
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    target, draft = load_model(target_dir), load_model(draft_dir, target_dir=target_dir)
+    chat = [{"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"}]
+    prompt = list(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
+    ar = decode(target, prompt, 32, tok.eos_token_id)
+    sd = decode(target, prompt, 32, tok.eos_token_id, ModelProposer(draft), k=4)
+    assert sd.tokens == ar.tokens and sd.accepted > 0

@@ -1,0 +1,32 @@
+"""Distillation data: held-out prompts are worded unlike any training prompt; vocab choice is sane."""
+
+from __future__ import annotations
+
+import torch
+
+from specsched.runtime.models import prompts as P
+from specsched.runtime.models.distill_data import choose_vocab
+
+
+def _stem(template: str) -> str:
+    return template.split("{")[0].strip() or template.split("}")[-1].strip()
+
+
+def test_heldout_wording_never_used_for_training() -> None:
+    train = P.train_prompts(2000, seed=0)
+    for held in (*P.MATH_HELDOUT, *P.PASSAGE_HELDOUT, *P.BLOCKS_HELDOUT):
+        stem = _stem(held)
+        assert stem and not any(stem in t for t in train), stem
+    assert not set(P.heldout_prompts(200)) & set(train)
+
+
+def test_prompt_lists_are_seeded() -> None:
+    assert P.train_prompts(50, seed=3) == P.train_prompts(50, seed=3)
+    assert P.train_prompts(50, seed=3) != P.train_prompts(50, seed=4)
+
+
+def test_choose_vocab_ranks_target_output_first_and_fills_up() -> None:
+    gen = [{"ids": torch.tensor([90, 91, 7, 7, 7, 8]), "start": 2}]
+    vocab = choose_vocab(gen, [], [[9]], size=6, always=[99], vocab_size=100)
+    assert vocab.tolist() == sorted(vocab.tolist()) and len(set(vocab.tolist())) == 6
+    assert {7, 8, 9, 99} <= set(vocab.tolist()) and 90 not in vocab  # prompt ids (90, 91) are not output
