@@ -29,6 +29,10 @@ class RunQueue:
     def __len__(self) -> int:
         return len(self._waiting)
 
+    @property
+    def oldest_arrival(self) -> float:
+        return min(q.info.arrival for q in self._waiting)
+
     def sequences(self) -> set[int]:
         return {q.draft.seq for q in self._waiting}
 

@@ -195,7 +195,7 @@ def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: 
                 print(f"verifier: rejected message: {exc}", file=sys.stderr)
         if not len(v.queue):
             continue
-        v.recorder.add("idle", idle_since, v.queue._waiting[0].info.arrival)
+        v.recorder.add("idle", idle_since, v.queue.oldest_arrival)
         picked = v.queue.pick()
         for entry, verdict in zip(picked, v.verify(picked)):
             v.report(verdict, entry.draft.worker)  # the supervisor hears of it before the worker does

@@ -26,6 +26,7 @@ class Cache:
     def __init__(self) -> None:
         self.tokens: list[int] = []
         self.parents: list[int] = []
+        self._branched = False  # some entry's parent is not the entry before it
         self.positions: list[int] = []
 
     def __len__(self) -> int:
@@ -33,7 +34,7 @@ class Cache:
 
     @property
     def linear(self) -> bool:
-        return all(p == i - 1 for i, p in enumerate(self.parents))
+        return not self._branched
 
     def append(self, tokens: Sequence[int], parents: Sequence[int] | None) -> list[int]:
         """Record new entries (parents absolute, None = a plain continuation); returns the parents."""
@@ -45,6 +46,7 @@ class Cache:
                 raise ValueError(f"token {i} has parent {p}, outside -1..{base + i - 1}")
             self.tokens.append(int(t))
             self.parents.append(int(p))
+            self._branched |= p != base + i - 1
             self.positions.append(self.positions[p] + 1 if p >= 0 else 0)
         return [int(p) for p in parents]
 
@@ -67,6 +69,7 @@ class Cache:
         """Keep only ``indices`` (a root-first path), which become a plain sequence."""
         self.tokens = [self.tokens[i] for i in indices]
         self.parents = list(range(-1, len(indices) - 1))
+        self._branched = False
         self.positions = list(range(len(indices)))
 
 
