@@ -22,6 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_run_flags(run)
+    from specsched.runtime.tot.cli import add_tot_flags
+
+    add_tot_flags(run)
     run.add_argument("--trace", default=None, metavar="PATH",
                      help="record the whole run (config, events, results) for `specsched replay`")
     run.add_argument("--no-live", action="store_true",
@@ -34,6 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_models_parser(sub)
+    try:
+        from specsched.runtime.bench.cli import add_bench_parser
+    except ImportError:  # until the harness lands
+        pass
+    else:
+        add_bench_parser(sub)
     return parser
 
 
@@ -74,7 +83,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
-    p.add_argument("--temperature", type=float, default=d.temperature, metavar="T", help="0 = greedy")
+    p.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
     p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
     p.add_argument("--seed", type=int, default=d.seed, metavar="S")
@@ -124,7 +134,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         max_batch=_max_batch(args), max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        temperature=RunConfig().temperature if args.temperature is None else args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads,
@@ -140,6 +151,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from specsched.runtime.view.usage import UsageSampler
 
     config = config_from_args(args)
+    from specsched.runtime.tot.cli import cmd_tot, wants_tot
+
+    if wants_tot(args):
+        return cmd_tot(args, console, config)
     usage = UsageSampler()
     view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
     on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None

@@ -262,8 +262,14 @@ def markov_chi2(sequences: Iterable[Sequence[int]], prompts: Iterable[Sequence[i
 
 # -- the command line -------------------------------------------------------------------------------
 
+PLAIN_PROMPT = "Write three short steps to make a cup of tea."
+
+
 def cli_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "specsched", "run", *args]
+    """`specsched run ARGS`; plain decoding of one shared prompt unless ARGS choose prompts or a --task
+    (without a prompt, `run` builds a Tree-of-Thoughts tree)."""
+    plain = [] if {"--prompt", "--task"} & set(args) else ["--prompt", PLAIN_PROMPT]
+    return [sys.executable, "-m", "specsched", "run", *plain, *args]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -16,6 +16,7 @@ import pytest
 from specsched.runtime.cli import main
 from specsched.runtime.events import VERIFIER, Event
 from specsched.runtime.export import chrome_trace
+from tests.helpers import PLAIN_PROMPT
 
 
 def ev(worker: int, kind: str, start: float, end: float) -> Event:
@@ -82,7 +83,8 @@ def test_a_partial_overlap_is_trimmed_so_spans_nest():
 def recorded(tmp_path_factory):
     path = tmp_path_factory.mktemp("export") / "run.trace.json"
     with redirect_stdout(StringIO()):
-        code = main(["run", "--workers", "3", "--max-new-tokens", "12", "--sim-draft-ms", "1",
+        code = main(["run", "--prompt", PLAIN_PROMPT,
+               "--workers", "3", "--max-new-tokens", "12", "--sim-draft-ms", "1",
                      "--sim-verify-ms", "2", "--trace", str(path), "--quiet", "--no-live"])
     assert code == 0
     return path

@@ -78,6 +78,27 @@ def test_cached_steps_match_one_full_forward(target: LlamaForCausalLM) -> None:
     assert torch.allclose(torch.cat(steps, 1), full[:, 3:], atol=1e-5)
 
 
+def test_the_lean_inference_forward_matches_the_training_forward(target: LlamaForCausalLM) -> None:
+    """Inference (no grad) takes the hand-written lean path; training the transformers modules: same math,
+    for a plain continuation after a cache and for a token tree under a 4D mask."""
+    draft = make_draft(target)
+    ids = torch.tensor([[5, 9, 2, 7, 11, 3]])
+    reference = draft(ids, use_cache=False).logits  # grad enabled: the transformers path
+    with torch.inference_mode():
+        out = draft(ids[:, :4])
+        step = draft(ids[:, 4:], past_key_values=out.past_key_values).logits
+        assert torch.allclose(torch.cat([out.logits, step], 1), reference, atol=1e-5)
+        # a tree after the 4 cached tokens: two siblings (11, 3) of position 4 -> both see only the prefix
+        tree = draft(ids[:, :4])
+        mask = torch.ones(1, 1, 2, 6, dtype=torch.bool)
+        mask[0, 0, 0, 5] = mask[0, 0, 1, 4] = False
+        siblings = draft(torch.tensor([[11, 3]]), past_key_values=tree.past_key_values, attention_mask=mask,
+                         position_ids=torch.tensor([[4, 4]])).logits
+    alone = draft(torch.tensor([[5, 9, 2, 7, 3]]), use_cache=False).logits
+    assert torch.allclose(siblings[0, 0], reference[0, 4], atol=1e-5)
+    assert torch.allclose(siblings[0, 1], alone[0, 4], atol=1e-5)
+
+
 def test_full_width_compression_reproduces_the_target(target: LlamaForCausalLM) -> None:
     cfg = small_cfg(hidden=HIDDEN, layers=3, intermediate=128, draft_vocab=VOCAB)
     draft = compress_target(target, cfg, [0, 1, 2], torch.arange(VOCAB), torch.eye(HIDDEN), head_scale=1.0)

@@ -12,6 +12,7 @@ import pytest
 
 from specsched.runtime.cli import main
 from specsched.runtime.trace import ReplayClock, TraceError, load_trace, replay
+from tests.helpers import PLAIN_PROMPT
 
 OLD_KEYS = {"status", "error", "config", "sequences", "metrics", "counters", "events"}
 
@@ -22,7 +23,8 @@ def recorded(tmp_path_factory):
     trace, record = root / "run.trace.json", root / "run.json"
     out = StringIO()
     with redirect_stdout(out):
-        code = main(["run", "--workers", "3", "--max-new-tokens", "16", "--sim-draft-ms", "1",
+        code = main(["run", "--prompt", PLAIN_PROMPT,
+               "--workers", "3", "--max-new-tokens", "16", "--sim-draft-ms", "1",
                      "--sim-verify-ms", "3", "--seed", "5", "--trace", str(trace), "--json", str(record)])
     assert code == 0
     return trace, record, out.getvalue()

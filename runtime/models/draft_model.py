@@ -25,6 +25,8 @@ from transformers import LlamaConfig, LlamaModel
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from .lean_forward import LeanDraft
+
 CONFIG_FILE = "draft_config.json"
 WEIGHTS_FILE = "draft.safetensors"
 
@@ -86,6 +88,7 @@ class DraftLM(nn.Module):
         # What callers of a transformers model read from `.config`: the full vocabulary, no encoder.
         self.config = cfg.llama()
         self.config.vocab_size = cfg.target_vocab
+        self._lean: LeanDraft | None = None
 
     @property
     def device(self) -> torch.device:
@@ -125,12 +128,29 @@ class DraftLM(nn.Module):
     ) -> CausalLMOutputWithPast:
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
-        small, cache = self.draft_logits(
-            input_ids, past_key_values, use_cache, attention_mask=attention_mask, position_ids=position_ids
-        )
+        lean_mask = attention_mask is None or (attention_mask.dim() == 4 and attention_mask.dtype == torch.bool)
+        if use_cache and lean_mask and not torch.is_grad_enabled():  # inference: the lean path, same math
+            if position_ids is None:
+                start = past_key_values.get_seq_length()
+                position_ids = torch.arange(start, start + input_ids.shape[1]).expand(input_ids.shape[0], -1)
+            small, cache = self.lean()(input_ids, position_ids, past_key_values, attention_mask), past_key_values
+        else:
+            small, cache = self.draft_logits(
+                input_ids, past_key_values, use_cache, attention_mask=attention_mask, position_ids=position_ids
+            )
         full = small.new_full((*small.shape[:-1], self.cfg.target_vocab), float("-inf"))
         full[..., self.vocab_ids] = small
         return CausalLMOutputWithPast(logits=full, past_key_values=cache)
+
+    def lean(self) -> LeanDraft:
+        """The inference forward over these weights (built once; `train()` drops it)."""
+        if self._lean is None:
+            self._lean = LeanDraft(self)
+        return self._lean
+
+    def train(self, mode: bool = True) -> DraftLM:
+        self._lean = None  # weights may change: rebuild the lean view on the next inference call
+        return super().train(mode)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Everything except the frozen embeddings (they are reloaded from the target)."""

@@ -131,7 +131,8 @@ class ProgressLines(_View):
 
 def progress_line(s: Snapshot) -> str:
     alpha = "n/a" if s.alpha is None else f"{s.alpha:.2f}"
-    return (f"[{s.elapsed:7.1f} s] tokens {s.tokens}/{s.tokens_max} · {s.tokens_per_s:.1f} tok/s · "
+    where = f"{s.label} · " if s.label else ""
+    return (f"[{s.elapsed:7.1f} s] {where}tokens {s.tokens}/{s.tokens_max} · {s.tokens_per_s:.1f} tok/s · "
             f"α {alpha} · verifier busy {100 * s.busy:.0f} % · queue mean {s.queue_mean:.2f} · "
             f"done {s.done}/{s.sequences}")
 

@@ -56,6 +56,7 @@ class Snapshot:
     done: int
     sequences: int
     usage: tuple[Usage, ...] = ()
+    label: str = ""                   # where a multi-run job is (a ToT level and phase); in the title too
 
     @property
     def tokens_per_s(self) -> float:
@@ -63,8 +64,9 @@ class Snapshot:
 
 
 class Monitor:
-    def __init__(self, config: RunConfig, usage=None) -> None:
+    def __init__(self, config: RunConfig, usage=None, *, label: str = "") -> None:
         self.config = config
+        self.label = label                     # where a multi-run job is, e.g. a ToT level and phase
         self.workers = draft_workers(config)
         self.timeline = Timeline(self.workers)
         self.usage = usage                     # a UsageSampler, RecordedUsage, or None
@@ -121,7 +123,8 @@ class Monitor:
                 self._count(by_worker, seq, len(toks))
             tokens = sum(len(t) for t in collected.tokens.values())
         return Snapshot(
-            title=f"{c.mode} · policy {c.policy} · backend {c.backend}", mode=c.mode,
+            title=" · ".join(filter(None, [self.label, f"{c.mode} · policy {c.policy} · backend {c.backend}"])),
+            mode=c.mode,
             rows=rows, start=start, end=end, origin=origin,
             queue_known=min(active, default=end),
             elapsed=max(now - collected.started, 0.0) if collected.started else 0.0,
@@ -132,6 +135,7 @@ class Monitor:
             queue_mean=tl.queued_time / decode if decode else 0.0,
             done=len(collected.done), sequences=c.n_sequences,
             usage=self.usage.sample(collected.processes, now) if self.usage else (),
+            label=self.label,
         )
 
     def _done_workers(self, collected: Collected) -> set[int]:

@@ -1,0 +1,144 @@
+"""`specsched run --task gsm8k|creative|blocksworld`: a ToT tree built on the runtime, phase by phase.
+
+Each phase is a normal run (its own live view, titled with the task, level and phase); the search
+above them is `search.py`. Without `--prompt`, `specsched run` builds a gsm8k tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.tot.search import SearchConfig, search
+from specsched.runtime.tot.task import Problem, Task
+from specsched.runtime.tot.tree import Tree
+
+DEFAULT_TASK = "gsm8k"
+TOT_TEMPERATURE = 1.0  # SEED App. C: thoughts sampled at T = 1 ("identical thoughts are useless")
+
+
+def add_tot_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Tree-of-Thoughts (the default workload when no --prompt is given)")
+    g.add_argument("--task", default=None, help="gsm8k | creative | blocksworld (default gsm8k without --prompt)")
+    g.add_argument("--data", default=None, metavar="FILE.jsonl", help="problems in the set's usual format")
+    g.add_argument("--problem", type=int, default=0, metavar="I", help="index of the first problem to solve")
+    g.add_argument("--limit", type=int, default=1, metavar="N", help="how many problems, from --problem on")
+    g.add_argument(
+        "--thoughts",
+        type=int,
+        default=None,
+        metavar="n",
+        help="thoughts per kept state = draft workers (default --workers, or 3)",
+    )
+    g.add_argument("--steps", type=int, default=None, metavar="T", help="thought steps (default: the task's)")
+    g.add_argument("--breadth", type=int, default=1, metavar="b", help="states kept per level")
+    for what in ("thought", "eval", "answer"):
+        g.add_argument(
+            f"--{what}-tokens",
+            type=int,
+            default=None,
+            metavar="M",
+            help=f"max new tokens of one {what} (default: the task's)",
+        )
+
+
+def wants_tot(args: argparse.Namespace) -> bool:
+    return bool(args.task) or not args.prompts
+
+
+def search_config(args: argparse.Namespace) -> SearchConfig:
+    thoughts = args.thoughts or args.workers or 3
+    for flag, value in (("--thoughts", thoughts), ("--breadth", args.breadth), ("--limit", args.limit)):
+        if value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}")
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps must be at least 1, got {args.steps}")
+    if args.problem < 0:
+        raise ConfigError(f"--problem must be >= 0, got {args.problem}")
+    for what in ("thought", "eval", "answer"):
+        value = getattr(args, f"{what}_tokens")
+        if value is not None and value < 1:
+            raise ConfigError(f"--{what}-tokens must be at least 1, got {value}")
+    return SearchConfig(thoughts, args.steps, args.breadth, args.thought_tokens, args.eval_tokens, args.answer_tokens)
+
+
+def problems(task: Task, args: argparse.Namespace) -> list[Problem]:
+    from specsched.runtime.tot.tasks import load_problems
+
+    pool = load_problems(task, Path(args.data)) if args.data else task.samples()
+    chosen = pool[args.problem : args.problem + args.limit]
+    if not chosen:
+        raise ConfigError(f"--problem {args.problem} is out of range: {len(pool)} problem(s) available")
+    return chosen
+
+
+def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
+    from specsched.runtime.app import prepare
+    from specsched.runtime.tot.report import summary
+    from specsched.runtime.tot.tasks import get_task
+
+    task = get_task(args.task or DEFAULT_TASK)
+    cfg = search_config(args)
+    todo = problems(task, args)
+    if args.temperature is None:
+        base = dataclasses.replace(base, temperature=TOT_TEMPERATURE)
+    prepare(dataclasses.replace(base, prompts=["check"], workers=1))  # policy, models, vocab: before any process
+    trees: list[Tree] = []
+    for problem in todo:
+        tree = search(task, problem, base, cfg, _phase_runner(args, console, base))
+        trees.append(tree)
+        console.print(summary(tree))
+        if tree.status != "ok":
+            break
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {"config": base.to_dict(), "search": dataclasses.asdict(cfg), "trees": [t.to_json() for t in trees]},
+                indent=1,
+            )
+        )
+    checked = [t.correct for t in trees if t.correct is not None]
+    if len(trees) > 1 and checked:
+        console.print(f"[bold]accuracy {sum(checked)}/{len(checked)}[/]")
+    failed = next((t for t in trees if t.status != "ok"), None)
+    if failed is None:
+        return 0
+    from specsched.runtime.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, _fail
+
+    _fail(f"{failed.error}; the tree built so far is shown above")
+    if failed.status == "failed":
+        return EXIT_FAILED
+    return EXIT_TERMINATED if "SIGTERM" in (failed.error or "") else EXIT_INTERRUPTED
+
+
+def _phase_runner(args: argparse.Namespace, console: Console, base: RunConfig):
+    """A phase = one `app.run` under its own live view (or progress lines), titled with where it is."""
+    from specsched.runtime.app import run
+    from specsched.runtime.trace import write_trace
+    from specsched.runtime.view.live import choose_view
+    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.view.usage import UsageSampler
+
+    count = 0
+
+    def run_phase(config: RunConfig, label: str):
+        nonlocal count
+        usage = UsageSampler()
+        view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live)
+        on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
+        with view or contextlib.nullcontext():
+            record = run(config, on_update=on_update)
+        if args.trace:
+            path = Path(args.trace)
+            slug = label.split(" · ", 1)[-1].replace(" · ", "-").replace("/", "of").replace(" ", "")
+            write_trace(record, path.with_name(f"{path.stem}.{count:02d}-{slug}{path.suffix or '.json'}"), usage.series)
+        count += 1
+        return record
+
+    return run_phase

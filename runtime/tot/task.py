@@ -1,0 +1,84 @@
+"""The contract between the ToT search and a task (gsm8k, creative, blocksworld).
+
+The search (`search.py`) knows nothing about any task: it asks the task for prompts, hands the model's
+text back to it, and keeps the states it scores highest. A state is the list of thoughts on the path
+from the root; the problem is one input of the task (a question, four sentences, a Blocksworld instance).
+Every method is pure: same input, same output - so a tree is reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One input of a task. `answer` is the gold answer when known (gsm8k number, None for creative);
+    `data` holds task-specific structure (e.g. a Blocksworld instance as plain JSON-able values)."""
+
+    id: str
+    text: str  # what the prompts call {initial_prompt}
+    answer: str | None = None
+    data: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A parsed State Evaluator output. `ok` is False when nothing could be parsed: `value` is then
+    the task's lowest score, and the search counts it in its metrics."""
+
+    value: float
+    ok: bool
+
+
+class Task(ABC):
+    """One ToT task. `steps` thought steps (tree depth = steps + 1: the root, then one level per step)."""
+
+    name: str = ""
+    steps: int = 1  # default T: gsm8k 3 (depth 4), creative 1 (depth 2), blocksworld 6 (depth 7)
+    thought_tokens: int = 64  # max new tokens of one thought
+    eval_tokens: int = 16  # max new tokens of one evaluation
+    answer_tokens: int = 96  # max new tokens of the final answer (when `needs_answer`)
+    lowest: float = 1.0  # score given to an unparseable evaluation
+
+    @abstractmethod
+    def thought_prompt(self, problem: Problem, state: list[str]) -> str:
+        """The Thought Generator's prompt for expanding `state` by one thought."""
+
+    @abstractmethod
+    def clean_thought(self, text: str) -> str:
+        """The thought kept in the tree from the model's raw output (trimmed to one step)."""
+
+    @abstractmethod
+    def eval_prompt(self, problem: Problem, state: list[str]) -> str:
+        """The State Evaluator's prompt for `state` (whose last thought is the new one)."""
+
+    @abstractmethod
+    def parse_score(self, text: str) -> Score:
+        """The evaluator's raw output -> a score (higher is better); never raises."""
+
+    @property
+    def needs_answer(self) -> bool:
+        """Whether a final generation from the best state produces the answer (gsm8k), or the best
+        state already is the answer (creative: the passage; blocksworld: the plan)."""
+        return False
+
+    def answer_prompt(self, problem: Problem, state: list[str]) -> str:
+        raise NotImplementedError
+
+    @abstractmethod
+    def final_answer(self, problem: Problem, state: list[str], answer_text: str | None) -> str:
+        """The answer shown to the user: from the final generation, or from the best state."""
+
+    def correct(self, problem: Problem, answer: str) -> bool | None:
+        """Whether `answer` is right (None when the task has no checkable answer)."""
+        return None
+
+    @abstractmethod
+    def samples(self) -> list[Problem]:
+        """The sample problems shipped with the package (a handful, written for this project)."""
+
+    @abstractmethod
+    def load(self, rows: list[dict]) -> list[Problem]:
+        """Problems from a `--data FILE.jsonl`, rows in the set's usual format; ValueError if not."""

@@ -1,0 +1,134 @@
+"""The ToT-BFS search on the real runtime (sim backend): a complete tree, reproducible from its seed.
+
+Every phase is a real run: real processes and sockets. The toy task below scores a state by a
+deterministic function of the evaluator's text, so the tree's shape depends on what was generated -
+two trees are equal only if every phase produced the same tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import pytest
+
+from specsched.runtime.app import run
+from specsched.runtime.config import RunConfig
+from specsched.runtime.tot.search import SearchConfig, phase_seed, search
+from specsched.runtime.tot.task import Problem, Score, Task
+from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE
+
+
+class Toy(Task):
+    name = "toy"
+    steps = 2
+    thought_tokens = 6
+    eval_tokens = 3
+    answer_tokens = 4
+
+    def thought_prompt(self, problem: Problem, state: list[str]) -> str:
+        return " ".join([problem.text, *state, "next"])
+
+    def clean_thought(self, text: str) -> str:
+        return text.strip()
+
+    def eval_prompt(self, problem: Problem, state: list[str]) -> str:
+        return " ".join([problem.text, *state, "score"])
+
+    def parse_score(self, text: str) -> Score:
+        if not text.strip():
+            return Score(self.lowest, False)
+        return Score(float(1 + zlib.crc32(text.encode()) % 10), True)
+
+    @property
+    def needs_answer(self) -> bool:
+        return True
+
+    def answer_prompt(self, problem: Problem, state: list[str]) -> str:
+        return " ".join([problem.text, *state, "answer"])
+
+    def final_answer(self, problem: Problem, state: list[str], answer_text: str | None) -> str:
+        return answer_text or ""
+
+    def correct(self, problem: Problem, answer: str) -> bool | None:
+        return answer == problem.answer
+
+    def samples(self) -> list[Problem]:
+        return [Problem("p0", "two apples")]
+
+    def load(self, rows: list[dict]) -> list[Problem]:
+        return []
+
+
+BASE = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, sim_vocab=48, temperature=1.0, seed=7)
+
+
+def build(**overrides):
+    labels: list[str] = []
+
+    def run_phase(config: RunConfig, label: str):
+        labels.append(label)
+        return run(config)
+
+    base = dataclasses.replace(BASE, **overrides)
+    tree = search(Toy(), Problem("p0", "two apples", answer="x"), base, SearchConfig(thoughts=3, breadth=2), run_phase)
+    return tree, labels
+
+
+def shape(tree):
+    return [(n.parent, n.level, n.thought, n.score, n.kept) for n in tree.nodes], tree.chosen, tree.answer
+
+
+@pytest.fixture(scope="module")
+def fcfs_tree():
+    return build(policy="fcfs")
+
+
+def test_a_complete_tree_is_built_level_by_level(fcfs_tree):
+    tree, labels = fcfs_tree
+    assert tree.status == "ok"
+    # level 1: 3 thoughts from the root; level 2: 3 from each of the 2 kept states
+    assert [sum(n.level == lv for n in tree.nodes) for lv in (0, 1, 2)] == [1, 3, 6]
+    assert [p.name for p in tree.phases] == [GENERATE, EVALUATE, GENERATE, EVALUATE, ANSWER]
+    assert [p.sequences for p in tree.phases] == [3, 3, 6, 6, 1]
+    assert labels[0] == "toy · level 1/2 · thought generation" and labels[-1] == "toy · answer · answer"
+    for level in (1, 2):
+        nodes = [n for n in tree.nodes if n.level == level]
+        kept = [n for n in nodes if n.kept]
+        assert len(kept) == 2
+        assert min(n.score for n in kept) >= max(n.score for n in nodes if not n.kept)  # the best b are kept
+    # level-2 states extend only kept level-1 states, and the chosen path ends at the best leaf
+    assert all(tree.nodes[n.parent].kept for n in tree.nodes if n.level == 2)
+    leaf = tree.nodes[tree.chosen[-1]]
+    assert tree.chosen[0] == 0 and leaf.level == 2
+    assert leaf.score == max(n.score for n in tree.nodes if n.level == 2)
+    assert tree.answer and tree.answer_text == tree.answer
+    # sampled at T = 1: the three thoughts of the root differ (identical thoughts would be useless)
+    assert len({n.thought for n in tree.nodes if n.level == 1}) > 1
+    assert all(p.acceptance_rate is not None and p.tokens > 0 for p in tree.phases)
+
+
+def test_the_tree_is_identical_across_policies_for_a_fixed_seed(fcfs_tree):
+    rr, _ = build(policy="rr")
+    assert shape(rr) == shape(fcfs_tree[0])
+
+
+def test_a_different_seed_builds_a_different_tree(fcfs_tree):
+    other, _ = build(seed=8)
+    assert shape(other) != shape(fcfs_tree[0])
+
+
+@pytest.fixture(scope="module")
+def greedy_seed_tree():
+    return build(temperature=0.0, mode="seed")[0]
+
+
+@pytest.mark.parametrize("mode", ["sd", "ar"])
+def test_greedy_trees_are_identical_across_modes(greedy_seed_tree, mode):
+    other, _ = build(temperature=0.0, mode=mode)
+    assert shape(other) == shape(greedy_seed_tree)
+
+
+def test_phase_seeds_are_distinct():
+    seeds = {phase_seed(7, level, p) for level in range(1, 8) for p in (GENERATE, EVALUATE, ANSWER)}
+    assert len(seeds) == 21
