@@ -349,3 +349,14 @@ class Watched:
                 pass
         self.proc.kill()
         self.proc.wait()
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    lines = stderr_lines(result.stderr)
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("specsched: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]

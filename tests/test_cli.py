@@ -10,22 +10,11 @@ import sys
 import textwrap
 
 import pytest
-from helpers import REPO, greedy_reference, read_json, run_cli, stderr_lines, words
+from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, stderr_lines, words
 
 from specsched.workers.sim import EOS, SimTokenizer
 
 FAST_FLAGS = ["--sim-draft-ms", "1", "--sim-verify-ms", "2"]
-
-
-def assert_one_error_line(result: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
-    lines = stderr_lines(result.stderr)
-    assert result.returncode == code, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("specsched: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
-    return lines[0]
 
 
 @pytest.fixture

@@ -132,3 +132,22 @@ def test_greedy_trees_are_identical_across_modes(greedy_seed_tree, mode):
 def test_phase_seeds_are_distinct():
     seeds = {phase_seed(7, level, p) for level in range(1, 8) for p in (GENERATE, EVALUATE, ANSWER)}
     assert len(seeds) == 21
+
+
+@pytest.mark.slow  # ~9 model-loading process starts: a minute idle, several on a busy 2-core machine
+def test_a_gsm8k_tree_on_tiny_transformers_models_is_the_same_across_policies(tmp_path):
+    """The real task on the real hf path (tiny Llama pair, word-level tokenizer): every phase decodes."""
+    from specsched.runtime.tot.gsm8k import Gsm8k
+    from tests.tiny_hf import make_pair
+
+    target, draft = make_pair(tmp_path)
+    task, cfg = Gsm8k(), SearchConfig(thoughts=2, steps=1, thought_tokens=6, eval_tokens=3, answer_tokens=4)
+    base = RunConfig(backend="hf", target=str(target), draft=str(draft), temperature=1.0, seed=3)
+    trees = [search(task, task.samples()[0], dataclasses.replace(base, policy=p), cfg, lambda c, _: run(c))
+             for p in ("fcfs", "rr")]
+    assert [t.status for t in trees] == ["ok", "ok"]
+    assert [p.name for p in trees[0].phases] == [GENERATE, EVALUATE, ANSWER]
+    assert all(p.tokens > 0 for p in trees[0].phases)
+    assert len(trees[0].nodes) == 3 and trees[0].answer_text is not None
+    assert isinstance(trees[0].correct, bool)  # gsm8k answers are always checked
+    assert shape(trees[0]) == shape(trees[1])

@@ -1,0 +1,71 @@
+"""`specsched run --task ...` as a user runs it: the tree printed and in --json, bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import assert_one_error_line
+
+from specsched.runtime.app import run
+from specsched.runtime.config import RunConfig
+from specsched.runtime.tot.gsm8k import Gsm8k
+from specsched.runtime.tot.search import SearchConfig, search
+
+SIM = ["--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
+
+
+def specsched(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specsched", "run", *args], capture_output=True, text=True,
+                          timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_blocksworld_tree_with_json(tmp_path):
+    out = tmp_path / "tree.json"
+    result = specsched("--task", "blocksworld", "--steps", "2", "--thoughts", "2", "--breadth", "2",
+                       "--problem", "1", "--json", str(out), *SIM)
+    assert result.returncode == 0, result.stderr
+    assert "blocksworld" in result.stdout and "answer:" in result.stdout and "thought generation" in result.stdout
+    data = json.loads(out.read_text())
+    (tree,) = data["trees"]
+    assert tree["status"] == "ok" and tree["task"] == "blocksworld"
+    assert data["search"]["thoughts"] == 2 and data["config"]["temperature"] == 1.0  # ToT samples by default
+    # 2 thoughts from the root, then 2 from each of the 2 kept states
+    assert [n["level"] for n in tree["nodes"]].count(2) == 4
+    assert isinstance(tree["correct"], bool)  # the plan went through the validator
+    assert tree["per_phase"]["state evaluation"]["runs"] == 2
+    assert tree["per_phase"]["answer"]["runs"] == 0  # the plan is the answer: no final generation
+
+
+def test_without_a_prompt_run_builds_a_gsm8k_tree():
+    result = specsched("--steps", "1", "--thoughts", "2", "--thought-tokens", "8", "--eval-tokens", "4",
+                       "--answer-tokens", "4", *SIM)
+    assert result.returncode == 0, result.stderr
+    assert "gsm8k" in result.stdout and "(gold 14)" in result.stdout
+
+
+def test_bad_tot_input_is_one_line_and_exit_2(tmp_path):
+    assert_one_error_line(specsched("--task", "game24", *SIM), 2, "unknown task 'game24'")
+    assert_one_error_line(specsched("--breadth", "0", *SIM), 2, "--breadth must be at least 1")
+    assert_one_error_line(specsched("--problem", "99", *SIM), 2, "--problem 99 is out of range")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": "#### 3"}\nnot json\n')
+    assert_one_error_line(specsched("--data", str(bad), *SIM), 2, "bad.jsonl:2")
+
+
+def test_ctrl_c_between_phases_keeps_the_tree_built_so_far():
+    calls = []
+
+    def run_phase(config: RunConfig, label: str):
+        calls.append(label)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return run(config)
+
+    base = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, temperature=1.0)
+    cfg = SearchConfig(thoughts=2, thought_tokens=6, eval_tokens=3)
+    tree = search(Gsm8k(), Gsm8k().samples()[0], base, cfg, run_phase)
+    assert tree.status == "interrupted" and "Ctrl-C" in tree.error
+    assert len(tree.phases) == 2 and len(tree.nodes) == 3  # level 1 generated and evaluated
+    assert all(n.score is not None for n in tree.nodes[1:])
