@@ -130,10 +130,14 @@ def _phase_runner(args: argparse.Namespace, console: Console, base: RunConfig):
     def run_phase(config: RunConfig, label: str):
         nonlocal count
         usage = UsageSampler()
-        view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live)
+        view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live, transient=True)
         on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
         with view or contextlib.nullcontext():
             record = run(config, on_update=on_update)
+        m = record.metrics
+        alpha = "" if m.acceptance_rate is None else f", α {m.acceptance_rate:.2f}"
+        console.print(f"{label}: {m.tokens} tokens in {m.wall_s:.1f} s ({m.tokens_per_s:.1f} tok/s{alpha}, "
+                      f"start-up {m.startup_s:.1f} s)", highlight=False, markup=False)
         if args.trace:
             path = Path(args.trace)
             slug = label.split(" · ", 1)[-1].replace(" · ", "-").replace("/", "of").replace(" ", "")

@@ -77,9 +77,11 @@ class LiveView(_View):
     kind = "live"
 
     def __init__(self, monitor: Monitor, console: Console, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, transient: bool = False) -> None:
         super().__init__(monitor, console, clock)
-        self._live = Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
+        # transient: the view vanishes when the run ends (a job of many runs prints its own summary)
+        self._live = Live(console=console, auto_refresh=False, redirect_stdout=False, redirect_stderr=False,
+                          transient=transient)
         self._started = False
         self._frame_cpu = 0.0
 
@@ -138,12 +140,12 @@ def progress_line(s: Snapshot) -> str:
 
 
 def choose_view(console: Console, monitor: Monitor, *, enabled: bool = True,
-                clock: Callable[[], float] = time.monotonic) -> _View | None:
+                clock: Callable[[], float] = time.monotonic, transient: bool = False) -> _View | None:
     """The live view on a terminal, progress lines otherwise, nothing with ``enabled=False``."""
     if not enabled:
         return None
     if console.is_terminal:
-        return LiveView(monitor, console, clock=clock)
+        return LiveView(monitor, console, clock=clock, transient=transient)
     return ProgressLines(monitor, console, clock=clock)
 
 
