@@ -37,12 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_models_parser(sub)
-    try:
-        from specsched.runtime.bench.cli import add_bench_parser
-    except ImportError:  # until the harness lands
-        pass
-    else:
-        add_bench_parser(sub)
+    from specsched.runtime.bench.cli import add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 

@@ -1,0 +1,119 @@
+"""The arms of the benchmark: every way of decoding the same workload, by a stable name.
+
+Runtime arms are RunConfig variations of one base configuration: they differ only in mode, policy
+and batching, never in prompts, seed, temperature, k, k_config, max_new_tokens or the model pair.
+The outside peers (``hf-*``) run Hugging Face transformers' own generate() on the same tokenised
+prompts with the same target (peers.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specsched.runtime.app import RunRecord, run
+from specsched.runtime.bench.measure import BASELINE, Sample
+from specsched.runtime.bench.overhead import verifier_overhead
+from specsched.runtime.config import ConfigError, RunConfig
+
+# name -> (what it is, the RunConfig fields it sets)
+RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
+    "ar": ("serial AR: target only, one sequence after another", {"mode": "ar"}),
+    "sd": ("serial SD: one draft worker, one sequence after another", {"mode": "sd"}),
+    "seed-fcfs": ("SEED: a draft worker per thought, FCFS verification", {"mode": "seed", "policy": "fcfs"}),
+    "seed-priority": ("SEED, static priorities 0..n-1", {"mode": "seed", "policy": "priority"}),
+    "seed-rr": ("SEED, round-robin verification", {"mode": "seed", "policy": "rr"}),
+    "parallel": ("batched target-only AR, every sequence per forward (Fig. 1d)", {"mode": "parallel"}),
+    "seed-batch": ("SEED + batched verification of every ready draft", {"mode": "seed", "policy": "batch",
+                                                                        "max_batch": 0}),
+}
+PEER_ARMS: dict[str, str] = {
+    "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",
+    "hf-lookup": "HF transformers prompt-lookup decoding (model-free)",
+}
+ARM_NAMES: tuple[str, ...] = (*RUNTIME_ARMS, *PEER_ARMS)
+SEED_ARM = "seed-fcfs"  # the default `specsched run` (policy fcfs): the arm the targets are stated for
+
+
+def parse_arms(text: str | None) -> list[str]:
+    """Arm names from ``a,b,c`` (default: all), in the canonical order, ``ar`` always included:
+    every ratio is taken against it in the same run."""
+    if not text:
+        return list(ARM_NAMES)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ARM_NAMES]
+    if unknown:
+        raise ConfigError(f"unknown arm {unknown[0]!r}; choose from {', '.join(ARM_NAMES)}")
+    return [n for n in ARM_NAMES if n in names or n == BASELINE]
+
+
+def runtime_config(name: str, base: RunConfig) -> RunConfig:
+    """The base configuration with the arm's mode and policy; ``priority`` gets 0, 1, ..., n-1 (worker
+    0 most urgent), as in `specsched compare`: equal priorities would only repeat FCFS."""
+    _, fields = RUNTIME_ARMS[name]
+    fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, **fields}
+    if fields["policy"] == "priority":
+        fields["priorities"] = list(range(base.n_sequences))
+    return dataclasses.replace(base, **fields)
+
+
+def shared(config: RunConfig) -> dict:
+    """The configuration every arm shares, as JSON: mode, policy and batching vary per arm, so they
+    are left out rather than shown with the base's meaningless values."""
+    return {k: v for k, v in config.to_dict().items() if k not in ("mode", "policy", "priorities", "max_batch")}
+
+
+@dataclass(slots=True)
+class RuntimeArm:
+    """One of our modes, run end to end by `specsched.runtime.app.run` (processes and all)."""
+
+    name: str
+    description: str
+    config: RunConfig
+    skipped: str | None = None
+
+    def run(self) -> Sample:
+        return sample_of(run(dataclasses.replace(self.config)))
+
+
+@dataclass(slots=True)
+class SkippedArm:
+    name: str
+    description: str
+    skipped: str
+
+    def run(self) -> Sample:
+        raise RuntimeError(f"arm {self.name} is skipped: {self.skipped}")
+
+
+def sample_of(record: RunRecord) -> Sample:
+    """A run's record as one measurement: the metrics `specsched run` prints, plus the overhead."""
+    m = record.metrics
+    drafts = record.config.mode in ("sd", "seed")
+    return Sample(
+        tokens_per_s=m.tokens_per_s,
+        wall_s=m.wall_s,
+        tokens=[list(s.tokens) for s in record.sequences],
+        acceptance_rate=m.acceptance_rate if drafts else None,
+        mean_tokens_per_verify=m.mean_tokens_per_verify if m.verifications else None,
+        verifier_busy=m.verifier_busy,
+        overhead=verifier_overhead(record.collected.events).share_of_busy,
+        error=None if record.status == "ok" else f"{record.status}: {record.error}",
+    )
+
+
+def build_arms(names: list[str], base: RunConfig,
+               peers: Callable[[list[str], RunConfig], list] | None = None) -> list:
+    """The arms to measure, in order. Peers are built by ``peers`` (default: peers.build_peers, which
+    loads the models once); on the sim backend they are skipped, with the reason."""
+    arms: list = [RuntimeArm(n, RUNTIME_ARMS[n][0], runtime_config(n, base)) for n in names if n in RUNTIME_ARMS]
+    wanted = [n for n in names if n in PEER_ARMS]
+    if wanted and base.backend != "hf":
+        reason = "needs transformers models: run with --backend hf"
+        return arms + [SkippedArm(n, PEER_ARMS[n], reason) for n in wanted]
+    if wanted and peers is None:
+        from specsched.runtime.bench.peers import build_peers
+
+        peers = build_peers
+    return arms + (peers(wanted, base) if wanted else [])

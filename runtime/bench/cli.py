@@ -1,0 +1,135 @@
+"""`specsched bench`: argparse wiring. The runtime CLI adds it with `add_bench_parser(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from specsched.runtime.config import BACKENDS, ConfigError, RunConfig
+
+# --smoke: the harness end to end on the sim backend in seconds (CI), not a speed measurement.
+SMOKE = {"backend": "sim", "workers": 3, "max_new_tokens": 16, "warmup": 1, "repeats": 1}
+DEFAULTS = {"backend": RunConfig().backend, "workers": 3, "max_new_tokens": RunConfig().max_new_tokens,
+            "warmup": 1, "repeats": 5}
+
+
+def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `bench`; it sets ``func(args, console) -> int`` (the exit status)."""
+    from specsched.runtime.bench.arms import ARM_NAMES
+    from specsched.runtime.bench.sweep import AXES, DEFAULT_VALUES, SWEEP_ARMS
+    from specsched.runtime.bench.workload import TASKS
+
+    p = subparsers.add_parser(
+        "bench", help="every arm on the same workload: tokens/s, speedups, α, overhead",
+        description="Serial AR, serial SD, SEED under each policy, batched target-only AR, SEED with batched "
+                    "verification and Hugging Face's assisted / prompt-lookup generation, on the same prompts, "
+                    "seeds and sampling settings: warm-up, interleaved repeats, medians and spreads, speedups "
+                    "over serial AR from the same run, greedy outputs checked against serial AR.")
+    p.add_argument("--smoke", action="store_true",
+                   help="check the harness end to end: sim backend, tiny workload, 1 warm-up, 1 repeat")
+    p.add_argument("--arms", default=None, metavar="A,B,...",
+                   help=f"arms to measure (default: all, or {SWEEP_ARMS} in a sweep; ar is always added): "
+                        f"{', '.join(ARM_NAMES)}")
+    p.add_argument("--repeats", type=int, default=None, help=f"measured runs per arm (default {DEFAULTS['repeats']})")
+    p.add_argument("--warmup", type=int, default=None, help="discarded runs per arm first (default 1)")
+    p.add_argument("--workers", "--thoughts", dest="workers", type=int, default=None, metavar="N",
+                   help="thoughts n = draft workers = sequences (default 3)")
+    p.add_argument("--k", type=int, default=RunConfig().k, help="draft tokens per round")
+    p.add_argument("--k-config", type=_int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
+    p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
+    p.add_argument("--top-k", type=int, default=0, help="0 = off")
+    p.add_argument("--top-p", type=float, default=1.0, help="1 = off")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--max-new-tokens", type=int, default=None, metavar="M",
+                   help=f"tokens per sequence (default {DEFAULTS['max_new_tokens']})")
+    p.add_argument("--prompts", type=int, default=None, metavar="N",
+                   help="held-out prompts: 1 (shared by every thought) or n (default: one per thought)")
+    p.add_argument("--task", default=None, choices=list(TASKS), help="hf: prompts of one ToT task only")
+    p.add_argument("--sweep", default=None, choices=list(AXES), help="vary one axis, baselines at every point")
+    p.add_argument("--values", default=None, metavar="V1,V2,...",
+                   help="the sweep's values; tree shapes separated by ';' (defaults: "
+                        + "; ".join(f"{a}: {v}" for a, v in DEFAULT_VALUES.items()) + ")")
+    p.add_argument("--backend", default=None, help=f"one of {', '.join(BACKENDS)} (default {DEFAULTS['backend']})")
+    p.add_argument("--target", default=None, help="hf: target model directory or cached id")
+    p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
+    p.add_argument("--dtype", default="fp32", help="fp32 (exact) | bf16 | fp16")
+    p.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="torch threads of every arm's target (verifier, HF peers); 0 = all cores for the "
+                        "target-only arms and the peers, the cores the draft workers leave for SEED")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the results machine-readably")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write SVG plots (speedup vs α, vs the sweep axis)")
+    p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as markdown")
+    p.set_defaults(func=cmd_bench)
+    return p
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def settings_from_args(args: argparse.Namespace):
+    from specsched.runtime.bench import workload
+    from specsched.runtime.bench.arms import parse_arms
+    from specsched.runtime.bench.runner import BenchSettings
+    from specsched.runtime.bench.sweep import SWEEP_ARMS, parse_values
+
+    preset = SMOKE if args.smoke else DEFAULTS
+    if args.smoke and args.backend not in (None, "sim"):
+        raise ConfigError("--smoke runs on the sim backend; drop --backend or --smoke")
+
+    def pick(name: str):
+        value = getattr(args, name, None)
+        return preset[name] if value is None else value
+
+    workers = pick("workers")
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if args.values and not args.sweep:
+        raise ConfigError("--values needs --sweep")
+    if args.threads < 0:
+        raise ConfigError(f"--threads must be at least 0, got {args.threads}")
+    backend = pick("backend")
+    texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
+    base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
+                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                     backend=backend, target=args.target, draft=args.draft,
+                     prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads)
+    arms = parse_arms(args.arms or (SWEEP_ARMS if args.sweep else None))
+    return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
+                         sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],
+                         n_prompts=args.prompts, task=args.task, smoke=args.smoke)
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    """Exit status: 0; 1 when a greedy output differs from serial AR or a run failed; 2 bad input."""
+    from specsched.runtime.bench import plot
+    from specsched.runtime.bench.report import markdown, print_report
+    from specsched.runtime.bench.runner import run_bench
+
+    settings = settings_from_args(args)
+    record = run_bench(settings, progress=lambda m: console.print(f"· {m}", style="dim", highlight=False))
+    print_report(record, console)
+    written = []
+    if args.json:
+        record.write_json(args.json)
+        written.append(args.json)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(record))
+        written.append(args.markdown)
+    if args.plots:
+        out = Path(args.plots)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "speedup_vs_alpha.svg").write_text(plot.speedup_vs_alpha(record.all_results))
+        written.append(str(out / "speedup_vs_alpha.svg"))
+        if record.sweep_axis in plot.AXIS_LABELS:
+            path = out / f"speedup_vs_{record.sweep_axis}.svg"
+            path.write_text(plot.speedup_vs_axis(record.sweep_axis, record.sweep))
+            written.append(str(path))
+    for path in written:
+        console.print(f"wrote {path}", style="dim", highlight=False)
+    return 1 if record.mismatched or record.failed else 0

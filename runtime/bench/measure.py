@@ -1,0 +1,144 @@
+"""Repeated, interleaved measurement of every arm; medians, spreads and ratios against serial AR.
+
+Runs go in a fixed interleaved order - arm 1, arm 2, ..., arm 1, arm 2, ... - so slow drift in the
+machine's load (a background job, thermal throttling) hits every arm alike instead of whichever arm
+ran last. The first ``warmup`` rounds are discarded. Every ratio divides medians measured in the same
+invocation:
+
+    speedup_vs_ar = median tokens/s of the arm / median tokens/s of ``ar``
+
+and, greedy only, ``outputs_match_ar`` says every sequence of every successful measured run equals
+``ar``'s. A failed run is excluded from the statistics and reported with its error.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+BASELINE = "ar"
+
+
+@dataclass(slots=True)
+class Sample:
+    """One timed run of one arm."""
+
+    tokens_per_s: float
+    wall_s: float
+    tokens: list[list[int]]                       # generated tokens per sequence, in sequence order
+    acceptance_rate: float | None = None          # None: the arm drafts nothing, or cannot count it
+    mean_tokens_per_verify: float | None = None
+    verifier_busy: float | None = None
+    overhead: float | None = None                 # runtime overhead / verifier busy time
+    error: str | None = None                      # a failed run: excluded from every statistic
+
+
+class Arm(Protocol):
+    name: str
+    description: str
+    skipped: str | None                           # why this arm cannot run here, or None
+
+    def run(self) -> Sample: ...
+
+
+@dataclass(slots=True)
+class ArmResult:
+    name: str
+    description: str
+    samples: list[Sample] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    speedup_vs_ar: float | None = None
+    outputs_match_ar: bool | None = None          # None: sampled, skipped, every run failed, or no ar
+    mismatched: list[int] = field(default_factory=list)   # sequence ids that differ from ar
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.error is None]
+
+    def median(self, metric: str) -> float | None:
+        values = [getattr(s, metric) for s in self.ok if getattr(s, metric) is not None]
+        return statistics.median(values) if values else None
+
+    def spread(self, metric: str = "tokens_per_s") -> tuple[float, float] | None:
+        values = [getattr(s, metric) for s in self.ok if getattr(s, metric) is not None]
+        return (min(values), max(values)) if values else None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.median("tokens_per_s")
+
+    def to_json(self) -> dict:
+        spread = self.spread()
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_min": spread[0] if spread else None,
+            "tokens_per_s_max": spread[1] if spread else None,
+            "speedup_vs_ar": self.speedup_vs_ar,
+            "acceptance_rate": self.median("acceptance_rate"),
+            "mean_tokens_per_verify": self.median("mean_tokens_per_verify"),
+            "verifier_busy": self.median("verifier_busy"),
+            "overhead": self.median("overhead"),
+            "wall_s": self.median("wall_s"),
+            "outputs_match_ar": self.outputs_match_ar,
+            "mismatched_sequences": self.mismatched,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "runs": [{k: getattr(s, k) for k in Sample.__slots__ if k != "tokens"} for s in self.samples],
+        }
+
+
+def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
+            progress: Callable[[str], None] | None = None) -> list[ArmResult]:
+    """Run every arm ``warmup + repeats`` times, interleaved; compare each with ``ar``."""
+    results = [ArmResult(a.name, a.description, skipped=a.skipped) for a in arms]
+    active = [(a, r) for a, r in zip(arms, results) if a.skipped is None]
+    rounds = warmup + repeats
+    for i in range(rounds):
+        label = f"warm-up {i + 1}/{warmup}" if i < warmup else f"repeat {i - warmup + 1}/{repeats}"
+        for arm, result in active:
+            if progress:
+                progress(f"{label} · {arm.name}")
+            try:
+                sample = arm.run()
+            except Exception as exc:  # one broken arm must not lose the others' measurements
+                sample = Sample(0.0, 0.0, [], error=f"{type(exc).__name__}: {exc}")
+            if sample.error:
+                result.errors.append(f"{label}: {sample.error}")
+            if i >= warmup:
+                result.samples.append(sample)
+    compare_with_baseline(results, greedy=greedy)
+    return results
+
+
+def compare_with_baseline(results: list[ArmResult], *, greedy: bool) -> None:
+    """Fill ``speedup_vs_ar`` and (greedy) ``outputs_match_ar`` / ``mismatched`` of every arm."""
+    base = next((r for r in results if r.name == BASELINE), None)
+    base_rate = base.tokens_per_s if base else None
+    reference = base.ok[0].tokens if base and base.ok else None
+    for r in results:
+        rate = r.tokens_per_s
+        r.speedup_vs_ar = rate / base_rate if rate is not None and base_rate else None
+        r.outputs_match_ar, r.mismatched = None, []
+        if not greedy or reference is None or not r.ok:
+            continue
+        # failed runs are reported as failures (errors), not compared: a partial output is no
+        # evidence about losslessness
+        differ = {seq for s in r.ok for seq in _differing(s.tokens, reference)}
+        r.mismatched = sorted(differ)
+        r.outputs_match_ar = not differ
+
+
+def _differing(tokens: list[list[int]], reference: list[list[int]]) -> list[int]:
+    n = max(len(tokens), len(reference))
+    padded = tokens + [[]] * (n - len(tokens))
+    return [i for i in range(n) if i >= len(reference) or padded[i] != reference[i]]
+
+
+def mismatches(results: list[ArmResult]) -> list[ArmResult]:
+    """Arms whose greedy output differs from ``ar``'s: a losslessness bug, to be reported loudly."""
+    return [r for r in results if r.outputs_match_ar is False]

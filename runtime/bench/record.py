@@ -1,0 +1,73 @@
+"""The record of one `specsched bench` invocation: the workload, every arm's results, the goals, a sweep.
+
+``to_json`` is the machine-readable form (``--json``). Its names are stable: a list ``arms`` of
+{name, tokens_per_s, speedup_vs_ar, acceptance_rate, mean_tokens_per_verify, verifier_busy,
+outputs_match_ar, ...} and the ``config`` the arms shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from specsched.runtime.bench import targets
+from specsched.runtime.bench.arms import shared
+from specsched.runtime.bench.measure import ArmResult, mismatches
+from specsched.runtime.bench.sweep import SweepPoint
+from specsched.runtime.config import RunConfig
+
+SCHEMA = "specsched-bench/1"
+
+
+@dataclass(slots=True)
+class BenchRecord:
+    config: RunConfig                    # the workload every arm shares (mode/policy vary per arm)
+    warmup: int
+    repeats: int
+    arms: list[ArmResult] = field(default_factory=list)       # the main comparison (empty with --sweep)
+    sweep_axis: str | None = None
+    sweep: list[SweepPoint] = field(default_factory=list)
+    smoke: bool = False
+
+    @property
+    def all_results(self) -> list[ArmResult]:
+        return self.arms + [a for p in self.sweep for a in p.arms]
+
+    @property
+    def mismatched(self) -> list[ArmResult]:
+        return mismatches(self.all_results)
+
+    @property
+    def failed(self) -> list[ArmResult]:
+        return [a for a in self.all_results if a.errors]
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
+                       "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host()},
+            "arms": [a.to_json() for a in self.arms],
+            "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],
+            "target_conditions_differ": targets.condition_differences(self.config),
+            "mismatches": [{"arm": a.name, "sequences": a.mismatched} for a in self.mismatched],
+            "sweep": {"axis": self.sweep_axis, "points": [p.to_json() for p in self.sweep]} if self.sweep_axis
+            else None,
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def host() -> dict:
+    def version(pkg: str) -> str | None:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
+            "torch": version("torch"), "transformers": version("transformers")}

@@ -1,0 +1,60 @@
+"""One `specsched bench` invocation: settings -> arms -> interleaved measurement (or a sweep) -> record."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specsched.runtime.app import prepare
+from specsched.runtime.bench.arms import build_arms
+from specsched.runtime.bench.measure import ArmResult, measure
+from specsched.runtime.bench.record import BenchRecord
+from specsched.runtime.bench.sweep import Value, run_sweep
+from specsched.runtime.config import ConfigError, RunConfig
+
+
+@dataclass(slots=True)
+class BenchSettings:
+    base: RunConfig                      # the shared workload, prompts included
+    arms: list[str]                      # canonical order, "ar" included (arms.parse_arms)
+    warmup: int = 1
+    repeats: int = 5
+    sweep: str | None = None             # an axis of sweep.AXES, or None for the one comparison
+    values: list[Value] = field(default_factory=list)
+    n_prompts: int | None = None         # None: one prompt per thought
+    task: str | None = None
+    smoke: bool = False
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ConfigError(f"--repeats must be at least 1, got {self.repeats}")
+        if self.warmup < 0:
+            raise ConfigError(f"--warmup must be at least 0, got {self.warmup}")
+        if self.sweep and not self.values:
+            raise ConfigError(f"--sweep {self.sweep} needs at least one value")
+
+
+def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchRecord:
+    s = settings
+    prepare(dataclasses.replace(s.base))  # bad policy, model pair or prompts: one line, before any process
+
+    def measure_point(config: RunConfig) -> list[ArmResult]:
+        arms = build_arms(s.arms, config)
+        return measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
+                       progress=progress)
+
+    record = BenchRecord(s.base, s.warmup, s.repeats, smoke=s.smoke)
+    if s.sweep is None:
+        record.arms = measure_point(s.base)
+        return record
+
+    def at_point(config: RunConfig) -> list[ArmResult]:
+        if progress:
+            progress(f"sweep {s.sweep}: n {config.n_sequences}, k {config.k}, k-config {config.k_config or '-'}, "
+                     f"T {config.temperature:g}")
+        return measure_point(config)
+
+    record.sweep_axis = s.sweep
+    record.sweep = run_sweep(s.sweep, s.values, s.base, at_point, n_prompts=s.n_prompts, task=s.task)
+    return record

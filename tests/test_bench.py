@@ -1,0 +1,325 @@
+"""`specsched bench`: every arm on one workload, medians and ratios from the same run, outputs checked.
+
+The smoke harness runs end to end on the sim backend once (module fixture); everything else reads
+its record, or builds tiny inputs: synthetic events for the overhead formula, synthetic sweep points
+for plots, a tiny random DraftLM for the DraftLM -> LlamaForCausalLM conversion of the HF peer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch
+from rich.console import Console
+
+from specsched.runtime.bench import plot, runner, targets
+from specsched.runtime.bench.arms import ARM_NAMES, PEER_ARMS, parse_arms
+from specsched.runtime.bench.cli import add_bench_parser, settings_from_args
+from specsched.runtime.bench.measure import ArmResult, Sample, compare_with_baseline, measure
+from specsched.runtime.bench.overhead import verifier_overhead
+from specsched.runtime.bench.peers import LoadedPeers, PeerArm, as_assistant, draft_as_llama
+from specsched.runtime.bench.report import print_report
+from specsched.runtime.bench.runner import run_bench
+from specsched.runtime.bench.sweep import parse_values, point_config, run_sweep
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.events import VERIFIER, Event
+from specsched.runtime.models.draft_model import DraftConfig, DraftLM
+
+STABLE = {"name", "tokens_per_s", "speedup_vs_ar", "acceptance_rate", "mean_tokens_per_verify", "verifier_busy",
+          "outputs_match_ar"}
+RUNTIME = [n for n in ARM_NAMES if n not in PEER_ARMS]
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="specsched")
+    add_bench_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["bench", *argv])
+
+
+def printed(record) -> str:
+    out = io.StringIO()
+    print_report(record, Console(file=out, width=120, color_system=None))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    # the CI smoke settings, minus the warm-up round (discarding it is tested on fake arms below)
+    return run_bench(settings_from_args(parse("--smoke", "--warmup", "0")))
+
+
+def test_smoke_measures_every_arm_and_says_why_peers_are_skipped(smoke):
+    assert [a.name for a in smoke.arms] == list(ARM_NAMES)
+    for arm in smoke.arms:
+        if arm.name in PEER_ARMS:
+            assert arm.skipped and "--backend hf" in arm.skipped and not arm.samples
+        else:
+            assert arm.skipped is None and arm.errors == [] and len(arm.samples) == 1
+    assert smoke.config.backend == "sim" and smoke.config.n_sequences == 3
+    text = printed(smoke)
+    assert "hf-assisted skipped: needs transformers models" in text
+    assert "✓ greedy outputs identical to serial AR in every measured arm" in text
+
+
+def test_ratios_are_medians_measured_in_the_same_run(smoke):
+    ar = next(a for a in smoke.arms if a.name == "ar")
+    for arm in smoke.arms:
+        if arm.skipped:
+            assert arm.speedup_vs_ar is None
+            continue
+        assert arm.speedup_vs_ar == pytest.approx(arm.tokens_per_s / ar.tokens_per_s)
+        low, high = arm.spread()
+        assert low <= arm.tokens_per_s <= high
+
+
+def test_greedy_outputs_match_ar_and_drafting_arms_report_alpha(smoke):
+    by_name = {a.name: a for a in smoke.arms}
+    assert all(by_name[n].outputs_match_ar is True for n in RUNTIME)
+    assert all(by_name[n].outputs_match_ar is None for n in PEER_ARMS)
+    for name in RUNTIME:
+        alpha = by_name[name].median("acceptance_rate")
+        assert (alpha is None) == (name in ("ar", "parallel"))
+        assert alpha is None or 0 <= alpha <= 1
+        per_verify = by_name[name].median("mean_tokens_per_verify")
+        assert 1 <= per_verify <= (3 if name == "parallel" else 5 if name != "seed-batch" else 15)
+
+
+def test_measure_interleaves_arms_discards_warmup_and_survives_a_broken_arm():
+    calls = []
+
+    class Fake:
+        def __init__(self, name, broken=False):
+            self.name, self.description, self.skipped, self.broken, self.runs = name, "", None, broken, 0
+
+        def run(self):
+            calls.append(self.name)
+            self.runs += 1
+            if self.broken:
+                raise RuntimeError("no such model")
+            rate = {"ar": 10.0, "seed-fcfs": 30.0}[self.name] + self.runs   # rates drift upwards
+            return Sample(rate, 1.0, [[1, 2]])
+
+    results = measure([Fake("ar"), Fake("seed-fcfs"), Fake("sd", broken=True)], warmup=2, repeats=3, greedy=True)
+    assert calls == ["ar", "seed-fcfs", "sd"] * 5
+    ar, seed, sd = results
+    assert [s.tokens_per_s for s in ar.samples] == [13.0, 14.0, 15.0]          # the 2 warm-up runs dropped
+    assert seed.tokens_per_s == 34.0 and seed.speedup_vs_ar == 34.0 / 14.0 and seed.outputs_match_ar is True
+    assert len(sd.errors) == 5 and sd.errors[0] == "warm-up 1/2: RuntimeError: no such model"
+    assert sd.tokens_per_s is None and sd.speedup_vs_ar is None and sd.outputs_match_ar is None
+
+
+def test_overhead_is_a_share_of_verifier_busy_time(smoke):
+    for arm in smoke.arms:
+        if not arm.skipped:
+            assert 0 <= arm.median("overhead") <= 1
+            assert 0 < arm.median("verifier_busy") <= 1
+
+
+def test_overhead_counts_verifier_time_outside_its_spans():
+    def ev(kind, start, end, role="verifier"):
+        return Event(1, role, VERIFIER if role == "verifier" else 0, kind, start, end)
+
+    events = [ev("idle", 0, 1), ev("verify", 1.5, 3), ev("resample", 3, 3.5), ev("verify", 4, 6),
+              ev("draft", 0, 10, role="draft")]          # a worker's span is not the verifier's time
+    o = verifier_overhead(events)
+    assert (o.window_s, o.covered_s, o.busy_s, o.overhead_s) == (6, 5, 4, 1)   # gaps 1-1.5 and 3.5-4
+    assert o.share_of_busy == 0.25
+    assert verifier_overhead([]).share_of_busy is None
+
+
+def test_json_has_the_stable_names(smoke, tmp_path):
+    path = tmp_path / "bench.json"
+    smoke.write_json(path)
+    data = json.loads(path.read_text())
+    assert [a["name"] for a in data["arms"]] == list(ARM_NAMES)
+    for arm in data["arms"]:
+        assert STABLE <= set(arm)
+    seed = next(a for a in data["arms"] if a["name"] == "seed-fcfs")
+    assert seed["outputs_match_ar"] is True and 0 < seed["acceptance_rate"] <= 1
+    config = data["config"]
+    assert config["workers"] == 3 and config["temperature"] == 0 and config["repeats"] == 1
+    assert len(config["prompts"]) == 3 and "mode" not in config      # mode and policy vary per arm
+    assert [t["goal"] for t in data["targets"]] == [t.goal for t in targets.TARGETS]
+    assert data["target_conditions_differ"] == ["backend sim (goals: hf)"]
+    assert data["mismatches"] == [] and data["sweep"] is None
+
+
+def test_a_mismatching_arm_is_reported_loudly(smoke, monkeypatch, tmp_path):
+    record = copy.deepcopy(smoke)
+    rr = next(a for a in record.arms if a.name == "seed-rr")
+    rr.samples[0].tokens[1] = rr.samples[0].tokens[1][:-1] + [rr.samples[0].tokens[1][-1] + 1]
+    compare_with_baseline(record.arms, greedy=True)
+    assert rr.outputs_match_ar is False and rr.mismatched == [1]
+    text = printed(record)
+    assert "✗ GREEDY OUTPUTS DIFFER FROM SERIAL AR" in text and "seed-rr: sequences 1" in text
+    assert "✓ greedy outputs identical" not in text
+    assert record.to_json()["mismatches"] == [{"arm": "seed-rr", "sequences": [1]}]
+    monkeypatch.setattr(runner, "run_bench", lambda *a, **k: record)
+    args = parse("--smoke", "--json", str(tmp_path / "b.json"))
+    assert args.func(args, Console(file=io.StringIO())) == 1
+
+
+def test_sampled_outputs_are_not_compared(smoke):
+    results = copy.deepcopy(smoke.arms)
+    compare_with_baseline(results, greedy=False)
+    assert {r.outputs_match_ar for r in results} == {None}
+
+
+def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
+    monkeypatch.setattr(runner, "run_bench", lambda *a, **k: smoke)
+    args = parse("--smoke", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"),
+                 "--plots", str(tmp_path / "plots"))
+    out = io.StringIO()
+    assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["schema"] == "specsched-bench/1"
+    md = (tmp_path / "b.md").read_text()
+    assert "| arm | tok/s | min–max | × ar | α | tok/ver | busy | ovh | wall s | = ar |" in md
+    assert "| seed-fcfs ≥ 2.0× serial AR (tokens/s) |" in md
+    svg = ET.fromstring((tmp_path / "plots" / "speedup_vs_alpha.svg").read_text())
+    drafting = [a for a in smoke.arms if a.median("acceptance_rate") is not None]
+    assert len(svg.findall(".//{http://www.w3.org/2000/svg}circle")) == len(drafting) == 5
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--arms", "seed-fcfs,warp"], "unknown arm 'warp'"),
+    (["--workers", "3", "--prompts", "2"], "--prompts 2 with 3 thoughts"),
+    (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--smoke", "--backend", "hf"], "--smoke runs on the sim backend"),
+    (["--values", "1,2"], "--values needs --sweep"),
+    (["--sweep", "n", "--values", "0,2"], "bad value"),
+    (["--sweep", "k-config", "--values", "2,x"], "cannot read"),
+    (["--task", "gsm8k"], "need real models"),
+])
+def test_bad_input_is_one_config_error(argv, message):
+    with pytest.raises(ConfigError, match=message):
+        settings_from_args(parse(*argv))
+
+
+def test_ar_is_always_measured_and_arms_keep_their_order():
+    assert parse_arms("seed-rr,sd") == ["ar", "sd", "seed-rr"]
+    assert parse_arms(None) == list(ARM_NAMES)
+
+
+def test_sweep_points_get_their_own_workload():
+    base = settings_from_args(parse("--smoke")).base
+    assert parse_values("k-config", "1,1,1; 2,2,1") == [(1, 1, 1), (2, 2, 1)]
+    seen = []
+
+    def fake_measure(config: RunConfig) -> list[ArmResult]:
+        seen.append(config)
+        rate = 10.0 * config.n_sequences
+        results = [ArmResult("ar", "", [Sample(10.0, 1.0, [])]),
+                   ArmResult("seed-fcfs", "", [Sample(rate, 1.0, [], acceptance_rate=0.5)])]
+        compare_with_baseline(results, greedy=False)
+        return results
+
+    points = run_sweep("n", [1, 2, 4], base, fake_measure)
+    assert [c.n_sequences for c in seen] == [1, 2, 4] and [len(c.prompts) for c in seen] == [1, 2, 4]
+    assert seen[1].prompts == seen[2].prompts[:2]                       # a bigger workload extends a smaller one
+    assert [p.arm("seed-fcfs").speedup_vs_ar for p in points] == [1.0, 2.0, 4.0]
+    tree = point_config(base, "k-config", (2, 2, 1), n_prompts=None, task=None)
+    assert tree.tree_shape == (2, 2, 1) and tree.n_sequences == 3
+    svg = ET.fromstring(plot.speedup_vs_axis("n", points))
+    titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
+    assert titles == ["seed-fcfs: (1, 1)", "seed-fcfs: (2, 2)", "seed-fcfs: (4, 4)"]
+
+
+def test_svg_plot_places_points_on_readable_axes():
+    series = [plot.Series("seed", [(1, 1.2), (2, 2.5), (3, 3.1)]), plot.Series("sd", [(1, 0.8)], line=False)]
+    root = ET.fromstring(plot.svg_plot(series, title="speedup vs n", x_label="thoughts n", y_label="speedup"))
+    ns = "{http://www.w3.org/2000/svg}"
+    circles = root.findall(f"{ns}circle")
+    assert len(circles) == 4 and len(root.findall(f"{ns}polyline")) == 1   # one line: the scatter has none
+    heights = [float(c.get("cy")) for c in circles[:3]]
+    assert heights == sorted(heights, reverse=True)                        # a larger speedup is drawn higher
+    texts = {t.text for t in root.iter(f"{ns}text")}
+    assert {"speedup vs n", "thoughts n", "speedup", "seed", "sd", "0", "1", "2", "3"} <= texts
+    assert plot.nice_ticks(0, 3.2) == [0, 1, 2, 3, 4]
+    assert plot.nice_ticks(0.1, 0.47) == [0.1, 0.2, 0.3, 0.4, 0.5]
+
+
+def test_targets_say_met_or_missed_by_how_much():
+    def arm(name, rate, **metrics):
+        return ArmResult(name, "", [Sample(rate, 1.0, [], **metrics)])
+
+    results = [arm("ar", 10.0), arm("parallel", 30.0), arm("seed-fcfs", 25.0, verifier_busy=0.97, overhead=0.05)]
+    got = {t.goal: t for t in targets.evaluate(results)}
+    vs_ar = got["seed-fcfs ≥ 2.0× serial AR (tokens/s)"]
+    assert vs_ar.met and vs_ar.measured == 2.5 and vs_ar.margin == pytest.approx(0.5)
+    assert got["seed-fcfs ≥ parallel batched AR"].met is False
+    assert got["seed-fcfs ≥ 1.5× HF assisted generation"].measured is None
+    overhead = got["runtime overhead ≤ 2 % of verifier busy time"]
+    assert overhead.met is False and overhead.margin == pytest.approx(-0.03)
+    assert targets.condition_differences(RunConfig(backend="hf", workers=3)) == []
+
+
+# -- the HF peer: our DraftLM as a LlamaForCausalLM ------------------------------------------------------
+
+VOCAB, HIDDEN, EOS = 96, 64, 1
+
+
+def tiny_draft(seed: int = 0) -> DraftLM:
+    torch.manual_seed(seed)
+    cfg = DraftConfig(hidden=32, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=64, draft_vocab=40,
+                      target_vocab=VOCAB, target_hidden=HIDDEN, rope_theta=10000.0, rms_norm_eps=1e-6)
+    draft = DraftLM(cfg, torch.randn(VOCAB, HIDDEN))
+    with torch.no_grad():
+        for p in (*draft.proj_in.parameters(), *draft.core.parameters(), *draft.head.parameters()):
+            p.normal_(0, 0.3)
+    ids = torch.randperm(VOCAB - 2)[: cfg.draft_vocab] + 2          # EOS (1) is outside: never drafted
+    draft.vocab_ids = ids.sort().values
+    return draft.eval()
+
+
+def test_draft_as_llama_computes_the_draft_logits():
+    draft = tiny_draft()
+    llama = draft_as_llama(draft)
+    ids = torch.randint(0, VOCAB, (2, 13))
+    with torch.no_grad():
+        ours = draft(ids, use_cache=False).logits
+        theirs = llama(ids).logits
+    outside = torch.ones(VOCAB, dtype=torch.bool)
+    outside[draft.vocab_ids] = False
+    assert torch.isneginf(theirs[..., outside]).all() and torch.isneginf(ours[..., outside]).all()
+    torch.testing.assert_close(theirs[..., draft.vocab_ids], ours[..., draft.vocab_ids], rtol=1e-5, atol=1e-5)
+
+
+def peer(name: str, target, assistant, **config) -> PeerArm:
+    # one torch thread: on a busy small machine, threads spin-waiting for a descheduled peer cost seconds
+    c = RunConfig(backend="hf", workers=2, k=4, max_new_tokens=20, prompts=["a", "b"], verifier_threads=1, **config)
+    return PeerArm(name, PEER_ARMS[name], LoadedPeers(c, target, assistant, EOS, [[5, 7, 9, 11], [3, 4]]))
+
+
+def test_assisted_generation_counts_rounds_and_acceptance():
+    """With the draft as its own assistant every drafted token is accepted: alpha = 1 and each target
+    forward commits k + 1 tokens - which also shows HF drafts exactly k per round (constant schedule)."""
+    target, assistant = draft_as_llama(tiny_draft()), as_assistant(tiny_draft(), 4)
+    sample = peer("hf-assisted", target, assistant).run()
+    plain = [target.generate(torch.tensor([p]), max_new_tokens=20, do_sample=False)[0, len(p):].tolist()
+             for p in ([5, 7, 9, 11], [3, 4])]
+    assert sample.tokens == plain and sample.error is None
+    assert sample.acceptance_rate == 1.0 and sample.mean_tokens_per_verify == 5.0
+    lookup = peer("hf-lookup", target, None).run()
+    assert lookup.tokens == plain and 1.0 <= lookup.mean_tokens_per_verify <= 5.0
+    assert lookup.acceptance_rate is None or 0 <= lookup.acceptance_rate <= 1
+
+
+def test_sampled_peer_runs_are_seeded():
+    target, assistant = draft_as_llama(tiny_draft()), as_assistant(tiny_draft(1), 4)
+    runs = [peer("hf-assisted", target, assistant, temperature=1.0, seed=s).run().tokens for s in (3, 3, 4)]
+    assert runs[0] == runs[1] != runs[2]
+
+
+@pytest.mark.slow
+def test_peers_on_the_real_default_pair():
+    """hf-assisted and hf-lookup on SmolLM2-135M with the shipped draft reproduce serial AR's greedy output."""
+    settings = settings_from_args(parse("--backend", "hf", "--arms", "sd,hf-assisted,hf-lookup", "--workers", "1",
+                                        "--max-new-tokens", "16", "--repeats", "1", "--warmup", "0"))
+    by_name = {a.name: a for a in run_bench(settings).arms}
+    assert all(a.outputs_match_ar is True and not a.errors for a in by_name.values())
+    assert by_name["hf-assisted"].median("mean_tokens_per_verify") > 1
