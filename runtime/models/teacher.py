@@ -113,7 +113,15 @@ def _generate_rows(cfg: TeacherConfig, tok, model, prompts: list[str], *, sample
         pad_token_id=tok.pad_token_id,
     )
     new = out.sequences[:, enc.input_ids.shape[1] :]
-    ids, val = _topk(torch.stack(out.logits, dim=1))  # [B, T, k]
+    # Step by step, freeing each step's logits: stacking them first would hold 2-3 copies of
+    # [rows, steps, 49152] floats (~20 GB at 128 rows x 256 steps - it was OOM-killed that way).
+    steps, top = list(out.logits), []
+    del out
+    for t in range(len(steps)):
+        top.append(_topk(steps[t]))
+        steps[t] = None
+    ids = torch.stack([i for i, _ in top], dim=1)  # [B, T, k]
+    val = torch.stack([v for _, v in top], dim=1)
     records = []
     for r in range(new.shape[0]):
         prompt = enc.input_ids[r][enc.attention_mask[r].bool()]
