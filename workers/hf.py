@@ -153,9 +153,10 @@ class HFTokenizer(Tokenizer):
 class HFBackend(Backend):
     def paths(self) -> tuple[str, str]:
         c = self.config
-        if c.target and c.draft:
-            return c.target, c.draft
-        from specsched.runtime.models.registry import resolve_pair
+        from specsched.runtime.models.registry import PRESETS, resolve_pair
+
+        if c.target and c.draft and not {c.target, c.draft} & PRESETS.keys():
+            return c.target, c.draft  # two model directories (or hub ids) as given
         return resolve_pair(c.target, c.draft)
 
     def check(self) -> None:

