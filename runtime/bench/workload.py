@@ -8,8 +8,6 @@ state evaluation), or one prompt shared by all of them (thought generation, c1 =
 
 from __future__ import annotations
 
-import random
-
 from specsched.runtime.config import ConfigError
 
 # ToT task -> the held-out prompt family of specsched.runtime.models.prompts it draws from.
@@ -31,8 +29,7 @@ def prompts(backend: str, n_prompts: int, *, task: str | None = None, seed: int 
 
     if task is None:
         return heldout.heldout_prompts(n_prompts, seed=seed)
-    rng = random.Random(seed)
-    return [heldout._fill(rng, TASKS[task], "heldout") for _ in range(n_prompts)]
+    return heldout.heldout_family(n_prompts, TASKS[task], seed=seed)
 
 
 def _sim_prompt(i: int) -> str:

@@ -210,6 +210,12 @@ def train_prompts(n: int, *, seed: int = 0) -> list[str]:
     return [_fill(rng, fam, "train") for fam in families]
 
 
+def heldout_family(n: int, family: str, *, seed: int = 1) -> list[str]:
+    """`n` held-out prompts of one family ("math", "passage" or "blocks"): one ToT task's workload."""
+    rng = random.Random(seed)
+    return [_fill(rng, family, "heldout") for _ in range(n)]
+
+
 def heldout_prompts(n: int, *, seed: int = 1, gsm8k: Path | None = None) -> list[str]:
     """`n` evaluation prompts in held-out wording; half are real GSM8K test questions when given."""
     rng = random.Random(seed)
