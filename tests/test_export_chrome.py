@@ -12,11 +12,11 @@ from contextlib import redirect_stdout
 from io import StringIO
 
 import pytest
+from helpers import PLAIN_PROMPT
 
 from specsched.runtime.cli import main
 from specsched.runtime.events import VERIFIER, Event
 from specsched.runtime.export import chrome_trace
-from tests.helpers import PLAIN_PROMPT
 
 
 def ev(worker: int, kind: str, start: float, end: float) -> Event:

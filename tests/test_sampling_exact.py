@@ -14,17 +14,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from helpers import (
-    chi2_goodness_of_fit,
-    chi2_sf,
-    decode_in_process,
-    draft_model,
-    markov_chi2,
-    outcome_probabilities,
-    sim_config,
-    target_model,
-    transition_table,
-)
+from chi2 import chi2_goodness_of_fit, chi2_sf, markov_chi2
+from helpers import decode_in_process, draft_model, outcome_probabilities, sim_config, target_model, transition_table
 
 from specsched.runtime.sampling import SamplingParams, distribution, sample, stream
 from specsched.scheduler.acceptance import next_token, verify_chain

@@ -20,16 +20,8 @@ of seeds at agreement 0 and 0.5. At agreement 0.9 q is so close to p that only g
 from __future__ import annotations
 
 import pytest
-from helpers import (
-    decode_in_process,
-    markov_chi2,
-    outputs,
-    run_ok,
-    sim_config,
-    target_model,
-    transition_table,
-    words,
-)
+from chi2 import markov_chi2
+from helpers import decode_in_process, outputs, run_ok, sim_config, target_model, transition_table, words
 
 from specsched.runtime.sampling import SamplingParams
 from specsched.workers.sim import SimTokenizer

@@ -9,10 +9,10 @@ from contextlib import redirect_stdout
 from io import StringIO
 
 import pytest
+from helpers import PLAIN_PROMPT
 
 from specsched.runtime.cli import main
 from specsched.runtime.trace import ReplayClock, TraceError, load_trace, replay
-from tests.helpers import PLAIN_PROMPT
 
 OLD_KEYS = {"status", "error", "config", "sequences", "metrics", "counters", "events"}
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from helpers import chi2_sf
+from chi2 import chi2_sf
 
 from specsched.runtime.app import run
 from specsched.runtime.config import RunConfig

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+from helpers import PLAIN_PROMPT
 from rich.console import Console
 
 from specsched.runtime.config import RunConfig
@@ -15,7 +16,6 @@ from specsched.runtime.events import Event
 from specsched.runtime.supervisor import Collected
 from specsched.runtime.view.live import LiveView, ProgressLines, choose_view, progress_line
 from specsched.runtime.view.monitor import Monitor
-from tests.helpers import PLAIN_PROMPT
 
 CONFIG = RunConfig(workers=2, max_new_tokens=8)
 EVENTS = [Event(1, "verifier", -1, "verify", 2.0, 3.0, 0), Event(2, "draft", 0, "draft", 0.0, 2.0, 0),
