@@ -10,7 +10,6 @@ takes exactly the steps an uninterrupted one would. Losses, per predicted token 
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from .train import warmup_cosine
 
 Log = Callable[[str], None]
 Loss = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
@@ -42,10 +43,7 @@ class Schedule:
             raise ValueError(f"steps, batch and seq_len must be positive, got {self}")
 
     def lr_at(self, step: int) -> float:
-        if step < self.warmup:
-            return self.lr * (step + 1) / self.warmup
-        t = (step - self.warmup) / max(1, self.steps - self.warmup)
-        return self.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+        return warmup_cosine(step, lr=self.lr, warmup=self.warmup, steps=self.steps)
 
 
 def windows(stream: torch.Tensor, sched: Schedule, step: int) -> torch.Tensor:

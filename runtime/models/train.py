@@ -47,12 +47,16 @@ class TrainConfig:
             raise ValueError("source_layers must name one target layer per draft layer")
 
 
+def warmup_cosine(step: int, *, lr: float, warmup: int, steps: int) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak (every training recipe here uses it)."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+
+
 def lr_at(cfg: TrainConfig, step: int) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * t)))
+    return warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
 
 
 def kd_loss(draft: DraftLM, lut: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
