@@ -1,7 +1,8 @@
 """The transformers backend: any causal-LM pair from local directories (or cached hub ids).
 
-Each sequence keeps its own DynamicCache. A forward reads the cache's unread tokens plus the draft
-in one call; rollback slices every layer's keys and values back to the accepted length.
+Each sequence keeps its own DynamicCache (a GrowingCache: appends in place). A forward reads the
+cache's unread tokens plus the draft in one call; rollback slices every layer's keys and values back
+to the accepted length.
 ``forward_batch`` (mode ``parallel``) left-pads the per-sequence caches into one batch, runs one
 forward with an attention mask that hides the padding, and splits the result back.
 """
@@ -17,6 +18,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from specsched.runtime.config import ConfigError
+from specsched.runtime.models.growing_cache import GrowingCache
 from specsched.workers.backend import Backend, Cache, LanguageModel, Tokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -58,7 +60,7 @@ class HFModel(LanguageModel):
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         positions = torch.arange(start, start + len(tokens)).unsqueeze(0)
         out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
-                         past_key_values=cache.past if cache.past is not None else DynamicCache())
+                         past_key_values=cache.past if cache.past is not None else GrowingCache())
         cache.past = out.past_key_values
         return out.logits[0].float().numpy()
 

@@ -9,7 +9,8 @@ both small:
   stays lossless, because the residual max(0, p - q) gives those tokens back their full probability p.
 
 The module quacks like a transformers causal LM: forward(input_ids, past_key_values=..., use_cache=True)
-returns an object with full-vocabulary `.logits` [B, T, 49152] and `.past_key_values` (a DynamicCache).
+returns an object with full-vocabulary `.logits` [B, T, 49152] and `.past_key_values` (a DynamicCache;
+a GrowingCache unless the caller passes one).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import LlamaConfig, LlamaModel
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from .growing_cache import GrowingCache
 from .lean_forward import LeanDraft
 
 CONFIG_FILE = "draft_config.json"
@@ -47,6 +49,7 @@ class DraftConfig:
     rope_theta: float = 100000.0
     rms_norm_eps: float = 1e-5
     max_positions: int = 8192
+    int8: bool = False  # inference on CPU with int8 weights (lean_forward.py); training is always fp32
 
     def __post_init__(self) -> None:
         if self.heads % self.kv_heads:
@@ -127,7 +130,7 @@ class DraftLM(nn.Module):
         **_: object,
     ) -> CausalLMOutputWithPast:
         if use_cache and past_key_values is None:
-            past_key_values = DynamicCache()
+            past_key_values = GrowingCache()
         lean_mask = attention_mask is None or (attention_mask.dim() == 4 and attention_mask.dtype == torch.bool)
         if use_cache and lean_mask and not torch.is_grad_enabled():  # inference: the lean path, same math
             if position_ids is None:

@@ -1,0 +1,58 @@
+"""GrowingCache: appending in place must give exactly DynamicCache's logits, through crops and rollbacks."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+from specsched.runtime.models.growing_cache import MIN_CAPACITY, GrowingCache
+
+
+def tiny_llama() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+    return LlamaForCausalLM(cfg).eval()
+
+
+@torch.inference_mode()
+def run(model, cache, script):
+    """Feed chunks / crop / index_select rollbacks in order; collect the logits of every chunk."""
+    out = []
+    for op, arg in script:
+        if op == "feed":
+            start = cache.get_seq_length()
+            pos = torch.arange(start, start + len(arg))[None]
+            out.append(model(torch.tensor([arg]), past_key_values=cache, position_ids=pos, use_cache=True).logits)
+        elif op == "crop":
+            cache.crop(-arg)
+        else:  # what the hf worker's keep() does: replace keys/values by a selection of rows
+            idx = torch.tensor(arg)
+            for layer in cache.layers:
+                layer.keys, layer.values = layer.keys.index_select(-2, idx), layer.values.index_select(-2, idx)
+    return out
+
+
+def test_growing_cache_matches_dynamic_cache_through_crops_rollbacks_and_regrowth():
+    model = tiny_llama()
+    long = [i % 50 for i in range(MIN_CAPACITY + 40)]  # forces one regrowth past the first buffer
+    script = [("feed", [1, 2, 3, 4, 5]), ("feed", [6, 7, 8]), ("crop", 2), ("feed", [9, 10]),
+              ("keep", [0, 1, 2, 4, 5]), ("feed", [11]), ("feed", long), ("crop", 7), ("feed", [12, 13, 14])]
+    expected = run(model, DynamicCache(), script)
+    cache = GrowingCache()
+    got = run(model, cache, script)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        assert torch.allclose(a, b, atol=1e-5)
+    layer = cache.layers[0]
+    assert cache.get_seq_length() == 5 + 1 + len(long) - 7 + 3
+    assert layer.keys.data_ptr() == layer._k.data_ptr() and layer._k.shape[-2] >= cache.get_seq_length()
+
+
+def test_appending_writes_into_the_same_buffer():
+    model = tiny_llama()
+    cache = GrowingCache()
+    run(model, cache, [("feed", [1, 2, 3])])
+    buffer = cache.layers[1]._k.data_ptr()
+    run(model, cache, [("feed", [4]), ("crop", 1), ("feed", [5, 6])])
+    assert cache.layers[1]._k.data_ptr() == buffer  # no reallocation, no copy of the old rows
