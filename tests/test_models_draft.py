@@ -12,6 +12,7 @@ from specsched.runtime.models.draft_init import compress_target
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable
 from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode
+from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 
 VOCAB, HIDDEN = 96, 64
@@ -97,6 +98,22 @@ def test_the_lean_inference_forward_matches_the_training_forward(target: LlamaFo
     alone = draft(torch.tensor([[5, 9, 2, 7, 3]]), use_cache=False).logits
     assert torch.allclose(siblings[0, 0], reference[0, 4], atol=1e-5)
     assert torch.allclose(siblings[0, 1], alone[0, 4], atol=1e-5)
+
+
+@pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")
+def test_int8_inference_stays_close_to_the_fp32_forward(target: LlamaForCausalLM) -> None:
+    """int8 weights change the draft's q a little (never losslessness: the verifier uses that q)."""
+    draft = make_draft(target, int8=True)
+    ids = torch.tensor([[5, 9, 2, 7, 11, 3, 8, 1]])
+    reference = draft(ids, use_cache=False).logits[..., draft.vocab_ids]  # grad enabled: fp32 transformers path
+    with torch.inference_mode():
+        out = draft(ids).logits[..., draft.vocab_ids]
+    assert draft.lean().int8
+    assert (out - reference).norm() / reference.norm() < 0.2  # a broken layout gives ~1.4
+    tv = 0.5 * (out.softmax(-1) - reference.softmax(-1)).abs().sum(-1)  # total variation per position
+    assert tv.max() < 0.1
+    assert not make_draft(target, int8=True).to(torch.bfloat16).lean().int8  # int8 is for fp32 on CPU only
+    assert not make_draft(target).lean().int8
 
 
 def test_full_width_compression_reproduces_the_target(target: LlamaForCausalLM) -> None:

@@ -11,13 +11,43 @@ Per layer, with x the residual stream, RMSNorm(x) = x / sqrt(mean(x^2) + eps) * 
     x = x + softmax(q K^T / sqrt(d) + mask) V Wo          (K, V: cache + new; GQA: heads share kv heads)
     h = RMSNorm(x);  x = x + (silu(h Wg) * h Wu) Wd
 rope(x, p) = x cos(p f) + rotate_half(x) sin(p f), f_i = theta^(-2i/d), rotate_half([a, b]) = [-b, a].
+
+int8 (`DraftConfig.int8`, CPU only): at batch 1 a forward reads every weight once, so its time follows the
+weight bytes. Each matrix W [out, in] is stored as int8 with one scale per output row, s_o = max|W_o| / 127,
+and multiplied by fbgemm's dynamic-quantised GEMM (the activations are quantised per call). The draft's
+precision only changes which tokens it proposes and their q: the verifier accepts against the q the draft
+actually used, so losslessness is untouched.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache
+
+
+def int8_available() -> bool:
+    """fbgemm (x86) or qnnpack (ARM) dynamic-quantised linear, present in this torch build."""
+    engines = torch.backends.quantized.supported_engines
+    return any(e in engines for e in ("fbgemm", "x86", "qnnpack")) and hasattr(torch.ops.quantized, "linear_dynamic")
+
+
+class Int8Linear:
+    """x @ W^T with W held as per-row int8 (symmetric, zero point 0) in fbgemm's packed layout."""
+
+    def __init__(self, weight: torch.Tensor) -> None:  # weight [out, in], as nn.Linear stores it
+        w = weight.detach().float()
+        scales = (w.abs().amax(dim=1) / 127).clamp_min(1e-12).double()
+        zeros = torch.zeros(w.shape[0], dtype=torch.long)
+        with warnings.catch_warnings():  # torch 2.13 flags quantised-tensor constructors as deprecated
+            warnings.simplefilter("ignore")
+            qw = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
+        self.packed = torch.ops.quantized.linear_prepack(qw, None)
+
+    def __rmatmul__(self, x: torch.Tensor) -> torch.Tensor:  # `x @ w` reads the same for both layouts
+        return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # reduce_range: no int16 overflow
 
 
 class LeanDraft:
@@ -27,6 +57,11 @@ class LeanDraft:
     def __init__(self, model) -> None:  # a DraftLM (not imported: it imports this module)
         cfg = model.cfg
         self.cfg = cfg
+        int8 = cfg.int8 and model.dtype == torch.float32 and model.device.type == "cpu" and int8_available()
+        self.int8 = int8
+
+        def mat(weight: torch.Tensor):  # [out, in] -> what `x @ _` multiplies by
+            return Int8Linear(weight) if int8 else weight.T.contiguous()
         # embed then proj_in is one lookup in the product table: x = E[id] Wp^T = (E Wp^T)[id]
         self.embed = model.embed.weight @ model.proj_in.weight.T
         # Weights stored [in, out] and contiguous (a 1-row matmul against a transposed view is ~30 %
@@ -34,20 +69,21 @@ class LeanDraft:
         self.layers = []
         for layer in model.core.layers:
             a, m = layer.self_attn, layer.mlp
-            qkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).T.contiguous()
-            gate_up = torch.cat([m.gate_proj.weight, m.up_proj.weight]).T.contiguous()
+            qkv = mat(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+            gate_up = mat(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
             self.layers.append(
                 (
                     layer.input_layernorm.weight.detach(),
                     qkv,
-                    a.o_proj.weight.T.contiguous(),
+                    mat(a.o_proj.weight),
                     layer.post_attention_layernorm.weight.detach(),
                     gate_up,
-                    m.down_proj.weight.T.contiguous(),
+                    mat(m.down_proj.weight),
                 )
             )
         self.norm = model.core.norm.weight.detach()
-        self.head = model.head.weight.T.contiguous()
+        self.head = mat(model.head.weight)
+        self.dtype = model.dtype
         self.splits = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim)
         d = cfg.head_dim
         self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
@@ -76,7 +112,7 @@ class LeanDraft:
         mask: bool [B, 1, T, past + T], True where a query may attend; None = causal after the cache.
         """
         cfg, (b, t) = self.cfg, ids.shape
-        x = self.embed[ids].to(self.head.dtype)
+        x = self.embed[ids].to(self.dtype)
         cos, sin = self._rope(positions)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         causal = mask is None and t > 1
