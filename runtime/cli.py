@@ -77,6 +77,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
     p.add_argument("--no-replacement", action="store_true",
                    help="tree siblings drawn without replacement (default: i.i.d. from q)")
+    p.add_argument("--lookup", type=int, default=d.lookup, metavar="N",
+                   help="draft from repeated text first: the token after the latest earlier match of the last "
+                        "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
@@ -130,6 +133,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
+        lookup=args.lookup,
         max_batch=_max_batch(args), max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

@@ -24,6 +24,7 @@ class RunConfig:
     k: int = 4
     k_config: list[int] = field(default_factory=list)  # tree shape; empty = a chain of k tokens
     replacement: bool = True         # tree siblings drawn i.i.d. (False: without replacement)
+    lookup: int = 0                  # drafters try n-gram lookup (n = lookup..2) before the model; 0 = off
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -59,6 +60,8 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if any(w < 1 for w in self.k_config):
             raise ConfigError(f"--k-config widths must be at least 1, got {self.k_config}")
+        if self.lookup < 0 or self.lookup == 1:
+            raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
         if self.max_batch < 0:
             raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
         if self.max_new_tokens < 1:

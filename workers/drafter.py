@@ -15,6 +15,7 @@ import numpy as np
 
 from specsched.runtime.sampling import SamplingParams, distribution, sample
 from specsched.workers.backend import LanguageModel
+from specsched.workers.lookup import NgramIndex, one_hot_logits
 
 
 @dataclass(slots=True)
@@ -60,10 +61,18 @@ class TreeDrafter(Drafter):
     """
 
     def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
-                 prompt: list[int], *, k_config: tuple[int, ...], replacement: bool = True) -> None:
+                 prompt: list[int], *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0) -> None:
         super().__init__(model, params, rng, prompt)
         self.k_config = k_config
         self.replacement = replacement
+        self.ngrams = NgramIndex(lookup) if lookup >= 2 else None  # lookup.py: repeated text first
+        if self.ngrams is not None:
+            self.ngrams.extend(self.context)
+
+    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
+        super().observe(committed, path)
+        if self.ngrams is not None:
+            self.ngrams.extend(committed)
 
     def propose(self, budget: int) -> Proposal:
         shape = self.k_config[:max(budget, 0)]
@@ -77,6 +86,9 @@ class TreeDrafter(Drafter):
             for depth, width in enumerate(shape):
                 level = []
                 for parent, logits in frontier:
+                    looked_up = self._lookup(tokens, parents, parent)
+                    if looked_up is not None:  # q = δ_x, one candidate (siblings of a sure token are waste)
+                        logits, width = one_hot_logits(looked_up, len(logits)), 1
                     for x, q in self._candidates(logits, width):
                         tokens.append(x)
                         parents.append(parent)
@@ -92,6 +104,17 @@ class TreeDrafter(Drafter):
             self.base = len(self.cache)
         q = np.stack(qs) if qs else (None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32))
         return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q)
+
+    def _lookup(self, tokens: list[int], parents: list[int], node: int) -> int | None:
+        """What followed the latest earlier occurrence of the text ending at draft node `node` (-1: root)."""
+        if self.ngrams is None:
+            return None
+        path: list[int] = []
+        while node >= 0 and len(path) < self.ngrams.longest:
+            path.append(tokens[node])
+            node = parents[node]
+        tail = self.context[-(self.ngrams.longest - len(path)):] if len(path) < self.ngrams.longest else []
+        return self.ngrams.lookup([*tail, *reversed(path)])
 
     def _candidates(self, logits: np.ndarray, width: int) -> Iterator[tuple[int, np.ndarray | None]]:
         if self.params.greedy:  # deterministic top-width: lossless because acceptance is argmax equality
@@ -119,5 +142,5 @@ class ChainDrafter(TreeDrafter):
 
 
 def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
-                 *, k_config: tuple[int, ...], replacement: bool = True) -> Drafter:
-    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement)
+                 *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0) -> Drafter:
+    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup)

@@ -19,6 +19,10 @@ from typing import Protocol
 import torch
 from transformers.cache_utils import DynamicCache
 
+from specsched.workers.lookup import NgramIndex
+
+from .growing_cache import GrowingCache
+
 
 def _crop(cache: DynamicCache, keep: int) -> None:
     extra = cache.get_seq_length() - keep
@@ -32,17 +36,22 @@ class Proposer(Protocol):
 
 
 class ModelProposer:
-    """Greedy proposals from a causal LM with a KV cache that follows the accepted context."""
+    """Greedy proposals from a causal LM with a KV cache that follows the accepted context; with
+    `lookup` >= 2 the n-gram index of the context is asked first (the runtime drafters' `--lookup`)."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model, self.cache = model, DynamicCache()
+    def __init__(self, model: torch.nn.Module, lookup: int = 0) -> None:
+        self.model, self.cache = model, GrowingCache()
+        self.ngrams = NgramIndex(lookup) if lookup >= 2 else None
 
     def propose(self, ctx: list[int], k: int) -> list[int]:
+        if self.ngrams is not None:
+            self.ngrams.extend(ctx[len(self.ngrams.tokens) :])
         out: list[int] = []
         feed = ctx[self.cache.get_seq_length() :]
         for _ in range(k):
             logits = self.model(torch.tensor([feed]), past_key_values=self.cache, use_cache=True).logits
-            feed = [int(logits[0, -1].argmax())]
+            hit = self.ngrams.lookup((ctx + out)[-self.ngrams.longest :]) if self.ngrams is not None else None
+            feed = [int(logits[0, -1].argmax()) if hit is None else hit]
             out.append(feed[0])
         return out
 
@@ -81,7 +90,7 @@ class Decode:
 def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer | None = None, k: int = 4) -> Decode:
     """Greedy decoding; with a proposer, serial speculative decoding. Target cache = context minus last token."""
     t0 = time.perf_counter()
-    cache = DynamicCache()
+    cache = GrowingCache()  # what the runtime's workers use
     logits = target(torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits
     ctx = prompt + [int(logits[0, -1].argmax())]
     res = Decode([], 0.0, verifies=1)  # the prefill forward produced the first token
@@ -108,7 +117,7 @@ def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer
 @torch.inference_mode()
 def forward_ms(model, *, context: int = 128, reps: int = 30) -> float:
     """Median wall time of a 1-token forward after `context` cached tokens."""
-    cache = DynamicCache()
+    cache = GrowingCache()  # what the runtime's workers use
     model(torch.randint(0, 4096, (1, context)), past_key_values=cache, use_cache=True)
     times = []
     for i in range(reps + 5):
@@ -160,7 +169,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
 
     tok = AutoTokenizer.from_pretrained(target_dir)
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
-    rows = {name: Row(name) for name in ("ar", "sd", "lookup")}
+    rows = {name: Row(name) for name in ("ar", "sd", "lookup", "sd+lookup")}
     identical = True
     for i, text in enumerate(heldout_prompts(prompts, gsm8k=gsm8k)):
         chat = [{"role": "user", "content": text}]
@@ -168,8 +177,9 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
         ar = decode(target, ids, max_new, tok.eos_token_id)
         sd = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k)
         lk = decode(target, ids, max_new, tok.eos_token_id, LookupProposer(), k)
-        identical &= ar.tokens == sd.tokens == lk.tokens
-        for name, run in zip(rows, (ar, sd, lk)):
+        hy = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft, lookup=3), k)
+        identical &= ar.tokens == sd.tokens == lk.tokens == hy.tokens
+        for name, run in zip(rows, (ar, sd, lk, hy)):
             rows[name].runs.append(run)
         log(f"prompt {i + 1}/{prompts}: {len(ar.tokens)} tokens, sd accepted {sd.accepted}/{sd.proposed}")
     t_ms, d_ms = [], []

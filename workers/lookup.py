@@ -1,0 +1,49 @@
+"""Prompt lookup inside a drafter: when the text repeats itself, propose what followed last time.
+
+Small chat models repeat themselves: a GSM8K answer restates the question's numbers and names, a
+Blocksworld plan repeats "unstack the X block from on top of the Y block". For such stretches an n-gram
+seen earlier predicts the next token better than a small draft model does. `NgramIndex` maps every
+n-gram (n = 2..N) of the committed context to the token that followed its most recent occurrence;
+the drafter asks it first and falls back to its model when no n-gram matches.
+
+Why this stays lossless: a looked-up token x is proposed with q = δ_x (probability one). The verifier
+accepts it with min(1, p(x)/q(x)) = p(x) and otherwise samples from norm(max(0, p − δ_x)), i.e. p with x
+removed; so x comes out with probability p(x) and every y ≠ x with (1 − p(x)) · p(y) / (1 − p(x)) = p(y).
+Greedy verification only compares argmaxes, so any proposal is exact there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class NgramIndex:
+    """n-gram (2 <= n <= longest) of a growing token list -> the token after its latest occurrence."""
+
+    def __init__(self, longest: int) -> None:
+        self.longest = longest
+        self.tokens: list[int] = []
+        self.next: dict[tuple[int, ...], int] = {}
+
+    def extend(self, tokens: list[int]) -> None:
+        for t in tokens:
+            i = len(self.tokens)  # t follows the n-grams that end at i - 1
+            for n in range(2, self.longest + 1):
+                if i >= n:
+                    self.next[tuple(self.tokens[i - n : i])] = t
+            self.tokens.append(t)
+
+    def lookup(self, tail: list[int]) -> int | None:
+        """The token that followed the longest n-gram ending `tail`, or None when none occurred."""
+        for n in range(min(self.longest, len(tail)), 1, -1):
+            hit = self.next.get(tuple(tail[-n:]))
+            if hit is not None:
+                return hit
+        return None
+
+
+def one_hot_logits(token: int, vocab: int) -> np.ndarray:
+    """Logits whose softmax (at any temperature, after top-k/top-p) is δ_token."""
+    logits = np.full(vocab, -np.inf, np.float32)
+    logits[token] = 0.0
+    return logits
