@@ -77,9 +77,10 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
     p.add_argument("--no-replacement", action="store_true",
                    help="tree siblings drawn without replacement (default: i.i.d. from q)")
-    p.add_argument("--lookup", type=int, default=d.lookup, metavar="N",
+    p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="draft from repeated text first: the token after the latest earlier match of the last "
-                        "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off")
+                        "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
+                        "(default: 4 on hf, off on sim)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")

@@ -18,13 +18,16 @@ class ConfigError(ValueError):
     """Bad user input: reported as one line, exit status 2."""
 
 
+AUTO_LOOKUP = 4  # --lookup on hf unless set: n-grams of 4, 3, 2 tokens
+
+
 @dataclass(slots=True)
 class RunConfig:
     workers: int = 0                 # 0 = one per prompt (or 3 with a single prompt)
     k: int = 4
     k_config: list[int] = field(default_factory=list)  # tree shape; empty = a chain of k tokens
     replacement: bool = True         # tree siblings drawn i.i.d. (False: without replacement)
-    lookup: int = 0                  # drafters try n-gram lookup (n = lookup..2) before the model; 0 = off
+    lookup: int | None = None        # n-gram lookup (n = lookup..2) before the draft model; 0 = off, None = auto
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -34,7 +37,7 @@ class RunConfig:
     mode: str = "seed"
     policy: str = "fcfs"
     priorities: list[int] = field(default_factory=list)
-    backend: str = "sim"
+    backend: str = "hf"
     target: str | None = None
     draft: str | None = None
     prompts: list[str] = field(default_factory=list)
@@ -60,7 +63,7 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if any(w < 1 for w in self.k_config):
             raise ConfigError(f"--k-config widths must be at least 1, got {self.k_config}")
-        if self.lookup < 0 or self.lookup == 1:
+        if self.lookup is not None and (self.lookup < 0 or self.lookup == 1):
             raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
         if self.max_batch < 0:
             raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
@@ -88,6 +91,15 @@ class RunConfig:
         return SamplingParams(self.temperature, self.top_k, self.top_p)
 
     @property
+    def draft_lookup(self) -> int:
+        """--lookup as the drafters use it. Auto: 4 on hf (real text repeats its own phrases, names and
+        numbers); off on sim, whose tiny synthetic vocabulary repeats every n-gram and would hide
+        --sim-agreement."""
+        if self.lookup is not None:
+            return self.lookup
+        return AUTO_LOOKUP if self.backend == "hf" else 0
+
+    @property
     def tree_shape(self) -> tuple[int, ...]:
         """Candidates per depth: k_config, or a chain of k."""
         return tuple(self.k_config) if self.k_config else (1,) * self.k
@@ -108,7 +120,7 @@ class RunConfig:
         return self.priorities[0] if len(self.priorities) == 1 else self.priorities[worker]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "lookup": self.draft_lookup}  # records say what the drafters used
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:

@@ -166,7 +166,8 @@ def cli_command(*args: str) -> list[str]:
     """`specsched run ARGS`; plain decoding of one shared prompt unless ARGS choose prompts or a --task
     (without a prompt, `run` builds a Tree-of-Thoughts tree)."""
     plain = [] if {"--prompt", "--task"} & set(args) else ["--prompt", PLAIN_PROMPT]
-    return [sys.executable, "-m", "specsched", "run", *plain, *args]
+    sim = [] if "--backend" in args else ["--backend", "sim"]  # the CLI's default is the real pair (hf)
+    return [sys.executable, "-m", "specsched", "run", *plain, *sim, *args]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -193,7 +193,7 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     (["--values", "1,2"], "--values needs --sweep"),
     (["--sweep", "n", "--values", "0,2"], "bad value"),
     (["--sweep", "k-config", "--values", "2,x"], "cannot read"),
-    (["--task", "gsm8k"], "need real models"),
+    (["--task", "gsm8k", "--backend", "sim"], "need real models"),
 ])
 def test_bad_input_is_one_config_error(argv, message):
     with pytest.raises(ConfigError, match=message):

@@ -14,7 +14,7 @@ from helpers import REPO, assert_one_error_line, greedy_reference, read_json, ru
 
 from specsched.workers.sim import EOS, SimTokenizer
 
-FAST_FLAGS = ["--sim-draft-ms", "1", "--sim-verify-ms", "2"]
+FAST_FLAGS = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2"]
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from specsched.runtime.cli import main
 from specsched.runtime.compare import compare, differing_sequences, policy_configs, print_comparison
 from specsched.runtime.config import RunConfig
 
-WORKLOAD = RunConfig(workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11, temperature=0.8)
+WORKLOAD = RunConfig(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
+                     temperature=0.8)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,6 @@ def test_compare_command():
     out = io.StringIO()
     with redirect_stdout(out):
         code = main(["compare", "--policies", "fcfs,rr", "--workers", "2", "--max-new-tokens", "6",
-                     "--sim-draft-ms", "1", "--sim-verify-ms", "2", "--seed", "3"])
+                     "--sim-draft-ms", "1", "--sim-verify-ms", "2", "--seed", "3", "--backend", "sim"])
     assert code == 0
     assert "✓ generated texts are identical across fcfs, rr (2 sequences)" in out.getvalue()

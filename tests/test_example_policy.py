@@ -21,7 +21,7 @@ def test_least_progress_picks_the_sequence_that_is_furthest_behind():
 
 
 def test_custom_policy_runs_and_does_not_change_the_output():
-    kw = dict(workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=2, temperature=0.8, seed=3)
+    kw = dict(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=2, temperature=0.8, seed=3)
     custom = run(RunConfig(policy=f"{EXAMPLE}:LeastProgress", **kw))
     fcfs = run(RunConfig(policy="fcfs", **kw))
     assert custom.status == "ok"

@@ -84,7 +84,7 @@ def recorded(tmp_path_factory):
     path = tmp_path_factory.mktemp("export") / "run.trace.json"
     with redirect_stdout(StringIO()):
         code = main(["run", "--prompt", PLAIN_PROMPT,
-               "--workers", "3", "--max-new-tokens", "12", "--sim-draft-ms", "1",
+               "--workers", "3", "--max-new-tokens", "12", "--backend", "sim", "--sim-draft-ms", "1",
                      "--sim-verify-ms", "2", "--trace", str(path), "--quiet", "--no-live"])
     assert code == 0
     return path

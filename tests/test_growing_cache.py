@@ -56,3 +56,14 @@ def test_appending_writes_into_the_same_buffer():
     buffer = cache.layers[1]._k.data_ptr()
     run(model, cache, [("feed", [4]), ("crop", 1), ("feed", [5, 6])])
     assert cache.layers[1]._k.data_ptr() == buffer  # no reallocation, no copy of the old rows
+
+
+def test_a_cache_filled_in_inference_mode_keeps_working_outside_it():
+    model = tiny_llama()
+    reference = run(model, DynamicCache(), [("feed", [1, 2, 3]), ("feed", [4, 5])])
+    cache = GrowingCache()
+    run(model, cache, [("feed", [1, 2, 3])])  # run() uses inference_mode
+    with torch.no_grad():  # e.g. a training-style caller: the buffer is copied out, not written in place
+        pos = torch.tensor([[3, 4]])
+        out = model(torch.tensor([[4, 5]]), past_key_values=cache, position_ids=pos, use_cache=True).logits
+    assert torch.allclose(out, reference[1], atol=1e-5)

@@ -50,3 +50,30 @@ def test_greedy_output_with_lookup_equals_target_only_decoding():
 def test_lookup_must_be_off_or_at_least_two():
     with pytest.raises(ConfigError, match="--lookup"):
         RunConfig(backend="sim", lookup=1)
+
+
+def test_lookup_is_on_for_real_models_and_off_for_the_sim_by_default():
+    assert RunConfig(backend="hf").draft_lookup == 4
+    assert RunConfig(backend="sim").draft_lookup == 0  # 64 synthetic tokens repeat every n-gram
+    assert RunConfig(backend="hf", lookup=0).draft_lookup == 0
+    assert RunConfig(backend="sim", lookup=3).draft_lookup == 3
+
+
+def test_in_a_tree_only_nodes_with_a_match_lose_their_siblings():
+    model = SimModel(16, seed=0, agreement=0.0, cost_ms=0, draft=True)
+    prompt = [3, 4, 5, 9, 3, 4]  # root: "3 4" -> 5 (one candidate); under it "4 5" -> 9, "5 9" -> 3 ...
+    drafter = TreeDrafter(model, SamplingParams(0.0), np.random.default_rng(0), prompt, k_config=(2, 3), lookup=2)
+    proposal = drafter.propose(2)
+    assert list(proposal.tokens[:2]) == [5, 9] and list(proposal.parents[:2]) == [-1, 0]
+    # "5 9" was followed by 3 in the prompt -> a match again; a node without a match keeps width 3:
+    fresh = TreeDrafter(model, SamplingParams(0.0), np.random.default_rng(0), [1, 2, 6, 7], k_config=(1, 3),
+                        lookup=2)
+    assert len(fresh.propose(2).tokens) == 1 + 3  # nothing repeats: the model's top-1, then its top-3
+
+
+def test_greedy_trees_with_lookup_equal_target_only_decoding():
+    prompts = [words(64, [i, i + 1, i + 2, i, i + 1, i + 2, i]) for i in range(3)]
+    kw = dict(workers=3, prompts=prompts, max_new_tokens=30, sim_agreement=0.3)
+    ar = run_ok(sim_config(mode="ar", **kw))
+    tree = run_ok(sim_config(mode="seed", lookup=3, k_config=[2, 2, 1], max_batch=0, policy="batch", **kw))
+    assert outputs(tree) == outputs(ar)

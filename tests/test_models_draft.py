@@ -47,6 +47,7 @@ def small_cfg(**kw) -> DraftConfig:
         target_hidden=HIDDEN,
         rope_theta=10000.0,
         rms_norm_eps=1e-6,
+        int8=False,  # exact-match tests compare the fp32 lean path; the int8 test opts in
     )
     return DraftConfig(**{**base, **kw})
 

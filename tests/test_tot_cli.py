@@ -13,7 +13,7 @@ from specsched.runtime.config import RunConfig
 from specsched.runtime.tot.gsm8k import Gsm8k
 from specsched.runtime.tot.search import SearchConfig, search
 
-SIM = ["--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
+SIM = ["--backend", "sim", "--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
 
 
 def specsched(*args: str) -> subprocess.CompletedProcess:

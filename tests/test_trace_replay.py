@@ -24,7 +24,7 @@ def recorded(tmp_path_factory):
     out = StringIO()
     with redirect_stdout(out):
         code = main(["run", "--prompt", PLAIN_PROMPT,
-               "--workers", "3", "--max-new-tokens", "16", "--sim-draft-ms", "1",
+               "--workers", "3", "--max-new-tokens", "16", "--backend", "sim", "--sim-draft-ms", "1",
                      "--sim-verify-ms", "3", "--seed", "5", "--trace", str(trace), "--json", str(record)])
     assert code == 0
     return trace, record, out.getvalue()

@@ -89,14 +89,15 @@ def _tokens(record):
 @pytest.mark.parametrize("k_config", [[1, 1, 1], [2, 2, 1], [4, 2, 1, 1]])
 @pytest.mark.parametrize("policy", ["fcfs", "batch"])
 def test_greedy_trees_and_batching_match_target_only_on_sim(k_config, policy):
-    kw = dict(workers=4, max_new_tokens=24, sim_draft_ms=1, sim_verify_ms=3,
+    kw = dict(backend="sim", workers=4, max_new_tokens=24, sim_draft_ms=1, sim_verify_ms=3,
               prompts=["kaka lomi", "nene ruru sasa", "toto", "vivi bebe"])
     ar = _tokens(run(RunConfig(mode="ar", **kw)))
     assert _tokens(run(RunConfig(mode="seed", policy=policy, k_config=k_config, max_batch=0, **kw))) == ar
 
 
 def test_wider_trees_accept_more_tokens_per_verification():
-    kw = dict(workers=3, max_new_tokens=48, sim_draft_ms=0, sim_verify_ms=1, sim_agreement=0.6, mode="sd")
+    kw = dict(backend="sim", workers=3, max_new_tokens=48, sim_draft_ms=0, sim_verify_ms=1, sim_agreement=0.6,
+              mode="sd")
     chain = run(RunConfig(k_config=[1, 1, 1], **kw)).metrics.mean_tokens_per_verify
     tree = run(RunConfig(k_config=[2, 2, 1], **kw)).metrics.mean_tokens_per_verify
     wide = run(RunConfig(k_config=[4, 2, 1], **kw)).metrics.mean_tokens_per_verify
@@ -105,6 +106,6 @@ def test_wider_trees_accept_more_tokens_per_verification():
 
 def test_sampled_batched_verification_matches_unbatched_on_sim():
     # sim logits do not depend on batch shape, so even sampled outputs are identical
-    kw = dict(workers=4, max_new_tokens=20, sim_draft_ms=1, sim_verify_ms=3, temperature=0.9, seed=11,
+    kw = dict(backend="sim", workers=4, max_new_tokens=20, sim_draft_ms=1, sim_verify_ms=3, temperature=0.9, seed=11,
               k_config=[2, 2, 1])
     assert _tokens(run(RunConfig(policy="batch", max_batch=0, **kw))) == _tokens(run(RunConfig(**kw)))

@@ -17,7 +17,7 @@ from specsched.runtime.supervisor import Collected
 from specsched.runtime.view.live import LiveView, ProgressLines, choose_view, progress_line
 from specsched.runtime.view.monitor import Monitor
 
-CONFIG = RunConfig(workers=2, max_new_tokens=8)
+CONFIG = RunConfig(backend="sim", workers=2, max_new_tokens=8)
 EVENTS = [Event(1, "verifier", -1, "verify", 2.0, 3.0, 0), Event(2, "draft", 0, "draft", 0.0, 2.0, 0),
           Event(2, "draft", 0, "verify", 2.0, 3.0, 0), Event(3, "draft", 1, "draft", 0.0, 2.0, 1),
           Event(3, "draft", 1, "queued", 2.0, 3.0, 1)]
@@ -66,7 +66,7 @@ def test_live_view_redraws_in_place_and_ends_on_the_whole_run():
 def cli(*args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "specsched", "run", "--prompt", PLAIN_PROMPT,
                "--workers", "2", "--max-new-tokens", "24",
-               "--sim-draft-ms", "5", "--sim-verify-ms", "40", "--quiet", *args]
+               "--backend", "sim", "--sim-draft-ms", "5", "--sim-verify-ms", "40", "--quiet", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 

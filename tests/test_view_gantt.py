@@ -33,7 +33,7 @@ TWO_ROUNDS = [
     ev(1, "draft", 0, 2), ev(1, "queued", 2, 3), ev(1, "verify", 3, 4), ev(1, "draft", 4, 6),
     ev(1, "verify", 6, 7),
 ]
-CONFIG = RunConfig(workers=2, max_new_tokens=8)
+CONFIG = RunConfig(backend="sim", workers=2, max_new_tokens=8)
 
 
 def finished_run() -> Collected:
@@ -124,7 +124,7 @@ def test_every_state_keeps_its_own_colour():
 
 def test_many_workers_are_cut_to_fit():
     events = [ev(w, "draft", 0, 1) for w in range(20)] + [ev(-1, "idle", 0, 1)]
-    config = RunConfig(workers=20)
+    config = RunConfig(backend="sim", workers=20)
     collected = Collected(events=events, started=0.0)
     monitor = Monitor(config)
     monitor.feed(collected)

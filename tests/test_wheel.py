@@ -32,7 +32,7 @@ def test_installed_layout_is_one_namespace():
 
 def test_console_script_and_module_run():
     out = subprocess.run([sys.executable, "-m", "specsched", "run", "--prompt", "hi", "--max-new-tokens", "6",
-                          "--quiet"],
+                          "--backend", "sim", "--quiet"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "status" in out.stdout and "ok" in out.stdout

@@ -86,10 +86,10 @@ class TreeDrafter(Drafter):
             for depth, width in enumerate(shape):
                 level = []
                 for parent, logits in frontier:
-                    looked_up = self._lookup(tokens, parents, parent)
+                    looked_up, w = self._lookup(tokens, parents, parent), width
                     if looked_up is not None:  # q = δ_x, one candidate (siblings of a sure token are waste)
-                        logits, width = one_hot_logits(looked_up, len(logits)), 1
-                    for x, q in self._candidates(logits, width):
+                        logits, w = one_hot_logits(looked_up, len(logits)), 1
+                    for x, q in self._candidates(logits, w):
                         tokens.append(x)
                         parents.append(parent)
                         if q is not None:

@@ -64,6 +64,13 @@ class HFModel(LanguageModel):
         cache.past = out.past_key_values
         return out.logits[0].float().numpy()
 
+    def crop(self, cache: HFCache, length: int) -> None:
+        if cache.linear and cache.past is not None and length < len(cache):
+            cache.past.crop(length - len(cache))  # a slice, no copy (GrowingCache writes over the rest)
+            cache.select(range(length))
+            return
+        super().crop(cache, length)
+
     def keep(self, cache: HFCache, indices: Sequence[int]) -> None:
         indices = list(indices)
         if cache.past is not None:
@@ -110,7 +117,7 @@ class HFModel(LanguageModel):
         rows = []
         for i, (c, t) in enumerate(zip(caches, tokens)):
             keep = torch.tensor(columns[i], dtype=torch.long)
-            c.past = DynamicCache()
+            c.past = GrowingCache()
             for li, layer in enumerate(out.past_key_values.layers):
                 c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
             rows.append(logits[i, new_len - len(t):])

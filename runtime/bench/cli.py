@@ -37,6 +37,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--workers", "--thoughts", dest="workers", type=int, default=None, metavar="N",
                    help="thoughts n = draft workers = sequences (default 3)")
     p.add_argument("--k", type=int, default=RunConfig().k, help="draft tokens per round")
+    p.add_argument("--lookup", type=int, default=None, metavar="N",
+                   help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
+                        "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
     p.add_argument("--k-config", type=_int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
@@ -98,7 +101,8 @@ def settings_from_args(args: argparse.Namespace):
     base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
                      temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
-                     prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads)
+                     prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads,
+                     lookup=args.lookup)
     arms = parse_arms(args.arms or (SWEEP_ARMS if args.sweep else None))
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
                          sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],

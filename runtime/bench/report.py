@@ -108,7 +108,8 @@ def _title(record: BenchRecord) -> str:
     c, axis = record.config, record.sweep_axis
     shape = f"k-config {','.join(map(str, c.k_config))}" if c.k_config else f"k {c.k}"
     parts = [f"backend {c.backend}", f"n {c.n_sequences}" if axis != "n" else "",
-             shape if axis not in ("k", "k-config") else "", f"T {c.temperature:g}" if axis != "temperature" else "",
+             shape if axis not in ("k", "k-config") else "", f"lookup {c.draft_lookup}" if c.draft_lookup else "",
+             f"T {c.temperature:g}" if axis != "temperature" else "",
              f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}"]
     return " · ".join(["specsched bench", *filter(None, parts)])
 

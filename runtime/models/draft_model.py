@@ -49,7 +49,7 @@ class DraftConfig:
     rope_theta: float = 100000.0
     rms_norm_eps: float = 1e-5
     max_positions: int = 8192
-    int8: bool = False  # inference on CPU with int8 weights (lean_forward.py); training is always fp32
+    int8: bool = True  # inference on CPU with int8 weights (lean_forward.py); training is always fp32
 
     def __post_init__(self) -> None:
         if self.heads % self.kv_heads:

@@ -19,6 +19,7 @@ from typing import Protocol
 import torch
 from transformers.cache_utils import DynamicCache
 
+from specsched.runtime.config import AUTO_LOOKUP
 from specsched.workers.lookup import NgramIndex
 
 from .growing_cache import GrowingCache
@@ -177,7 +178,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
         ar = decode(target, ids, max_new, tok.eos_token_id)
         sd = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k)
         lk = decode(target, ids, max_new, tok.eos_token_id, LookupProposer(), k)
-        hy = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft, lookup=3), k)
+        hy = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft, lookup=AUTO_LOOKUP), k)
         identical &= ar.tokens == sd.tokens == lk.tokens == hy.tokens
         for name, run in zip(rows, (ar, sd, lk, hy)):
             rows[name].runs.append(run)

@@ -19,10 +19,12 @@ MIN_CAPACITY = 256
 
 
 class GrowingLayer(DynamicLayer):
+    _k: torch.Tensor | None = None  # the buffers; `keys`/`values` are views of their first rows
+    _v: torch.Tensor | None = None
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-            self._k = self._v = None
         n = self.keys.shape[-2] if self.keys.dim() == 4 else 0
         end = n + key_states.shape[-2]
         if not self._owns(key_states, end):
@@ -37,6 +39,8 @@ class GrowingLayer(DynamicLayer):
         k = self._k
         if k is None or end > k.shape[-2] or k.shape[:-2] != new.shape[:-2] or k.dtype != new.dtype:
             return False
+        if k.device != new.device or (k.is_inference() and not torch.is_inference_mode_enabled()):
+            return False  # an inference tensor cannot be written outside inference mode: copy it out
         return self.keys.dim() != 4 or (
             self.keys.data_ptr() == k.data_ptr() and self.values.data_ptr() == self._v.data_ptr()
             and self.keys.stride() == k.stride()
