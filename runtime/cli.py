@@ -81,6 +81,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="draft from repeated text first: the token after the latest earlier match of the last "
                         "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
                         "(default: 4 on hf, off on sim)")
+    p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
+                   help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
+                        "probability is below P (0 = always draft k)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
@@ -134,7 +137,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
-        lookup=args.lookup,
+        lookup=args.lookup, min_confidence=args.min_confidence,
         max_batch=_max_batch(args), max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

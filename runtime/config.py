@@ -28,6 +28,7 @@ class RunConfig:
     k_config: list[int] = field(default_factory=list)  # tree shape; empty = a chain of k tokens
     replacement: bool = True         # tree siblings drawn i.i.d. (False: without replacement)
     lookup: int | None = None        # n-gram lookup (n = lookup..2) before the draft model; 0 = off, None = auto
+    min_confidence: float = 0.0      # stop a draft branch where the draft's top probability is below this
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -63,6 +64,8 @@ class RunConfig:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if any(w < 1 for w in self.k_config):
             raise ConfigError(f"--k-config widths must be at least 1, got {self.k_config}")
+        if not 0 <= self.min_confidence < 1:
+            raise ConfigError(f"--min-confidence must be in [0, 1), got {self.min_confidence}")
         if self.lookup is not None and (self.lookup < 0 or self.lookup == 1):
             raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
         if self.max_batch < 0:

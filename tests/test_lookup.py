@@ -77,3 +77,21 @@ def test_greedy_trees_with_lookup_equal_target_only_decoding():
     ar = run_ok(sim_config(mode="ar", **kw))
     tree = run_ok(sim_config(mode="seed", lookup=3, k_config=[2, 2, 1], max_batch=0, policy="batch", **kw))
     assert outputs(tree) == outputs(ar)
+
+
+def test_min_confidence_shortens_drafts_but_never_below_one_token():
+    model = SimModel(16, seed=0, agreement=0.5, cost_ms=0, draft=True)
+    prompt = [1, 2, 6, 7]
+
+    def drafted(min_confidence: float) -> int:
+        drafter = TreeDrafter(model, SamplingParams(0.0), np.random.default_rng(0), prompt, k_config=(1, 1, 1, 1),
+                              min_confidence=min_confidence)
+        return len(drafter.propose(4).tokens)
+
+    assert drafted(0.0) == 4
+    assert drafted(0.999) == 1  # the first token is always drafted: a round always has something to verify
+    kw = dict(workers=2, prompts=[words(64, [3, 9, 27]), words(64, [5, 7])], max_new_tokens=30, sim_agreement=0.5)
+    ar = run_ok(sim_config(mode="ar", **kw))
+    assert outputs(run_ok(sim_config(mode="seed", min_confidence=0.3, **kw))) == outputs(ar)
+    with pytest.raises(ConfigError, match="--min-confidence"):
+        RunConfig(backend="sim", min_confidence=1.0)

@@ -143,11 +143,12 @@ def test_save_load_roundtrip_ships_no_embeddings(target: LlamaForCausalLM, tmp_p
     assert isinstance(load_draft(tmp_path / "draft", torch.bfloat16, target_dir=tmp_path / "target"), DraftLM)
 
 
-@pytest.mark.parametrize("which", ["draft", "lookup"])
+@pytest.mark.parametrize("which", ["draft", "lookup", "draft+lookup+stop"])
 def test_speculative_decoding_is_lossless(target: LlamaForCausalLM, which: str) -> None:
     prompt = [5, 17, 42, 8, 5, 17]
     ar = decode(target, prompt, 40, eos=1)
-    proposer = ModelProposer(make_draft(target)) if which == "draft" else LookupProposer()
+    proposer = {"draft": lambda: ModelProposer(make_draft(target)), "lookup": LookupProposer,
+                "draft+lookup+stop": lambda: ModelProposer(make_draft(target), lookup=3, min_confidence=0.4)}[which]()
     sd = decode(target, prompt, 40, 1, proposer, k=4)
     assert sd.tokens == ar.tokens
     assert sd.verifies < len(sd.tokens) or sd.accepted == 0

@@ -33,8 +33,10 @@ N_WORKERS = 16
 START = [[1 + i % 7, 1 + (3 * i + 1) % 7] for i in range(N_WORKERS)]
 
 
-def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: int, lookup: int = 0):
-    config = sim_config(mode=mode, workers=N_WORKERS, lookup=lookup, prompts=[words(VOCAB, p) for p in START],
+def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: int, lookup: int = 0,
+                    min_confidence: float = 0.0):
+    config = sim_config(mode=mode, workers=N_WORKERS, lookup=lookup, min_confidence=min_confidence,
+                        prompts=[words(VOCAB, p) for p in START],
                         sim_vocab=VOCAB, sim_agreement=agreement, temperature=params.temperature,
                         top_k=params.top_k, top_p=params.top_p, max_new_tokens=400, k=3, seed=seed,
                         sim_draft_ms=0.0, sim_verify_ms=0.0)
@@ -51,11 +53,16 @@ def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: i
     # Power: reporting the model's q for a looked-up token instead of δ gave chi2 = 306 on 26 dof (p ~ 1e-50).
     ("seed+lookup", 0.5, SamplingParams(1.0)),
     ("seed+lookup", 0.5, SamplingParams(1.5, top_k=5, top_p=0.9)),
+    # adaptive draft length: branches stop where the draft's top probability is below 0.5
+    ("seed+confidence", 0.5, SamplingParams(1.0)),
 ], ids=lambda x: str(x) if not isinstance(x, SamplingParams) else
     f"T{x.temperature}-k{x.top_k}-p{x.top_p}")
 def test_sampled_outputs_follow_the_target_distribution(mode, agreement, params):
-    mode, _, lookup = mode.partition("+")
-    record = statistical_run(mode, agreement, params, seed=2024, lookup=3 if lookup else 0)
+    mode, _, extra = mode.partition("+")
+    record = statistical_run(mode, agreement, params, seed=2024, lookup=3 if extra == "lookup" else 0,
+                             min_confidence=0.5 if extra == "confidence" else 0.0)
+    if extra == "confidence":  # the stop really shortened drafts (k = 3 otherwise, bar the last rounds)
+        assert record.metrics.drafted < 0.9 * 3 * record.collected.counters["verifications"]
     table = transition_table(target_model(VOCAB), VOCAB, params)
     stat, dof, pvalue, draws, impossible = markov_chi2(outputs(record), START, table)
     assert not impossible, f"transitions outside the top-k/top-p support: {impossible}"

@@ -46,7 +46,8 @@ def serve(config: RunConfig, model: LanguageModel, worker: int, sequences: list[
 def _run_sequence(config: RunConfig, model: LanguageModel, worker: int, seq: int, prompt: list[int],
                   sock: zmq.Socket, recorder: Recorder, telemetry: Telemetry, parent_alive) -> None:
     drafter = make_drafter(model, config.sampling, stream(config.seed, seq, "draft"), prompt,
-                           k_config=config.tree_shape, replacement=config.replacement, lookup=config.draft_lookup)
+                           k_config=config.tree_shape, replacement=config.replacement, lookup=config.draft_lookup,
+                           min_confidence=config.min_confidence)
     generated, rnd = 0, 0
     while True:
         # never draft deeper than the token limit allows: a verdict adds one target token after the draft

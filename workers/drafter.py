@@ -61,10 +61,12 @@ class TreeDrafter(Drafter):
     """
 
     def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
-                 prompt: list[int], *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0) -> None:
+                 prompt: list[int], *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0,
+                 min_confidence: float = 0.0) -> None:
         super().__init__(model, params, rng, prompt)
         self.k_config = k_config
         self.replacement = replacement
+        self.min_confidence = min_confidence  # below depth 0, draft only where max softmax(logits) >= this
         self.ngrams = NgramIndex(lookup) if lookup >= 2 else None  # lookup.py: repeated text first
         if self.ngrams is not None:
             self.ngrams.extend(self.context)
@@ -89,12 +91,16 @@ class TreeDrafter(Drafter):
                     looked_up, w = self._lookup(tokens, parents, parent), width
                     if looked_up is not None:  # q = δ_x, one candidate (siblings of a sure token are waste)
                         logits, w = one_hot_logits(looked_up, len(logits)), 1
+                    elif depth and self.min_confidence and confidence(logits) < self.min_confidence:
+                        continue  # the draft doubts itself here: stop this branch (draft-side, so lossless)
                     for x, q in self._candidates(logits, w):
                         tokens.append(x)
                         parents.append(parent)
                         if q is not None:
                             qs.append(q)
                         level.append(len(tokens) - 1)
+                if not level:
+                    break
                 if depth + 1 < len(shape):
                     # node j sits at cache index base + j: levels are fed in order, the last is not
                     at = [self.base + parents[j] if parents[j] >= 0 else self.base - 1 for j in level]
@@ -141,6 +147,14 @@ class ChainDrafter(TreeDrafter):
         super().__init__(model, params, rng, prompt, k_config=(1,) * k)
 
 
+def confidence(logits: np.ndarray) -> float:
+    """The draft's top probability at temperature 1: max softmax = 1 / sum exp(l - max l)."""
+    top = logits.max()
+    return float(1.0 / np.exp(logits - top, dtype=np.float64).sum())
+
+
 def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
-                 *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0) -> Drafter:
-    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup)
+                 *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0,
+                 min_confidence: float = 0.0) -> Drafter:
+    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup,
+                       min_confidence=min_confidence)
