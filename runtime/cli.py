@@ -106,10 +106,14 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
     p.add_argument("--verifier-threads", type=int, default=0,
                    help="torch threads of the verifier; 0 = the cores the draft workers leave free")
-    p.add_argument("--sim-vocab", type=int, default=d.sim_vocab)
-    p.add_argument("--sim-agreement", type=float, default=d.sim_agreement, help="0..1 draft/target agreement")
-    p.add_argument("--sim-draft-ms", type=float, default=d.sim_draft_ms, help="simulated draft forward")
-    p.add_argument("--sim-verify-ms", type=float, default=d.sim_verify_ms, help="simulated target forward")
+    # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
+    p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
+    p.add_argument("--sim-agreement", type=float, default=None,
+                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
+    p.add_argument("--sim-draft-ms", type=float, default=None,
+                   help=f"sim: simulated draft forward (default {d.sim_draft_ms:g})")
+    p.add_argument("--sim-verify-ms", type=float, default=None,
+                   help=f"sim: simulated target forward (default {d.sim_verify_ms:g})")
     p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
 
@@ -132,9 +136,16 @@ def _max_batch(args: argparse.Namespace) -> int:
     return args.max_batch
 
 
+SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
+    if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence,
@@ -143,9 +154,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
-        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads,
-        sim_vocab=args.sim_vocab, sim_agreement=args.sim_agreement, sim_draft_ms=args.sim_draft_ms,
-        sim_verify_ms=args.sim_verify_ms)
+        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, **given)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -52,6 +52,9 @@ def policy_files(tmp_path):
     (["--temperature", "-1"], ["--temperature"]),
     (["--workers", "3", "--policy", "priority", "--priorities", "1,2"], ["--priorities"]),
     (["--workers", "3", "--prompt", "a", "--prompt", "b"], ["2 prompts but --workers 3"]),
+    (["--backend", "hf", "--sim-agreement", "0.5"], ["applies to --backend sim only", "--backend hf"]),
+    (["--lookup", "1"], ["--lookup must be 0 (off) or at least 2"]),
+    (["--min-confidence", "1.5"], ["--min-confidence must be in [0, 1)"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]
