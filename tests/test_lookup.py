@@ -95,3 +95,15 @@ def test_min_confidence_shortens_drafts_but_never_below_one_token():
     assert outputs(run_ok(sim_config(mode="seed", min_confidence=0.3, **kw))) == outputs(ar)
     with pytest.raises(ConfigError, match="--min-confidence"):
         RunConfig(backend="sim", min_confidence=1.0)
+
+
+def test_greedy_top_tokens_match_a_stable_sort_of_the_whole_vocabulary():
+    from specsched.workers.drafter import top_tokens
+
+    rng = np.random.default_rng(1)
+    for trial in range(50):
+        logits = rng.integers(-3, 3, size=40).astype(np.float32)  # many ties
+        logits[rng.integers(0, 40, size=10)] = -np.inf  # a restricted draft vocabulary
+        for width in (1, 2, 3, 7, 40):
+            expected = np.argsort(-logits, kind="stable")[:width]
+            assert list(top_tokens(logits, width)) == list(expected), (trial, width)

@@ -22,16 +22,18 @@ class NgramIndex:
 
     def __init__(self, longest: int) -> None:
         self.longest = longest
-        self.tokens: list[int] = []
+        self.seen = 0  # tokens read so far
+        self.recent: list[int] = []  # the last `longest` of them: all `extend` needs to form n-grams
         self.next: dict[tuple[int, ...], int] = {}
 
     def extend(self, tokens: list[int]) -> None:
         for t in tokens:
-            i = len(self.tokens)  # t follows the n-grams that end at i - 1
-            for n in range(2, self.longest + 1):
-                if i >= n:
-                    self.next[tuple(self.tokens[i - n : i])] = t
-            self.tokens.append(t)
+            r = self.recent  # t follows the n-grams that end with r's last token
+            for n in range(2, min(self.longest, len(r)) + 1):
+                self.next[tuple(r[-n:])] = t
+            r.append(t)
+            del r[: -self.longest]
+            self.seen += 1
 
     def lookup(self, tail: list[int]) -> int | None:
         """The token that followed the longest n-gram ending `tail`, or None when none occurred."""
@@ -42,8 +44,8 @@ class NgramIndex:
         return None
 
 
-def one_hot_logits(token: int, vocab: int) -> np.ndarray:
-    """Logits whose softmax (at any temperature, after top-k/top-p) is δ_token."""
-    logits = np.full(vocab, -np.inf, np.float32)
-    logits[token] = 0.0
-    return logits
+def delta(token: int, vocab: int) -> np.ndarray:
+    """q = δ_token: the distribution a looked-up token is proposed with."""
+    q = np.zeros(vocab, np.float32)
+    q[token] = 1.0
+    return q

@@ -20,6 +20,7 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specsched.runtime.config import AUTO_LOOKUP
+from specsched.workers.drafter import confidence
 from specsched.workers.lookup import NgramIndex
 
 from .growing_cache import GrowingCache
@@ -47,14 +48,14 @@ class ModelProposer:
 
     def propose(self, ctx: list[int], k: int) -> list[int]:
         if self.ngrams is not None:
-            self.ngrams.extend(ctx[len(self.ngrams.tokens) :])
+            self.ngrams.extend(ctx[self.ngrams.seen :])
         out: list[int] = []
         feed = ctx[self.cache.get_seq_length() :]
         for _ in range(k):
             logits = self.model(torch.tensor([feed]), past_key_values=self.cache, use_cache=True).logits
             hit = self.ngrams.lookup((ctx + out)[-self.ngrams.longest :]) if self.ngrams is not None else None
             if hit is None and out and self.min_confidence:
-                if float(logits[0, -1].float().softmax(-1).max()) < self.min_confidence:
+                if confidence(logits[0, -1].float().numpy()) < self.min_confidence:  # the drafters' rule
                     break
             feed = [int(logits[0, -1].argmax()) if hit is None else hit]
             out.append(feed[0])
