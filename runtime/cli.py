@@ -86,6 +86,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         "probability is below P (0 = always draft k)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft")
+    p.add_argument("--lockstep", action="store_true",
+                   help="verify only when every worker that still owes a draft has one queued (synchronous "
+                        "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
     p.add_argument("--temperature", type=float, default=None, metavar="T",
                    help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
@@ -149,7 +152,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence,
-        max_batch=_max_batch(args), max_new_tokens=args.max_new_tokens,
+        max_batch=_max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, backend=args.backend,

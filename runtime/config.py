@@ -30,6 +30,7 @@ class RunConfig:
     lookup: int | None = None        # n-gram lookup (n = lookup..2) before the draft model; 0 = off, None = auto
     min_confidence: float = 0.0      # stop a draft branch where the draft's top probability is below this
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
+    lockstep: bool = False           # verify only when every worker that owes a draft has one queued
     max_new_tokens: int = 32
     temperature: float = 0.0
     top_k: int = 0
@@ -70,6 +71,9 @@ class RunConfig:
             raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
         if self.max_batch < 0:
             raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
+        if self.lockstep and self.mode in ("ar", "parallel"):
+            # refused, not ignored: these target-only modes have no drafts to hold back
+            raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {self.mode} has none")
         if self.max_new_tokens < 1:
             raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not 0 <= self.sim_agreement <= 1:

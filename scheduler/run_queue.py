@@ -33,6 +33,10 @@ class RunQueue:
     def oldest_arrival(self) -> float:
         return min(q.info.arrival for q in self._waiting)
 
+    @property
+    def newest_arrival(self) -> float:
+        return max(q.info.arrival for q in self._waiting)
+
     def sequences(self) -> set[int]:
         return {q.draft.seq for q in self._waiting}
 

@@ -1,8 +1,9 @@
 """The target-verifier process: pick (policy) -> verify (target model) -> reply (verdict).
 
-One loop, like an OS dispatcher: drain arrived drafts into the run queue, let the policy pick, run
-one target forward over the prefix's unread tokens plus the draft, decide acceptance, send the
-verdict back to the worker and the committed tokens to the supervisor.
+One loop, like an OS dispatcher: drain arrived drafts into the run queue, let the policy pick (with
+--lockstep only once every worker that owes a draft has one queued), run one target forward over the
+prefix's unread tokens plus the draft, decide acceptance, send the verdict back to the worker and
+the committed tokens to the supervisor.
 """
 
 from __future__ import annotations
@@ -76,6 +77,32 @@ class Verifier:
         self.counters = Counters()
         policy_cls = load_policy(config.policy)
         self.queue = RunQueue(policy_cls(PolicySettings(max_batch=config.max_batch)))
+
+    def unfinished(self) -> int:
+        """Sequences not done yet; one whose first draft has not arrived counts as unfinished."""
+        return self.config.n_sequences - sum(st.done for st in self.seqs.values())
+
+    def owing_workers(self) -> int:
+        """Draft workers that still owe the verifier a draft. In seed mode every worker owns one
+        sequence, so one per unfinished sequence; in sd mode the single worker drafts its sequences
+        one after another and never has more than one draft outstanding."""
+        unfinished = self.unfinished()
+        return unfinished if self.config.mode == "seed" else min(unfinished, 1)
+
+    def ready_to_pick(self) -> bool:
+        """Whether to ask the policy now: something is queued and, under --lockstep, every worker that
+        owes a draft has one queued, so the policy sees the whole step (one per live sequence).
+
+        Never a deadlock: a worker that owes a draft and has none queued is drafting one, and a
+        finished sequence stops being owed.
+        """
+        n = len(self.queue)
+        return n > 0 and (not self.config.lockstep or n >= self.owing_workers())
+
+    def ready_since(self) -> float:
+        """When the queue became ready: its oldest arrival, or under --lockstep the arrival that
+        completed the step (the newest; until then the verifier was waiting, not working)."""
+        return self.queue.newest_arrival if self.config.lockstep else self.queue.oldest_arrival
 
     def admit(self, draft: Draft, reply_to: bytes, arrival: float) -> None:
         """Validate a draft and put it in the run queue; anything off is a ProtocolError (counted).
@@ -175,12 +202,12 @@ def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: 
     router.bind(endpoint)
     v = Verifier(config, target, telemetry)
     _start_barrier(router, n_workers, parent_alive, v.counters)
-    n_seqs = config.n_sequences
     idle_since = time.monotonic()
-    while sum(st.done for st in v.seqs.values()) < n_seqs:
+    while v.unfinished():
         if not parent_alive():
             break
-        if not len(v.queue) and not router.poll(100):
+        # short polls, also while --lockstep holds a partial step: a dead supervisor still ends the loop
+        if not v.ready_to_pick() and not router.poll(100):
             continue
         while router.poll(0):  # drain every arrived message into the run queue
             frames = router.recv_multipart(copy=False)
@@ -193,9 +220,9 @@ def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: 
             except (ProtocolError, KeyError, TypeError, ValueError) as exc:
                 v.counters.rejected_messages += 1
                 print(f"verifier: rejected message: {exc}", file=sys.stderr)
-        if not len(v.queue):
+        if not v.ready_to_pick():
             continue
-        v.recorder.add("idle", idle_since, v.queue.oldest_arrival)
+        v.recorder.add("idle", idle_since, v.ready_since())
         picked = v.queue.pick()
         for entry, verdict in zip(picked, v.verify(picked)):
             v.report(verdict, entry.draft.worker)  # the supervisor hears of it before the worker does

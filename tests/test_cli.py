@@ -55,6 +55,7 @@ def policy_files(tmp_path):
     (["--backend", "hf", "--sim-agreement", "0.5"], ["applies to --backend sim only", "--backend hf"]),
     (["--lookup", "1"], ["--lookup must be 0 (off) or at least 2"]),
     (["--min-confidence", "1.5"], ["--min-confidence must be in [0, 1)"]),
+    (["--mode", "ar", "--lockstep"], ["--lockstep needs draft workers", "--mode ar"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]

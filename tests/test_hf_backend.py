@@ -92,7 +92,10 @@ TREE_CASES = [([1, 1, 1], "fcfs"), ([2, 2, 1], "fcfs"), ([4, 2, 1, 1], "fcfs"),
     pytest.param(k, p, marks=[] if (k, p) == ([2, 2, 1], "batch") else [pytest.mark.slow]) for k, p in TREE_CASES])
 def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, k_config, policy):
     ar = _tokens(_run(pair, mode="ar", prompts=PROMPTS))
-    seed = _run(pair, mode="seed", prompts=PROMPTS, k_config=k_config, policy=policy, max_batch=0)
+    # --lockstep for batch: the first step holds all three workers' drafts, so a batch is certain rather
+    # than a matter of drafts happening to arrive together (on a busy 2-core machine each came alone)
+    seed = _run(pair, mode="seed", prompts=PROMPTS, k_config=k_config, policy=policy, max_batch=0,
+                lockstep=policy == "batch")
     assert _tokens(seed) == ar
     if policy == "batch":  # the batch really happened: fewer target forwards than drafts
         assert seed.collected.counters["batched_drafts"] > seed.collected.counters["verifications"]

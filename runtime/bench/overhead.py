@@ -3,6 +3,7 @@
 The verifier's serve loop (scheduler/verifier.py) records three kinds of span, which never overlap:
 
     idle      from the end of its last reply until the oldest queued draft was received
+              (under --lockstep: until the draft that completed the step was received)
     verify    target forward + acceptance + cache rollback + commit bookkeeping
     resample  drawing the replacement after a rejection (split off the end of verify)
 
