@@ -47,16 +47,41 @@ def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     return probs.astype(np.float32)
 
 
+NUCLEUS_CANDIDATES = 256  # tokens ranked by a partial sort before falling back to a full one
+
+
 def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
     # Keep the smallest set of most likely tokens whose mass reaches top_p (the top token always).
-    order = np.argsort(-probs, axis=-1, kind="stable")
-    sorted_p = np.take_along_axis(probs, order, axis=-1)
-    before = np.cumsum(sorted_p, axis=-1) - sorted_p  # mass strictly before each token
-    keep_sorted = before < top_p
-    keep = np.zeros_like(keep_sorted)
-    np.put_along_axis(keep, order, keep_sorted, axis=-1)
-    kept = np.where(keep, probs, 0.0)
-    return kept / kept.sum(axis=-1, keepdims=True)
+    rows = probs.reshape(-1, probs.shape[-1])
+    return np.stack([_nucleus_row(row, top_p) for row in rows]).reshape(probs.shape)
+
+
+def _nucleus_row(p: np.ndarray, top_p: float) -> np.ndarray:
+    order = _descending_prefix(p, top_p)
+    sorted_p = p[order]
+    before = np.cumsum(sorted_p) - sorted_p  # mass strictly before each token
+    keep = np.zeros(p.shape, dtype=bool)
+    keep[order[before < top_p]] = True
+    kept = np.where(keep, p, 0.0)
+    return kept / kept.sum()
+
+
+def _descending_prefix(p: np.ndarray, top_p: float) -> np.ndarray:
+    """Token ids by falling probability, ties by id (a stable sort's order), far enough to settle top_p.
+
+    A full sort of 49,152 ids costs milliseconds per token; the nucleus is usually a few dozen. So rank
+    the NUCLEUS_CANDIDATES largest only, keep those strictly above the smallest candidate (a tie there
+    could leave out a lower id), and use them when their running mass already exceeds top_p: every
+    token after them then has at least that mass before it and is dropped, exactly as after a full
+    sort. The 1e-12 margin covers the rounding of `cumsum - p` (about 1e-16).
+    """
+    if len(p) > NUCLEUS_CANDIDATES:
+        cand = np.argpartition(-p, NUCLEUS_CANDIDATES - 1)[:NUCLEUS_CANDIDATES]
+        above = cand[p[cand] > p[cand].min()]
+        above = above[np.lexsort((above, -p[above]))]
+        if len(above) and np.cumsum(p[above])[-1] > top_p + 1e-12:
+            return above
+    return np.argsort(-p, kind="stable")
 
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:

@@ -49,6 +49,43 @@ def test_top_p_keeps_the_smallest_set_reaching_the_mass_and_always_the_top_token
     np.testing.assert_allclose(distribution(logits, SamplingParams(1.0, top_p=0.01))[0], [0, 1, 0, 0], atol=1e-7)
 
 
+def _nucleus_by_full_sort(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """The definition, written as a stable sort of the whole vocabulary (the reference)."""
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_p = np.take_along_axis(probs, order, axis=-1)
+    keep_sorted = np.cumsum(sorted_p, axis=-1) - sorted_p < top_p
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    kept = np.where(keep, probs, 0.0)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("top_p", [0.05, 0.5, 0.7, 0.9, 0.999, 0.99999])
+def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
+    """The nucleus ranks only a few hundred candidates when they settle top_p: same kept set, same
+    renormalisation, including ties at the boundary (lower id first), flat rows and peaked ones."""
+    from specsched.runtime.sampling import _nucleus
+
+    rng = np.random.default_rng(0)
+    rows = [rng.standard_normal(49152) * s for s in (0.5, 2.0, 6.0)]        # flat to peaked
+    tied = np.round(rng.standard_normal(49152) * 3, 1)                       # many exact ties
+    rows += [tied, np.zeros(49152), np.r_[np.full(300, 2.0), np.zeros(48852)]]  # ties at the cut
+    probs_rows = [np.exp(z - z.max()) for z in rows]
+    # 100 distinct heads (mass 0.5), then 300 exact ties (mass 0.4) at scattered ids: the candidate
+    # cut falls inside the ties, and top_p 0.7 reaches into them - only the lowest tied ids may be kept
+    split = np.full(49152, 0.1 / 48752)
+    ids = rng.permutation(49152)
+    split[ids[:100]] = rng.dirichlet(np.ones(100)) * 0.5
+    split[ids[100:400]] = 0.4 / 300
+    probs_rows.append(split)
+    for probs in probs_rows:
+        probs = probs / probs.sum()
+        want = _nucleus_by_full_sort(probs[None], top_p)
+        assert np.array_equal(_nucleus(probs[None], top_p), want)
+        assert np.array_equal(_nucleus(np.stack([probs, probs[::-1]]), top_p)[1],
+                              _nucleus_by_full_sort(probs[::-1][None], top_p)[0])
+
+
 def test_bad_sampling_parameters_are_refused():
     for kw in ({"temperature": -1}, {"top_k": -1}, {"top_p": 0.0}, {"top_p": 1.5}):
         with pytest.raises(ValueError):
