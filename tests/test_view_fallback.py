@@ -40,16 +40,39 @@ def test_progress_line():
         "[    5.0 s] tokens 4/16 · 1.3 tok/s · α 0.75 · verifier busy 33 % · queue mean 0.33 · done 0/2"
 
 
-def test_progress_lines_are_plain():
+def test_progress_lines_are_plain_and_end_on_the_whole_run():
     out = io.StringIO()
     collected = Collected(started=0.0)
     with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), every=0.0) as view:
         for e in EVENTS:
             collected.events.append(e)
             view.update(collected)
+        collected.tokens, collected.done = {0: [1, 2, 3], 1: [4, 5]}, {0, 1}
     lines = out.getvalue().splitlines()
-    assert len(lines) == len(EVENTS) and all(PROGRESS.match(ln) for ln in lines)
+    # one line per update, then the final one, which counts the finished texts
+    assert len(lines) == len(EVENTS) + 1 == view.frames and all(PROGRESS.match(ln) for ln in lines)
+    assert " tokens 0/16 " in lines[-2] and " tokens 5/16 " in lines[-1] and lines[-1].endswith("done 2/2")
     assert "\x1b" not in out.getvalue()
+
+
+def test_progress_lines_print_a_final_line_even_before_the_first_interval():
+    out = io.StringIO()
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200)) as view:   # a line a second
+        view.update(Collected(events=list(EVENTS), started=0.0, done={0, 1}))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and PROGRESS.match(lines[0]) and lines[0].endswith("done 2/2")
+
+
+def test_progress_lines_print_nothing_for_a_run_that_never_reported_or_when_told_not_to():
+    out = io.StringIO()
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200)):
+        pass
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), final=False) as view:
+        view.update(Collected(events=list(EVENTS), started=0.0))
+    assert out.getvalue() == ""
+    # a caller with its own summary of each run (transient) gets no final line
+    quiet = choose_view(Console(file=out, force_terminal=False), Monitor(CONFIG), transient=True)
+    assert isinstance(quiet, ProgressLines) and not quiet.final
 
 
 def test_live_view_redraws_in_place_and_ends_on_the_whole_run():
@@ -71,11 +94,14 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_piped_run_prints_progress_lines_and_no_escape_codes():
-    out = cli()       # about a second of start-up and a second of decoding: at least one line
+    out = cli()
     assert out.returncode == 0, out.stderr
     assert "\x1b[" not in out.stdout
     lines = [ln for ln in out.stdout.splitlines() if PROGRESS.match(ln)]
+    # a line a second while it runs (none if it is quick), and always the final one: every token
+    # of both sequences (the sim target's greedy text of this prompt does not stop early)
     assert lines and all("/48 ·" in ln for ln in lines)
+    assert " tokens 48/48 · " in lines[-1] and lines[-1].endswith("done 2/2")
     assert "watching (view CPU / run CPU)" in out.stdout
 
 

@@ -114,14 +114,17 @@ class LiveView(_View):
 
 
 class ProgressLines(_View):
-    """For a pipe or a log file: one plain line every ``every`` seconds, no cursor movement."""
+    """For a pipe or a log file: one plain line every ``every`` seconds, no cursor movement, and
+    (``final``) one last line on exit with the whole run's counts - so even a run shorter than one
+    interval logs its final token count."""
 
     kind = "lines"
 
     def __init__(self, monitor: Monitor, console: Console, *, every: float = PROGRESS_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, final: bool = True) -> None:
         super().__init__(monitor, console, clock)
         self.every = every
+        self.final = final
         self._next = time.monotonic() + every   # the first line after one interval, not at once
 
     def interval(self, snapshot: Snapshot, frame_cpu_s: float) -> float:
@@ -129,6 +132,17 @@ class ProgressLines(_View):
 
     def draw(self, snapshot: Snapshot) -> None:
         self.console.print(progress_line(snapshot), markup=False, highlight=False, soft_wrap=True)
+
+    def __exit__(self, *exc: object) -> None:
+        # nothing when the run never reported (bad input ends before the supervisor starts)
+        if not self.final or self._collected is None:
+            return
+        started = time.thread_time()
+        self.monitor.feed(self._collected)
+        self.draw(self.monitor.snapshot(self._collected, self.clock(), final=True))
+        self.frames += 1
+        self._last = time.monotonic()
+        self.cpu_s += time.thread_time() - started
 
 
 def progress_line(s: Snapshot) -> str:
@@ -141,12 +155,13 @@ def progress_line(s: Snapshot) -> str:
 
 def choose_view(console: Console, monitor: Monitor, *, enabled: bool = True,
                 clock: Callable[[], float] = time.monotonic, transient: bool = False) -> _View | None:
-    """The live view on a terminal, progress lines otherwise, nothing with ``enabled=False``."""
+    """The live view on a terminal, progress lines otherwise, nothing with ``enabled=False``.
+    ``transient``: the caller prints its own summary of the run, so neither view leaves a final one."""
     if not enabled:
         return None
     if console.is_terminal:
         return LiveView(monitor, console, clock=clock, transient=transient)
-    return ProgressLines(monitor, console, clock=clock)
+    return ProgressLines(monitor, console, clock=clock, final=not transient)
 
 
 def cpu_seconds() -> float:
