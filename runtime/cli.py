@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
+import signal
 import sys
+import threading
 
 from rich.console import Console
 
@@ -275,25 +277,44 @@ def prepare_check(config: RunConfig) -> None:
     load_policy(config.policy)
 
 
+@contextlib.contextmanager
+def _sigint_enabled():
+    """Ctrl-C (SIGINT) interrupts the CLI even if it was started with SIGINT ignored - which is how a
+    shell without job control starts a background job (``specsched run ... &`` in a script), and a
+    child inherits it: a run owns process trees, and without this SIGINT would leave it running.
+    Only from the main thread (the only one that may set handlers); the ignore is put back on
+    return, so calling ``main()`` from a program that ignores SIGINT changes nothing for it."""
+    ignored = (threading.current_thread() is threading.main_thread()
+               and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console()
     from specsched.runtime.models.errors import ModelError
 
-    try:
-        # `models` handlers take (args); the others (args, console)
-        takes_console = len(inspect.signature(args.func).parameters) > 1
-        return args.func(args, console) if takes_console else args.func(args)
-    except (ConfigError, PolicyError) as exc:
-        _fail(str(exc))
-        return EXIT_BAD_INPUT
-    except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
-        _fail(" ".join(str(exc).split()))
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        _fail("interrupted")
-        return EXIT_INTERRUPTED
+    with _sigint_enabled():
+        try:
+            # `models` handlers take (args); the others (args, console)
+            takes_console = len(inspect.signature(args.func).parameters) > 1
+            return args.func(args, console) if takes_console else args.func(args)
+        except (ConfigError, PolicyError) as exc:
+            _fail(str(exc))
+            return EXIT_BAD_INPUT
+        except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
+            _fail(" ".join(str(exc).split()))
+            return EXIT_FAILED
+        except KeyboardInterrupt:
+            _fail("interrupted")
+            return EXIT_INTERRUPTED
 
 
 def _fail(message: str) -> None:

@@ -191,12 +191,20 @@ def _still_running(p: psutil.Process) -> bool:
         return False
 
 
-class Watched:
-    """A CLI process started in the background, with every descendant it ever had recorded."""
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    def __init__(self, *args: str) -> None:
+
+class Watched:
+    """A CLI process started in the background, with every descendant it ever had recorded.
+
+    ``sigint_ignored``: start it with SIGINT ignored, as a shell without job control starts a
+    background job (``specsched run ... &`` in a script)."""
+
+    def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
         self.proc = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True)
+                                     stdin=subprocess.DEVNULL, text=True,
+                                     preexec_fn=_ignore_sigint if sigint_ignored else None)
         self.seen: dict[int, psutil.Process] = {}
         self.stdout = self.stderr = ""
 

@@ -5,6 +5,7 @@ writes the documented record.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ import textwrap
 import pytest
 from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, stderr_lines, words
 
+from specsched.runtime.cli import _sigint_enabled
 from specsched.workers.sim import EOS, SimTokenizer
 
 FAST_FLAGS = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2"]
@@ -144,3 +146,22 @@ def test_quiet_prints_only_the_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     assert SimTokenizer(VOCAB).decode(greedy_reference(PROMPTS[0], VOCAB, 6)) not in result.stdout
     assert "tokens/s" in result.stdout
+
+
+def test_the_cli_takes_sigint_back_while_it_runs_and_leaves_other_handlers_alone():
+    # started with SIGINT ignored (a background job of a script), Ctrl-C still interrupts the CLI;
+    # the lifecycle tests send the signal to a real run
+    def own(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _sigint_enabled():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN   # put back for an in-process caller
+        signal.signal(signal.SIGINT, own)
+        with _sigint_enabled():
+            assert signal.getsignal(signal.SIGINT) is own
+        assert signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -64,12 +64,12 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path):
     assert w.survivors() == []
 
 
-def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3):
+def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False):
     """Start a long run, let it verify for a while, send ``signum``; retry with a longer wait if the
     machine was so busy that nothing had been verified yet."""
     for attempt in range(attempts):
         out = tmp_path / f"record-{attempt}.json"
-        w = Watched(*LONG_RUN, "--json", str(out))
+        w = Watched(*LONG_RUN, "--json", str(out), sigint_ignored=sigint_ignored)
         try:
             w.wait_for_children(1 + len(ENDLESS))
             deadline = time.monotonic() + 2.0 * 2 ** attempt
@@ -109,6 +109,16 @@ def test_an_interrupted_run_exits_non_zero_keeps_what_was_verified_and_leaves_no
     events = record["events"]
     verifier_verifies = {(e["start"], e["seq"]) for e in events if e["role"] == "verifier" and e["kind"] == "verify"}
     assert record["metrics"]["tokens"] >= len(verifier_verifies) > 0
+
+
+def test_ctrl_c_stops_a_run_started_with_sigint_ignored(tmp_path):
+    # A shell without job control starts a background job with SIGINT ignored, and a child inherits
+    # that: the CLI must still stop (and tear its children down) on SIGINT.
+    code, stderr, record = interrupt_mid_run(tmp_path, signal.SIGINT, sigint_ignored=True)
+    assert code == 130
+    lines = stderr_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("specsched: error: interrupted"), stderr
+    assert record["status"] == "interrupted"
 
 
 def test_sigint_during_start_up_leaves_no_process_behind():
