@@ -102,9 +102,21 @@ def test_a_custom_policy_from_a_file_is_used_and_keeps_the_output(tmp_path):
                     f.write(f"{{len(ready)}} {{choice.worker}}\\n")
                 return choice
     """))
-    record = run_ok(config("seed", 3, f"{path}:NewestFirst", sim_verify_ms=8))
+    # --lockstep: the policy is asked only once every live sequence has a draft queued, so it has a
+    # real choice to make whatever the timing of the drafts
+    record = run_ok(config("seed", 3, f"{path}:NewestFirst", sim_verify_ms=8, lockstep=True))
     assert outputs(record) == expected(3)
-    picks = [line.split() for line in log.read_text().splitlines()]
-    # the verifier process ran this policy for every verification, sometimes with a real choice
+    picks = [(int(n), int(w)) for n, w in (line.split() for line in log.read_text().splitlines())]
+    # the verifier process ran this policy for every verification; the first pick saw all 3 drafts
     assert len(picks) == record.metrics.verifications
-    assert any(int(n) > 1 for n, _ in picks)
+    assert picks[0][0] == 3
+    # ... and verified the drafts in the order the policy chose (seed mode: worker i owns sequence i)
+    verified = sorted((e for e in record.collected.events if e.role == "verifier" and e.kind == "verify"),
+                      key=lambda e: e.start)
+    assert [w for _, w in picks] == [e.seq for e in verified]
+    # newest-first under lockstep: the draft just verified is redrafted and is then the newest, so
+    # each sequence is served to its end before the next one starts, with one fewer draft to choose from
+    chosen = [w for _, w in picks]
+    runs = [w for i, w in enumerate(chosen) if i == 0 or chosen[i - 1] != w]
+    assert sorted(runs) == [0, 1, 2]
+    assert [n for n, _ in picks] == [3 - runs.index(w) for w in chosen]

@@ -102,7 +102,7 @@ def test_sampled_run_with_only_the_draft_named_accepts_some_drafts():
 def test_models_list_shows_the_tiny_preset(tmp_path):
     env = {**os.environ, "SPECSCHED_CACHE": str(tmp_path), "COLUMNS": "200"}
     out = subprocess.run([sys.executable, "-m", "specsched", "models", "list"], capture_output=True, text=True,
-                         env=env, timeout=60)
+                         env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if " tiny " in line)
     assert "tiny/target: shipped" in row and "tiny/draft: shipped" in row

@@ -19,6 +19,8 @@ of seeds at agreement 0 and 0.5. At agreement 0.9 q is so close to p that only g
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from chi2 import markov_chi2
 from helpers import decode_in_process, outputs, run_ok, sim_config, target_model, transition_table, words
@@ -82,23 +84,39 @@ def verify_order(record) -> list[int]:
             if e.role == "verifier" and e.kind == "verify"]
 
 
+POLICIES = [("fcfs", {}), ("priority", {"priorities": [3, 2, 1, 0]}), ("rr", {})]
+
+
+def sampled_run(policy: str, extra: dict, **kw):
+    return run_ok(sim_config(mode="seed", workers=4, prompts=PROMPTS, max_new_tokens=24, k=3, seed=99,
+                             policy=policy, sim_draft_ms=1.0, sim_verify_ms=12.0, **SAMPLED, **extra, **kw))
+
+
 @pytest.fixture(scope="module")
 def sampled_by_policy():
     """The same sampled seed-mode run under each built-in policy, with a busy verifier."""
-    records = {}
-    for policy, extra in [("fcfs", {}), ("priority", {"priorities": [3, 2, 1, 0]}), ("rr", {})]:
-        records[policy] = run_ok(sim_config(mode="seed", workers=4, prompts=PROMPTS, max_new_tokens=24,
-                                            k=3, seed=99, policy=policy, sim_draft_ms=1.0,
-                                            sim_verify_ms=12.0, **SAMPLED, **extra))
-    return records
+    return {policy: sampled_run(policy, extra) for policy, extra in POLICIES}
 
 
 def test_the_same_seed_gives_identical_sampled_outputs_under_every_policy(sampled_by_policy):
     fcfs = outputs(sampled_by_policy["fcfs"])
     assert outputs(sampled_by_policy["priority"]) == fcfs
     assert outputs(sampled_by_policy["rr"]) == fcfs
-    # ... although the policies really did verify the sequences in different orders
-    orders = {p: verify_order(r) for p, r in sampled_by_policy.items()}
+    # ... although the policies really do verify the sequences in different orders. Compared under
+    # --lockstep, where every live sequence has its draft queued whenever the policy picks, so the
+    # order is the policy's alone, not the timing's:
+    lockstep = {p: sampled_run(p, extra, lockstep=True) for p, extra in POLICIES[:2]}
+    assert all(outputs(r) == fcfs for r in lockstep.values())
+    orders = {p: verify_order(r) for p, r in lockstep.items()}
+    rounds = Counter(orders["fcfs"])
+    assert sorted(rounds) == [0, 1, 2, 3] and Counter(orders["priority"]) == rounds  # rounds: the streams'
+    # priority (lower = more urgent) serves sequence 3 to its end, then 2, 1 and 0
+    assert orders["priority"] == [s for s in (3, 2, 1, 0) for _ in range(rounds[s])]
+    # fcfs goes round by round, each round in the arrival order of the first (a served worker's next
+    # draft arrives after every other draft of the step)
+    first = orders["fcfs"][:4]
+    assert sorted(first) == [0, 1, 2, 3]
+    assert orders["fcfs"] == [s for r in range(max(rounds.values())) for s in first if rounds[s] > r]
     assert orders["priority"] != orders["fcfs"]
 
 

@@ -5,6 +5,7 @@ anything malformed is a ProtocolError, and a verifier that is sent garbage count
 from __future__ import annotations
 
 import itertools
+import textwrap
 import threading
 
 import msgpack
@@ -131,7 +132,7 @@ def test_pack_refuses_unknown_kinds_and_object_arrays():
         pack("draft", arrays={"x": np.array([object()])})
 
 
-def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch):
+def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp_path):
     """A stranger's DEALER connects to the verifier's endpoint during a real run and sends junk."""
     junk = [
         [b"\xc1 garbage"],
@@ -142,8 +143,27 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch):
         pack("verdict", {"seq": 0}),                                            # a kind the verifier never takes
         pack("draft", {"seq": 0}),                                              # a draft with no fields
     ]
-    config = sim_config(workers=2, max_new_tokens=30, k=3, sim_verify_ms=5)
-    reference = outputs(run_ok(sim_config(workers=2, max_new_tokens=30, k=3, sim_verify_ms=5)))
+    # The verifier must still be serving when the junk lands, whatever the timing: fcfs, except that
+    # its first pick waits until the junk has been delivered to the verifier's socket (the flag).
+    sent = tmp_path / "junk-sent"
+    policy = tmp_path / "after_junk.py"
+    policy.write_text(textwrap.dedent(f"""
+        import os, time
+        from specsched.policies.fcfs import FCFS
+
+        class AfterJunk(FCFS):
+            name = "after-junk"
+            waited = False
+
+            def pick(self, ready):
+                deadline = time.monotonic() + 120   # a bounded wait: a lost flag fails the count, not CI
+                while not self.waited and not os.path.exists({str(sent)!r}) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                self.waited = True
+                return super().pick(ready)
+    """))
+    config = sim_config(workers=2, max_new_tokens=200, k=3, sim_verify_ms=5, policy=f"{policy}:AfterJunk")
+    reference = outputs(run_ok(sim_config(workers=2, max_new_tokens=200, k=3, sim_verify_ms=5)))
 
     threads = []
     make_endpoints = supervisor.make_endpoints
@@ -154,12 +174,13 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch):
         def send_junk():
             ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 10_000)  # queued until the verifier binds, then delivered
+            sock.setsockopt(zmq.LINGER, -1)  # queued until the verifier binds, then all delivered
             sock.connect(endpoints.verify)
             for frames in junk:
                 sock.send_multipart(frames)
             sock.close()
-            ctx.term()
+            ctx.term()                       # returns once every message has been handed over
+            sent.touch()
 
         threads.append(threading.Thread(target=send_junk, daemon=True))
         threads[-1].start()
@@ -168,6 +189,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch):
     monkeypatch.setattr(supervisor, "make_endpoints", intercept)
     record = run_ok(config)
     threads[0].join(timeout=30)
+    assert not threads[0].is_alive() and sent.exists()
     assert record.metrics.rejected_messages == len(junk)
     assert outputs(record) == reference
 
