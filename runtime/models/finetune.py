@@ -1,0 +1,118 @@
+"""Continue distilling a draft on teacher answers to varied-wording prompts (how session 4's draft was made).
+
+1. teacher: the target answers `varied_prompts` (greedy and T = 0.7 shards alternating), written as
+   `WORK/varied/gen_*.pt`, resumable shard by shard;
+2. train: from the given draft, each batch mixes the new answers, the earlier teacher shards and the
+   public corpus; the loss is the same forward KL on the teacher's top-8 as in `train.py`.
+`python -m specsched.runtime.models.finetune WORK --data OLD_TEACHER_DIR` (see docs/models.md).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .distill_data import collate, load_records, to_example
+from .draft_model import DraftLM, save_draft
+from .teacher import TeacherConfig, _generate_rows, _load, _save
+from .train import kd_loss, warmup_cosine
+from .varied_prompts import varied_prompts
+
+
+@dataclass(frozen=True, slots=True)
+class FinetuneConfig:
+    steps: int = 250
+    lr: float = 5e-4
+    warmup: int = 10
+    new: int = 6  # examples per batch from the varied-wording answers
+    old: int = 4  # ... from the earlier teacher shards
+    corpus: int = 2  # ... from the labelled public corpus
+    max_len: int = 448
+    seed: int = 77
+
+
+def teacher_varied(target: Path, out: Path, *, shards: int = 8, batch: int = 96, max_new: int = 192,
+                   seed: int = 404, log=print) -> None:
+    """Stage 1: `shards` x `batch` varied prompts answered by the target (odd shards sampled at T = 0.7)."""
+    cfg = TeacherConfig(target=target, out=out, max_new_tokens=max_new)
+    out.mkdir(parents=True, exist_ok=True)
+    prompts = varied_prompts(shards * batch, seed=seed)
+    tok = model = None
+    for s in range(shards):
+        path = out / f"gen_{s:05d}.pt"
+        if path.exists():
+            continue
+        if model is None:
+            tok, model = _load(cfg)
+        t0 = time.time()
+        records = _generate_rows(cfg, tok, model, prompts[s * batch:(s + 1) * batch], sample=s % 2 == 1,
+                                 seed=1000 + s)
+        _save({"records": records}, path)
+        log(f"varied shard {s}: {sum(len(r['ids']) - r['start'] for r in records)} tokens in {time.time() - t0:.0f}s")
+
+
+def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict], cfg: FinetuneConfig,
+             log=print) -> DraftLM:
+    """Stage 2: `cfg.steps` AdamW steps on mixed batches (each batch depends only on seed and step)."""
+    int8 = draft.cfg.int8
+    new_ex, old_ex, corpus_ex = ([to_example(r, cfg.max_len) for r in rs] for rs in (new, old, corpus))
+    lut = torch.full((draft.cfg.target_vocab,), -1, dtype=torch.long)
+    lut[draft.vocab_ids] = torch.arange(draft.cfg.draft_vocab)
+    params = [p for p in draft.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    draft.train()
+    t0 = time.time()
+    for step in range(cfg.steps):
+        rng = random.Random(cfg.seed + step)
+        n_new = min(cfg.new, len(new_ex))
+        batch = (rng.sample(new_ex, n_new) + rng.sample(old_ex, min(cfg.new + cfg.old - n_new, len(old_ex)))
+                 + rng.sample(corpus_ex, min(cfg.corpus, len(corpus_ex))))
+        for group in opt.param_groups:
+            group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
+        loss = kd_loss(draft, lut, collate(batch, pad_id=0))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
+            log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} {(time.time() - t0) / (step + 1):.1f}s/step")
+    draft.cfg.int8 = int8
+    return draft.eval()
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .draft_model import load_draft
+    from .pull import pull
+    from .registry import default_draft_dir
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("work", type=Path, help="varied teacher shards go to WORK/varied, the draft to WORK/final")
+    ap.add_argument("--data", type=Path, required=True, help="the earlier teacher shards (gen_*, corpus_*)")
+    ap.add_argument("--from", dest="source", type=Path, default=None, help="draft to start from (default: shipped)")
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=FinetuneConfig.steps)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    target = pull()
+    teacher_varied(target, args.work / "varied", shards=args.shards, log=lambda m: print(m, flush=True))
+    draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
+    new = load_records(args.work / "varied", "gen_*.pt")
+    old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
+    cfg = FinetuneConfig(steps=args.steps)
+    finetune(draft, new, old, corpus, cfg, log=lambda m: print(m, flush=True))
+    save_draft(draft, args.work / "final", meta={"finetuned_from": str(args.source or "shipped draft"),
+                                                 "steps": cfg.steps, "lr": cfg.lr, "seed": cfg.seed,
+                                                 "mix": f"{cfg.new} varied + {cfg.old} earlier + {cfg.corpus} corpus",
+                                                 "varied_records": len(new), "earlier_records": len(old)})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

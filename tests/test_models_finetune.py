@@ -1,0 +1,61 @@
+"""Session 4's draft recipe: varied-wording prompts (never a held-out phrasing) and continued distillation."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from test_models_draft import VOCAB, make_draft, target  # noqa: F401  (pytest fixture)
+
+from specsched.runtime.models import prompts as P
+from specsched.runtime.models.finetune import FinetuneConfig, finetune
+from specsched.runtime.models.varied_prompts import varied_prompts
+
+
+def _skeleton(template: str) -> str:
+    """A held-out template's fixed wording: the text between its {placeholders}, longest piece."""
+    return max(re.split(r"\{\w\}", template), key=len).strip()
+
+
+def test_varied_prompts_are_seeded_and_never_use_a_held_out_phrasing():
+    prompts = varied_prompts(2000)
+    assert prompts == varied_prompts(2000) and prompts[:10] != varied_prompts(10, seed=1)
+    assert len(set(prompts)) > 1900                                  # wording varies prompt to prompt
+    held_out = [_skeleton(t) for t in P.MATH_HELDOUT + P.PASSAGE_HELDOUT + P.BLOCKS_HELDOUT]
+    assert all(len(s) >= 12 for s in held_out)
+    assert not [p for p in prompts if any(s in p for s in held_out)]
+    families = {"math": "How", "blocks": "block", "passage": "about"}
+    assert all(any(word in p for p in prompts) for word in families.values())
+
+
+def _records(n: int, seed: int) -> list[dict]:
+    """Teacher-like records over the tiny vocabulary: a repeating pattern the draft can learn."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = (torch.arange(24) * 7 + int(torch.randint(0, VOCAB, (1,), generator=g))) % VOCAB
+        nxt = torch.cat([ids[1:], ids[:1]])
+        top_ids = torch.stack([nxt, (nxt + 1) % VOCAB], 1).to(torch.int32)
+        top_logp = torch.log(torch.tensor([[0.9, 0.1]])).expand(24, 2).half()
+        out.append({"ids": ids.to(torch.int32), "start": 1, "top_ids": top_ids[:23], "top_logp": top_logp[:23]})
+    return out
+
+
+def _pattern_accuracy(draft) -> float:
+    ids = torch.tensor([[5, 12, 19, 26, 33, 40]])
+    with torch.no_grad():
+        pred = draft(ids, use_cache=False).logits[0, :-1].argmax(-1)
+    return (pred == ids[0, 1:]).float().mean().item()
+
+
+def test_finetune_learns_the_teacher_and_keeps_the_inference_settings(target):  # noqa: F811
+    torch.manual_seed(0)
+    draft = make_draft(target, draft_vocab=VOCAB, int8=True)
+    frozen, before = draft.embed.weight.clone(), _pattern_accuracy(draft)
+    logged: list[str] = []
+    cfg = FinetuneConfig(steps=120, lr=3e-3, new=3, old=2, corpus=1)
+    finetune(draft, _records(16, 1), _records(16, 2), _records(4, 3), cfg, log=logged.append)
+    assert [m.split()[1] for m in logged] == ["50/120", "100/120", "120/120"]
+    assert before <= 0.4 and _pattern_accuracy(draft) >= 0.8           # it learnt the teacher's next tokens
+    assert draft.cfg.int8 and not draft.training                       # ready for inference as shipped
+    assert torch.equal(draft.embed.weight, frozen)                     # the target's embeddings stay frozen
