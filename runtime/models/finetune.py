@@ -19,7 +19,7 @@ import torch
 from .distill_data import collate, load_records, to_example
 from .draft_model import DraftLM, save_draft
 from .teacher import TeacherConfig, _generate_rows, _load, _save
-from .train import kd_loss, warmup_cosine
+from .train import kd_step, vocab_lut, warmup_cosine
 from .varied_prompts import varied_prompts
 
 
@@ -60,8 +60,7 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
     """Stage 2: `cfg.steps` AdamW steps on mixed batches (each batch depends only on seed and step)."""
     int8 = draft.cfg.int8
     new_ex, old_ex, corpus_ex = ([to_example(r, cfg.max_len) for r in rs] for rs in (new, old, corpus))
-    lut = torch.full((draft.cfg.target_vocab,), -1, dtype=torch.long)
-    lut[draft.vocab_ids] = torch.arange(draft.cfg.draft_vocab)
+    lut = vocab_lut(draft)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
     draft.train()
@@ -71,13 +70,8 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
         n_new = min(cfg.new, len(new_ex))
         batch = (rng.sample(new_ex, n_new) + rng.sample(old_ex, min(cfg.new + cfg.old - n_new, len(old_ex)))
                  + rng.sample(corpus_ex, min(cfg.corpus, len(corpus_ex))))
-        for group in opt.param_groups:
-            group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
-        loss = kd_loss(draft, lut, collate(batch, pad_id=0))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        lr = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
+        loss = kd_step(draft, lut, opt, collate(batch, pad_id=0), lr)
         if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
             log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} {(time.time() - t0) / (step + 1):.1f}s/step")
     draft.cfg.int8 = int8

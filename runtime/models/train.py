@@ -71,6 +71,26 @@ def kd_loss(draft: DraftLM, lut: torch.Tensor, batch: dict[str, torch.Tensor]) -
     return (soft * mask).sum() / mask.sum().clamp_min(1)
 
 
+def vocab_lut(draft: DraftLM) -> torch.Tensor:
+    """Target token id -> index in the draft's output vocabulary, -1 outside it (what kd_loss reads)."""
+    lut = torch.full((draft.cfg.target_vocab,), -1, dtype=torch.long)
+    lut[draft.vocab_ids] = torch.arange(draft.cfg.draft_vocab)
+    return lut
+
+
+def kd_step(draft: DraftLM, lut: torch.Tensor, opt: torch.optim.Optimizer, batch: dict[str, torch.Tensor],
+            lr: float) -> torch.Tensor:
+    """One AdamW step on the KD loss at learning rate `lr`, gradients clipped to norm 1; returns the loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    loss = kd_loss(draft, lut, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
+    opt.step()
+    return loss
+
+
 def _build(cfg: TrainConfig, gen: list[dict], corpus: list[dict]) -> DraftLM:
     """Choose the vocabulary and compress the target into the initial draft (deterministic)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -101,20 +121,17 @@ def train(cfg: TrainConfig, log=print) -> Path:
         raise FileNotFoundError(f"no teacher shards in {cfg.data}: run the teacher stage first")
     torch.manual_seed(cfg.seed)
     draft = _build(cfg, gen, corpus)
-    lut = torch.full((cfg.draft.target_vocab,), -1, dtype=torch.long)
-    lut[draft.vocab_ids] = torch.arange(cfg.draft.draft_vocab)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
     ckpt, step, wall = cfg.out / "ckpt.pt", 0, 0.0
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=True)
         draft.vocab_ids = state["model"].pop("vocab_ids")
-        lut.fill_(-1)
-        lut[draft.vocab_ids] = torch.arange(cfg.draft.draft_vocab)
         draft.load_state_dict(state["model"], strict=False)
         opt.load_state_dict(state["opt"])
         step, wall = state["step"], state["wall"]
         log(f"resumed at step {step} ({wall / 60:.1f} min trained)")
+    lut = vocab_lut(draft)
     gen_ex = [to_example(r, cfg.max_len) for r in gen]
     corpus_ex = [to_example(r, cfg.max_len) for r in corpus]
     n_corpus = round(cfg.batch * cfg.corpus_share) if corpus_ex else 0
@@ -124,13 +141,7 @@ def train(cfg: TrainConfig, log=print) -> Path:
         t0 = time.time()
         rng = random.Random(cfg.seed * 1_000_003 + step)  # batch depends only on (seed, step): resumable
         batch: list[Example] = rng.sample(gen_ex, cfg.batch - n_corpus) + rng.sample(corpus_ex, n_corpus)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(cfg, step)
-        loss = kd_loss(draft, lut, collate(batch, pad_id=0))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        loss = kd_step(draft, lut, opt, collate(batch, pad_id=0), lr_at(cfg, step))
         step, wall = step + 1, wall + time.time() - t0
         if step % 10 == 0 or step == cfg.steps:
             log(

@@ -70,6 +70,15 @@ class _View:
     def __exit__(self, *exc: object) -> None:
         pass
 
+    def _draw_final(self) -> None:
+        """The whole run's frame, once it has ended (nothing if the run never reported: bad input)."""
+        if self._collected is None:
+            return
+        self.monitor.feed(self._collected)
+        self.draw(self.monitor.snapshot(self._collected, self.clock(), final=True))
+        self.frames += 1
+        self._last = time.monotonic()
+
 
 class LiveView(_View):
     """The Gantt dashboard, redrawn in place 4-10 times a second; the whole run's chart at the end."""
@@ -102,11 +111,7 @@ class LiveView(_View):
     def __exit__(self, *exc: object) -> None:
         started = time.thread_time()
         try:
-            if self._collected is not None:
-                self.monitor.feed(self._collected)
-                self.draw(self.monitor.snapshot(self._collected, self.clock(), final=True))
-                self.frames += 1
-                self._last = time.monotonic()
+            self._draw_final()
         finally:
             if self._started:
                 self._live.stop()
@@ -134,15 +139,10 @@ class ProgressLines(_View):
         self.console.print(progress_line(snapshot), markup=False, highlight=False, soft_wrap=True)
 
     def __exit__(self, *exc: object) -> None:
-        # nothing when the run never reported (bad input ends before the supervisor starts)
-        if not self.final or self._collected is None:
-            return
-        started = time.thread_time()
-        self.monitor.feed(self._collected)
-        self.draw(self.monitor.snapshot(self._collected, self.clock(), final=True))
-        self.frames += 1
-        self._last = time.monotonic()
-        self.cpu_s += time.thread_time() - started
+        if self.final:
+            started = time.thread_time()
+            self._draw_final()
+            self.cpu_s += time.thread_time() - started
 
 
 def progress_line(s: Snapshot) -> str:
