@@ -70,18 +70,28 @@ def _descending_prefix(p: np.ndarray, top_p: float) -> np.ndarray:
     """Token ids by falling probability, ties by id (a stable sort's order), far enough to settle top_p.
 
     A full sort of 49,152 ids costs milliseconds per token; the nucleus is usually a few dozen. So rank
-    the NUCLEUS_CANDIDATES largest only, keep those strictly above the smallest candidate (a tie there
-    could leave out a lower id), and use them when their running mass already exceeds top_p: every
-    token after them then has at least that mass before it and is dropped, exactly as after a full
-    sort. The 1e-12 margin covers the rounding of `cumsum - p` (about 1e-16).
+    the NUCLEUS_CANDIDATES largest only, and use them when their running mass already exceeds top_p:
+    every token after them then has at least that mass before it and is dropped, exactly as after a
+    full sort. The 1e-12 margin covers the rounding of `cumsum - p` (about 1e-16).
     """
     if len(p) > NUCLEUS_CANDIDATES:
-        cand = np.argpartition(-p, NUCLEUS_CANDIDATES - 1)[:NUCLEUS_CANDIDATES]
-        above = cand[p[cand] > p[cand].min()]
-        above = above[np.lexsort((above, -p[above]))]
-        if len(above) and np.cumsum(p[above])[-1] > top_p + 1e-12:
-            return above
+        head = top_tokens(p, NUCLEUS_CANDIDATES)
+        if np.cumsum(p[head])[-1] > top_p + 1e-12:
+            return head
     return np.argsort(-p, kind="stable")
+
+
+def top_tokens(logits: np.ndarray, width: int) -> np.ndarray:
+    """The `width` largest logits, best first, ties to the lower id: what a stable argsort of -logits
+    starts with, without sorting the whole vocabulary (a stable argsort of 49,152 logits takes ~6 ms,
+    three draft forwards' worth)."""
+    if width == 1:
+        return np.array([np.argmax(logits)])  # argmax returns the first maximum
+    width = min(width, len(logits))
+    kth = logits[np.argpartition(-logits, width - 1)[:width]].min()
+    above = np.flatnonzero(logits > kth)
+    chosen = np.concatenate([above, np.flatnonzero(logits == kth)[: width - len(above)]])
+    return chosen[np.lexsort((chosen, -logits[chosen]))]
 
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
