@@ -18,7 +18,8 @@ import torch
 
 from .distill_data import collate, load_records, to_example
 from .draft_model import DraftLM, save_draft
-from .teacher import TeacherConfig, _generate_rows, _load, _save
+from .self_instruct import teacher_self_instruct
+from .teacher import answer_shards
 from .train import kd_step, vocab_lut, warmup_cosine
 from .varied_prompts import varied_prompts
 
@@ -38,21 +39,8 @@ class FinetuneConfig:
 def teacher_varied(target: Path, out: Path, *, shards: int = 8, batch: int = 96, max_new: int = 192,
                    seed: int = 404, log=print) -> None:
     """Stage 1: `shards` x `batch` varied prompts answered by the target (odd shards sampled at T = 0.7)."""
-    cfg = TeacherConfig(target=target, out=out, max_new_tokens=max_new)
-    out.mkdir(parents=True, exist_ok=True)
-    prompts = varied_prompts(shards * batch, seed=seed)
-    tok = model = None
-    for s in range(shards):
-        path = out / f"gen_{s:05d}.pt"
-        if path.exists():
-            continue
-        if model is None:
-            tok, model = _load(cfg)
-        t0 = time.time()
-        records = _generate_rows(cfg, tok, model, prompts[s * batch:(s + 1) * batch], sample=s % 2 == 1,
-                                 seed=1000 + s)
-        _save({"records": records}, path)
-        log(f"varied shard {s}: {sum(len(r['ids']) - r['start'] for r in records)} tokens in {time.time() - t0:.0f}s")
+    answer_shards(target, out, varied_prompts(shards * batch, seed=seed), batch=batch, max_new=max_new, seed0=1000,
+                  log=log)
 
 
 def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict], cfg: FinetuneConfig,
@@ -89,22 +77,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("work", type=Path, help="varied teacher shards go to WORK/varied, the draft to WORK/final")
     ap.add_argument("--data", type=Path, required=True, help="the earlier teacher shards (gen_*, corpus_*)")
     ap.add_argument("--from", dest="source", type=Path, default=None, help="draft to start from (default: shipped)")
-    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--shards", type=int, default=8, help="varied-wording teacher shards (96 prompts each)")
+    ap.add_argument("--self-instruct", type=int, default=0, metavar="META",
+                    help="also let the target write META problems/requests and answer them (self_instruct.py)")
     ap.add_argument("--steps", type=int, default=FinetuneConfig.steps)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = pull()
-    teacher_varied(target, args.work / "varied", shards=args.shards, log=lambda m: print(m, flush=True))
-    draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
+    log = lambda m: print(m, flush=True)  # noqa: E731
+    teacher_varied(target, args.work / "varied", shards=args.shards, log=log)
     new = load_records(args.work / "varied", "gen_*.pt")
+    if args.self_instruct:
+        teacher_self_instruct(target, args.work / "self", meta=args.self_instruct, log=log)
+        new += load_records(args.work / "self", "*.pt")
+    draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
     old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
     cfg = FinetuneConfig(steps=args.steps)
-    finetune(draft, new, old, corpus, cfg, log=lambda m: print(m, flush=True))
+    finetune(draft, new, old, corpus, cfg, log=log)
     save_draft(draft, args.work / "final", meta={"finetuned_from": str(args.source or "shipped draft"),
                                                  "steps": cfg.steps, "lr": cfg.lr, "seed": cfg.seed,
                                                  "mix": f"{cfg.new} varied + {cfg.old} earlier + {cfg.corpus} corpus",
-                                                 "varied_records": len(new), "earlier_records": len(old)})
+                                                 "new_records": len(new), "earlier_records": len(old)})
     return 0
 
 

@@ -10,8 +10,10 @@ Work is written as numbered shards (atomic rename); a rerun skips existing shard
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +69,33 @@ def _load(cfg: TeacherConfig):
         tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(cfg.target, dtype=getattr(torch, cfg.dtype)).eval()
     return tok, model
+
+
+@functools.cache
+def _loaded(target: Path, dtype: str):
+    """One tokenizer + target per process, shared by every stage that answers prompts."""
+    return _load(TeacherConfig(target=target, out=Path(), dtype=dtype))
+
+
+def answer_shards(target: Path, out: Path, prompts: list[str], *, batch: int, max_new: int, seed0: int,
+                  prefix: str = "gen", sampled: Callable[[int], bool] = lambda s: s % 2 == 1,
+                  temperature: float = 0.7, log=print) -> None:
+    """The target answers `prompts` in shards of `batch` (`OUT/<prefix>_00000.pt`, ...); shard s is
+    sampled at `temperature` when `sampled(s)`, else greedy, with seed `seed0 + s`. A shard that exists
+    is skipped, so a rerun resumes; a trailing partial batch is not generated."""
+    cfg = TeacherConfig(target=target, out=out, max_new_tokens=max_new, temperature=temperature)
+    out.mkdir(parents=True, exist_ok=True)
+    for s in range(len(prompts) // batch):
+        path = out / f"{prefix}_{s:05d}.pt"
+        if path.exists():
+            continue
+        tok, model = _loaded(target, cfg.dtype)
+        t0 = time.time()
+        records = _generate_rows(cfg, tok, model, prompts[s * batch:(s + 1) * batch], sample=sampled(s),
+                                 seed=seed0 + s)
+        _save({"records": records}, path)
+        log(f"{out.name}/{path.name}: {sum(len(r['ids']) - r['start'] for r in records)} tokens in "
+            f"{time.time() - t0:.0f}s")
 
 
 @torch.inference_mode()
