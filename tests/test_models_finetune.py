@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 from test_models_draft import VOCAB, make_draft, target  # noqa: F401  (pytest fixture)
 
+from specsched.runtime.models import finetune as ft
 from specsched.runtime.models import prompts as P
 from specsched.runtime.models.finetune import FinetuneConfig, finetune
 from specsched.runtime.models.varied_prompts import varied_prompts
@@ -59,3 +61,34 @@ def test_finetune_learns_the_teacher_and_keeps_the_inference_settings(target):  
     assert before <= 0.4 and _pattern_accuracy(draft) >= 0.8           # it learnt the teacher's next tokens
     assert draft.cfg.int8 and not draft.training                       # ready for inference as shipped
     assert torch.equal(draft.embed.weight, frozen)                     # the target's embeddings stay frozen
+
+
+def test_an_interrupted_finetune_resumes_to_the_same_weights(target, tmp_path, monkeypatch):  # noqa: F811
+    data = _records(16, 1), _records(16, 2), _records(4, 3)
+    cfg = FinetuneConfig(steps=12, lr=3e-3, new=3, old=2, corpus=1, ckpt_every_s=0.0)
+
+    def fresh():
+        torch.manual_seed(0)
+        return make_draft(target, draft_vocab=VOCAB, int8=True)
+
+    straight = finetune(fresh(), *data, cfg, log=lambda m: None)
+    calls = {"n": 0}
+    real_step = ft.kd_step
+
+    def crash_at_8(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt
+        return real_step(*args, **kw)
+
+    monkeypatch.setattr(ft, "kd_step", crash_at_8)
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(KeyboardInterrupt):
+        finetune(fresh(), *data, cfg, ckpt=ckpt, log=lambda m: None)
+    monkeypatch.setattr(ft, "kd_step", real_step)
+    logged: list[str] = []
+    resumed = finetune(fresh(), *data, cfg, ckpt=ckpt, log=logged.append)
+    assert logged[0] == "resumed at step 7/12"
+    assert all(torch.equal(a, b) for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()))
+    with pytest.raises(ValueError, match="another recipe"):                # a changed recipe is not resumed
+        finetune(fresh(), *data, FinetuneConfig(steps=13, lr=3e-3, new=3, old=2, corpus=1), ckpt=ckpt)

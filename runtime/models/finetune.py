@@ -9,9 +9,10 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -34,6 +35,7 @@ class FinetuneConfig:
     corpus: int = 2  # ... from the labelled public corpus
     max_len: int = 448
     seed: int = 77
+    ckpt_every_s: float = 120.0
 
 
 def teacher_varied(target: Path, out: Path, *, shards: int = 8, batch: int = 96, max_new: int = 192,
@@ -44,16 +46,28 @@ def teacher_varied(target: Path, out: Path, *, shards: int = 8, batch: int = 96,
 
 
 def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict], cfg: FinetuneConfig,
-             log=print) -> DraftLM:
-    """Stage 2: `cfg.steps` AdamW steps on mixed batches (each batch depends only on seed and step)."""
+             ckpt: Path | None = None, log=print) -> DraftLM:
+    """Stage 2: `cfg.steps` AdamW steps on mixed batches. Each batch depends only on (seed, step), so with
+    `ckpt` (weights + optimiser + step, written every `cfg.ckpt_every_s`) an interrupted run resumes and
+    ends with the same weights as an uninterrupted one."""
     int8 = draft.cfg.int8
     new_ex, old_ex, corpus_ex = ([to_example(r, cfg.max_len) for r in rs] for rs in (new, old, corpus))
     lut = vocab_lut(draft)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.01)
+    start = 0
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)
+        if state["recipe"] != _recipe(cfg):
+            raise ValueError(f"{ckpt} belongs to another recipe ({state['recipe']}); delete it to start over")
+        state["model"].pop("vocab_ids")
+        draft.load_state_dict(state["model"], strict=False)
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+        log(f"resumed at step {start}/{cfg.steps}")
     draft.train()
-    t0 = time.time()
-    for step in range(cfg.steps):
+    t0 = t_ckpt = time.time()
+    for step in range(start, cfg.steps):
         rng = random.Random(cfg.seed + step)
         n_new = min(cfg.new, len(new_ex))
         batch = (rng.sample(new_ex, n_new) + rng.sample(old_ex, min(cfg.new + cfg.old - n_new, len(old_ex)))
@@ -61,9 +75,21 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
         lr = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
         loss = kd_step(draft, lut, opt, collate(batch, pad_id=0), lr)
         if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
-            log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} {(time.time() - t0) / (step + 1):.1f}s/step")
+            log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} "
+                f"{(time.time() - t0) / (step + 1 - start):.1f}s/step")
+        if ckpt is not None and (time.time() - t_ckpt > cfg.ckpt_every_s or step + 1 == cfg.steps):
+            tmp = ckpt.with_suffix(".tmp")
+            torch.save({"model": draft.trainable_state(), "opt": opt.state_dict(), "step": step + 1,
+                        "recipe": _recipe(cfg)}, tmp)
+            os.replace(tmp, ckpt)
+            t_ckpt = time.time()
     draft.cfg.int8 = int8
     return draft.eval()
+
+
+def _recipe(cfg: FinetuneConfig) -> dict:
+    """What a checkpoint must agree on to be resumed (everything but how often it is written)."""
+    return {k: v for k, v in asdict(cfg).items() if k != "ckpt_every_s"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
     old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
     cfg = FinetuneConfig(steps=args.steps)
-    finetune(draft, new, old, corpus, cfg, log=log)
+    finetune(draft, new, old, corpus, cfg, ckpt=args.work / "finetune_ckpt.pt", log=log)
     save_draft(draft, args.work / "final", meta={"finetuned_from": str(args.source or "shipped draft"),
                                                  "steps": cfg.steps, "lr": cfg.lr, "seed": cfg.seed,
                                                  "mix": f"{cfg.new} varied + {cfg.old} earlier + {cfg.corpus} corpus",
