@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 import pytest
@@ -19,15 +21,23 @@ def _skeleton(template: str) -> str:
     return max(re.split(r"\{\w\}", template), key=len).strip()
 
 
-def test_varied_prompts_are_seeded_and_never_use_a_held_out_phrasing():
-    prompts = varied_prompts(2000)
-    assert prompts == varied_prompts(2000) and prompts[:10] != varied_prompts(10, seed=1)
+@pytest.mark.parametrize("richer", [False, True])
+def test_varied_prompts_are_seeded_and_never_use_a_held_out_phrasing(richer):
+    prompts = varied_prompts(2000, seed=405, richer=richer)
+    assert prompts == varied_prompts(2000, seed=405, richer=richer) and prompts[:10] != varied_prompts(10, seed=1)
     assert len(set(prompts)) > 1900                                  # wording varies prompt to prompt
     held_out = [_skeleton(t) for t in P.MATH_HELDOUT + P.PASSAGE_HELDOUT + P.BLOCKS_HELDOUT]
     assert all(len(s) >= 12 for s in held_out)
     assert not [p for p in prompts if any(s in p for s in held_out)]
     families = {"math": "How", "blocks": "block", "passage": "about"}
     assert all(any(word in p for p in prompts) for word in families.values())
+    assert any("jacket" in p for p in prompts) == richer              # `richer` adds the session-5 shapes
+
+
+def test_the_prompt_list_the_shipped_draft_was_trained_on_is_unchanged():
+    """The record in docs/models.md names seed 404 shards: those prompts must stay reproducible."""
+    digest = hashlib.md5(json.dumps(varied_prompts(3840)).encode()).hexdigest()
+    assert digest == "edceaf5bdb15d6c53e143200421a3413"
 
 
 def _records(n: int, seed: int) -> list[dict]:

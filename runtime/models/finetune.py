@@ -19,7 +19,6 @@ import torch
 
 from .distill_data import collate, load_records, to_example
 from .draft_model import DraftLM, save_draft
-from .self_instruct import teacher_self_instruct
 from .teacher import answer_shards
 from .train import kd_step, vocab_lut, warmup_cosine
 from .varied_prompts import varied_prompts
@@ -39,10 +38,10 @@ class FinetuneConfig:
 
 
 def teacher_varied(target: Path, out: Path, *, shards: int = 8, batch: int = 96, max_new: int = 192,
-                   seed: int = 404, log=print) -> None:
+                   seed: int = 404, richer: bool = False, log=print) -> None:
     """Stage 1: `shards` x `batch` varied prompts answered by the target (odd shards sampled at T = 0.7)."""
-    answer_shards(target, out, varied_prompts(shards * batch, seed=seed), batch=batch, max_new=max_new, seed0=1000,
-                  log=log)
+    answer_shards(target, out, varied_prompts(shards * batch, seed=seed, richer=richer), batch=batch,
+                  max_new=max_new, seed0=5000 if richer else 1000, log=log)
 
 
 def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict], cfg: FinetuneConfig,
@@ -104,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True, help="the earlier teacher shards (gen_*, corpus_*)")
     ap.add_argument("--from", dest="source", type=Path, default=None, help="draft to start from (default: shipped)")
     ap.add_argument("--shards", type=int, default=8, help="varied-wording teacher shards (96 prompts each)")
-    ap.add_argument("--self-instruct", type=int, default=0, metavar="META",
-                    help="also let the target write META problems/requests and answer them (self_instruct.py)")
+    ap.add_argument("--richer-shards", type=int, default=0, metavar="N",
+                    help="also N shards of the richer session-5 prompts (seed 405), into WORK/richer")
     ap.add_argument("--steps", type=int, default=FinetuneConfig.steps)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
@@ -114,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda m: print(m, flush=True)  # noqa: E731
     teacher_varied(target, args.work / "varied", shards=args.shards, log=log)
     new = load_records(args.work / "varied", "gen_*.pt")
-    if args.self_instruct:
-        teacher_self_instruct(target, args.work / "self", meta=args.self_instruct, log=log)
-        new += load_records(args.work / "self", "*.pt")
+    if args.richer_shards:
+        teacher_varied(target, args.work / "richer", shards=args.richer_shards, seed=405, richer=True, log=log)
+        new += load_records(args.work / "richer", "gen_*.pt")
     draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
     old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
     cfg = FinetuneConfig(steps=args.steps)

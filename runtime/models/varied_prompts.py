@@ -48,8 +48,55 @@ MORE_MATH = [
     "{a} bakes {x} {many} and sells them in bags of {y}. Each bag sells for ${z}. How much money does {a} make?",
 ]
 
+# Session 5 ("richer" prompts, seed 405): more story shapes with GSM8K-like multi-step structure
+# (rates, percentages, fractions, unit prices, schedules), plus more asks and openers.
+RICHER_MATH = [
+    "{a} buys {y} notebooks at ${z} each and {x} pencils at 50 cents each. {a} pays with a $100 bill. "
+    "How much change does {a} get?",
+    "A bakery makes {x}0 rolls a day. It sells {y}0% of them in the morning and half of the rest in the "
+    "afternoon. How many rolls are left at the end of the day?",
+    "{a} runs {y} miles on weekdays and {z} miles on each weekend day. How many miles does {a} run in {x} weeks?",
+    "A farmer has {x} cows and {y} times as many chickens. Each cow eats {z} kg of feed a day and each chicken "
+    "eats 0.1 kg. How much feed is needed per day?",
+    "{a} is reading a {x}0-page book. On Monday {a} reads a fifth of it, and on Tuesday {a} reads {y}0 pages. "
+    "How many pages are left?",
+    "Tickets cost ${z} for adults and ${y} for children. A group of {x} people with {y} children buys tickets. "
+    "What is the total cost?",
+    "{a} fills {y} boxes with {x} {many} each and then gives away {z} boxes. How many {many} does {a} keep?",
+    "A train leaves at 9:{y}5 and the trip takes {z} hours and {x} minutes. When does it arrive?",
+    "{a} earns ${x} a day mowing lawns and saves two thirds of it. How many days until {a} can buy a ${y}00 bike?",
+    "A rectangle is {x} cm long and {y} cm wide. A square has the same perimeter. What is the area of the square?",
+    "{a} had {x} {many}. {a} lost {y}, then bought {z} packs of {y}. {b} has twice as many as {a} now. "
+    "How many does {b} have?",
+    "The price of a jacket is ${x}0. It goes up by 10% and then down by {y}0%. What is the final price?",
+    "{a}'s car uses {z} liters of fuel per 100 km. Fuel costs ${y} per liter. What does a {x}0 km trip cost?",
+    "In a class of {x}, there are {y} more girls than boys. How many boys are there?",
+    "{a} plants {y} rows of {x} tulips. A rabbit eats {z} tulips from every row. How many tulips are left?",
+    "{a} is {y} times as old as {b}. In {z} years their ages will add up to {x}. How old is {b} now?",
+    "A printer prints {x} pages a minute. How long does it take to print {y} copies of a {z}0-page report?",
+    "{a} sells lemonade for ${z} a cup. Each cup costs 40 cents to make. {a} sells {x} cups. What is the profit?",
+    "A pool holds {x}00 gallons and is {y}0% full. How many more gallons fill it to the top?",
+    "{a} splits ${x}0 between {b} and a friend so that {b} gets ${y} more than the friend. How much does each get?",
+    "A movie starts at 7:{y}0 pm and lasts {x}0 minutes more than {z} hours. What time does it end?",
+    "{a} walks {y} km in {z} hours. At the same speed, how long does a {x} km walk take?",
+    "A store has {x} {many}. It sells a third of them on Monday and {y} on Tuesday. How many are left?",
+    "{a} wants to buy {y} gifts for ${z}{x} each but has a coupon for ${x} off the total. What does {a} pay?",
+]
+RICHER_ASKS = ["Please explain each step.", "Can you check my thinking and give the answer?",
+               "What's the quickest way to get the answer?", "Show your math.", "I need the answer and why.",
+               "Write the solution like a teacher would.", "Go step by step and box the final answer.",
+               "Explain it briefly, then give the number.", "Solve and double-check.",
+               "How do I figure this out?", "What do I need to work out first?", "Teach me how to do this one."]
+RICHER_OPENERS = ["Hey, ", "Need help: ", "Stuck on this. ", "For class: ", "Riddle me this. ", "Help! ",
+                  "Can you do this? ", "Word problem: ", "One more: ", "Tutor mode please. "]
 
-def _math_problem(rng: random.Random) -> str:
+
+def _math_problem(rng: random.Random, richer: bool = False) -> str:
+    if richer and rng.random() < 0.5:
+        a, b = rng.sample(P.NAMES, 2)
+        _, many = rng.choice(P.ITEMS)
+        return rng.choice(RICHER_MATH).format(a=a, b=b, many=many, x=rng.randint(3, 60), y=rng.randint(2, 9),
+                                              z=rng.randint(2, 9))
     if rng.random() < 0.4:
         a, b = rng.sample(P.NAMES, 2)
         _, many = rng.choice(P.ITEMS)
@@ -58,12 +105,13 @@ def _math_problem(rng: random.Random) -> str:
     return P._math_problem(rng)
 
 
-def varied_prompt(rng: random.Random) -> str:
-    """One prompt: 55% math, 25% passages, 20% Blocksworld, each with a random opener, ask and frame."""
+def varied_prompt(rng: random.Random, richer: bool = False) -> str:
+    """One prompt: 55% math, 25% passages, 20% Blocksworld, each with a random opener, ask and frame
+    (`richer`: also the session-5 shapes, asks and openers)."""
     family = rng.choices(["math", "passage", "blocks"], weights=[55, 25, 20])[0]
-    opener = rng.choice(OPENERS)
+    opener = rng.choice(OPENERS + RICHER_OPENERS if richer else OPENERS)
     if family == "math":
-        problem, ask = _math_problem(rng), rng.choice(MATH_ASKS)
+        problem, ask = _math_problem(rng, richer), rng.choice(MATH_ASKS + RICHER_ASKS if richer else MATH_ASKS)
         return rng.choice([f"{opener}{problem} {ask}", f"{opener}{ask}\n\n{problem}", f"{opener}{problem}\n\n{ask}",
                            f"{ask} {problem}"])
     if family == "passage":
@@ -72,7 +120,7 @@ def varied_prompt(rng: random.Random) -> str:
     return rng.choice(BLOCK_FRAMES).format(s=start, g=goal, a=rng.choice(BLOCK_ASKS), o=opener)
 
 
-def varied_prompts(n: int, *, seed: int = 404) -> list[str]:
-    """The first `n` prompts of the seeded list (the shipped draft used seed 404, 768 prompts)."""
+def varied_prompts(n: int, *, seed: int = 404, richer: bool = False) -> list[str]:
+    """The first `n` prompts of the seeded list (session 4: seed 404; session 5: seed 405, richer)."""
     rng = random.Random(seed)
-    return [varied_prompt(rng) for _ in range(n)]
+    return [varied_prompt(rng, richer) for _ in range(n)]
