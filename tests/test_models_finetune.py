@@ -12,7 +12,9 @@ from test_models_draft import VOCAB, make_draft, target  # noqa: F401  (pytest f
 
 from specsched.runtime.models import finetune as ft
 from specsched.runtime.models import prompts as P
+from specsched.runtime.models.distill_data import collate, to_example
 from specsched.runtime.models.finetune import FinetuneConfig, finetune
+from specsched.runtime.models.train import kd_loss, vocab_lut
 from specsched.runtime.models.varied_prompts import varied_prompts
 
 
@@ -102,3 +104,21 @@ def test_an_interrupted_finetune_resumes_to_the_same_weights(target, tmp_path, m
     assert all(torch.equal(a, b) for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()))
     with pytest.raises(ValueError, match="another recipe"):                # a changed recipe is not resumed
         finetune(fresh(), *data, FinetuneConfig(steps=13, lr=3e-3, new=3, old=2, corpus=1), ckpt=ckpt)
+
+
+def test_the_hard_term_adds_the_cross_entropy_of_the_teachers_argmax(target):  # noqa: F811
+    torch.manual_seed(0)
+    draft = make_draft(target, draft_vocab=VOCAB // 2)
+    lut = vocab_lut(draft)
+    inside, outside = draft.vocab_ids[:2].tolist(), [t for t in range(VOCAB) if lut[t] < 0][:1]
+    rec = _records(1, 5)[0]
+    rec["top_ids"][:, 0] = torch.tensor([inside[0], outside[0]] * 11 + [inside[1]], dtype=torch.int32)
+    batch = collate([to_example(rec, 64)], pad_id=0)
+    with torch.no_grad():
+        logq = torch.log_softmax(draft.draft_logits(batch["ids"])[0].float(), -1)[0]
+        kl, both = kd_loss(draft, lut, batch), kd_loss(draft, lut, batch, hard=0.5)
+    rows = batch["mask"][0].nonzero()[:, 0]
+    top = lut[batch["top_ids"][0, rows, 0]]
+    counted = (lut[batch["top_ids"][0, rows]] >= 0).any(-1).sum()    # rows with teacher mass in the vocabulary
+    ce = -(logq[rows[top >= 0], top[top >= 0]]).sum() / counted       # argmax outside the vocabulary: no term
+    assert torch.allclose(both - kl, 0.5 * ce, atol=1e-5) and ce > 0

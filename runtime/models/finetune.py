@@ -34,6 +34,7 @@ class FinetuneConfig:
     corpus: int = 2  # ... from the labelled public corpus
     max_len: int = 448
     seed: int = 77
+    hard: float = 0.0  # weight of the teacher-argmax cross-entropy next to the KL (train.kd_loss)
     ckpt_every_s: float = 120.0
 
 
@@ -72,7 +73,7 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
         batch = (rng.sample(new_ex, n_new) + rng.sample(old_ex, min(cfg.new + cfg.old - n_new, len(old_ex)))
                  + rng.sample(corpus_ex, min(cfg.corpus, len(corpus_ex))))
         lr = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
-        loss = kd_step(draft, lut, opt, collate(batch, pad_id=0), lr)
+        loss = kd_step(draft, lut, opt, collate(batch, pad_id=0), lr, cfg.hard)
         if (step + 1) % 50 == 0 or step + 1 == cfg.steps:
             log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} "
                 f"{(time.time() - t0) / (step + 1 - start):.1f}s/step")
@@ -84,6 +85,11 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
             t_ckpt = time.time()
     draft.cfg.int8 = int8
     return draft.eval()
+
+
+def _first_shards(folder: Path, n: int) -> list[dict]:
+    """The records of gen_00000 .. gen_<n-1> (more shards may lie there from a longer run)."""
+    return [r for s in range(n) for r in torch.load(folder / f"gen_{s:05d}.pt", weights_only=True)["records"]]
 
 
 def _recipe(cfg: FinetuneConfig) -> dict:
@@ -106,22 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--richer-shards", type=int, default=0, metavar="N",
                     help="also N shards of the richer session-5 prompts (seed 405), into WORK/richer")
     ap.add_argument("--steps", type=int, default=FinetuneConfig.steps)
+    ap.add_argument("--hard", type=float, default=FinetuneConfig.hard,
+                    help="weight of the teacher-argmax cross-entropy added to the KL (session 5: 0.5)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = pull()
     log = lambda m: print(m, flush=True)  # noqa: E731
     teacher_varied(target, args.work / "varied", shards=args.shards, log=log)
-    new = load_records(args.work / "varied", "gen_*.pt")
+    new = _first_shards(args.work / "varied", args.shards)
     if args.richer_shards:
         teacher_varied(target, args.work / "richer", shards=args.richer_shards, seed=405, richer=True, log=log)
-        new += load_records(args.work / "richer", "gen_*.pt")
+        new += _first_shards(args.work / "richer", args.richer_shards)
     draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
     old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
-    cfg = FinetuneConfig(steps=args.steps)
+    cfg = FinetuneConfig(steps=args.steps, hard=args.hard)
     finetune(draft, new, old, corpus, cfg, ckpt=args.work / "finetune_ckpt.pt", log=log)
     save_draft(draft, args.work / "final", meta={"finetuned_from": str(args.source or "shipped draft"),
-                                                 "steps": cfg.steps, "lr": cfg.lr, "seed": cfg.seed,
+                                                 "steps": cfg.steps, "lr": cfg.lr, "seed": cfg.seed, "hard": cfg.hard,
                                                  "mix": f"{cfg.new} varied + {cfg.old} earlier + {cfg.corpus} corpus",
                                                  "new_records": len(new), "earlier_records": len(old)})
     return 0

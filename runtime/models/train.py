@@ -59,7 +59,10 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     return warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
 
 
-def kd_loss(draft: DraftLM, lut: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def kd_loss(draft: DraftLM, lut: torch.Tensor, batch: dict[str, torch.Tensor], hard: float = 0.0) -> torch.Tensor:
+    """Forward KL on the teacher's top-k (renormalised over the draft vocabulary), plus `hard` times the
+    cross-entropy of the teacher's argmax: greedy verification accepts a token only when it is the
+    target's argmax, and KL alone spends the draft's small capacity on the tail too."""
     logits, _ = draft.draft_logits(batch["ids"], attention_mask=batch["attn"])
     logq = F.log_softmax(logits.float(), dim=-1)
     idx = lut[batch["top_ids"]]  # teacher ids -> draft vocab index, -1 outside it
@@ -67,8 +70,12 @@ def kd_loss(draft: DraftLM, lut: torch.Tensor, batch: dict[str, torch.Tensor]) -
     mass = p.sum(-1)
     mask = batch["mask"] & (mass > 0)
     p = p / mass.clamp_min(1e-8).unsqueeze(-1)
-    soft = -(p * logq.gather(-1, idx.clamp_min(0))).sum(-1)
-    return (soft * mask).sum() / mask.sum().clamp_min(1)
+    logq_top = logq.gather(-1, idx.clamp_min(0))
+    loss = -(p * logq_top).sum(-1)
+    if hard:
+        # top_ids[..., 0] is the teacher's argmax (topk is sorted); outside the draft vocabulary: no term
+        loss = loss - hard * logq_top[..., 0] * (idx[..., 0] >= 0)
+    return (loss * mask).sum() / mask.sum().clamp_min(1)
 
 
 def vocab_lut(draft: DraftLM) -> torch.Tensor:
@@ -79,11 +86,11 @@ def vocab_lut(draft: DraftLM) -> torch.Tensor:
 
 
 def kd_step(draft: DraftLM, lut: torch.Tensor, opt: torch.optim.Optimizer, batch: dict[str, torch.Tensor],
-            lr: float) -> torch.Tensor:
+            lr: float, hard: float = 0.0) -> torch.Tensor:
     """One AdamW step on the KD loss at learning rate `lr`, gradients clipped to norm 1; returns the loss."""
     for group in opt.param_groups:
         group["lr"] = lr
-    loss = kd_loss(draft, lut, batch)
+    loss = kd_loss(draft, lut, batch, hard)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
