@@ -1,15 +1,16 @@
-"""Continue distilling a draft on teacher answers to varied-wording prompts (how session 4's draft was made).
+"""Continue distilling a draft on teacher answers to varied-wording prompts (how sessions 4 and 5 made it).
 
 1. teacher: the target answers `varied_prompts` (greedy and T = 0.7 shards alternating), written as
-   `WORK/varied/gen_*.pt`, resumable shard by shard;
+   `WORK/varied/gen_*.pt` (and, with --richer-shards, the richer list as `WORK/richer/gen_*.pt`),
+   resumable shard by shard;
 2. train: from the given draft, each batch mixes the new answers, the earlier teacher shards and the
-   public corpus; the loss is the same forward KL on the teacher's top-8 as in `train.py`.
+   public corpus; the loss is `train.kd_loss` (forward KL on the teacher's top-8, plus --hard times the
+   cross-entropy of its argmax), with a resumable checkpoint.
 `python -m specsched.runtime.models.finetune WORK --data OLD_TEACHER_DIR` (see docs/models.md).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -20,7 +21,7 @@ import torch
 from .distill_data import collate, load_records, to_example
 from .draft_model import DraftLM, save_draft
 from .teacher import answer_shards
-from .train import kd_step, vocab_lut, warmup_cosine
+from .train import kd_step, save_checkpoint, vocab_lut, warmup_cosine
 from .varied_prompts import varied_prompts
 
 
@@ -50,7 +51,6 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
     """Stage 2: `cfg.steps` AdamW steps on mixed batches. Each batch depends only on (seed, step), so with
     `ckpt` (weights + optimiser + step, written every `cfg.ckpt_every_s`) an interrupted run resumes and
     ends with the same weights as an uninterrupted one."""
-    int8 = draft.cfg.int8
     new_ex, old_ex, corpus_ex = ([to_example(r, cfg.max_len) for r in rs] for rs in (new, old, corpus))
     lut = vocab_lut(draft)
     params = [p for p in draft.parameters() if p.requires_grad]
@@ -78,12 +78,8 @@ def finetune(draft: DraftLM, new: list[dict], old: list[dict], corpus: list[dict
             log(f"step {step + 1}/{cfg.steps} loss {loss.item():.3f} "
                 f"{(time.time() - t0) / (step + 1 - start):.1f}s/step")
         if ckpt is not None and (time.time() - t_ckpt > cfg.ckpt_every_s or step + 1 == cfg.steps):
-            tmp = ckpt.with_suffix(".tmp")
-            torch.save({"model": draft.trainable_state(), "opt": opt.state_dict(), "step": step + 1,
-                        "recipe": _recipe(cfg)}, tmp)
-            os.replace(tmp, ckpt)
+            save_checkpoint(ckpt, draft, opt, step + 1, recipe=_recipe(cfg))
             t_ckpt = time.time()
-    draft.cfg.int8 = int8
     return draft.eval()
 
 

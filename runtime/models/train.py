@@ -114,9 +114,10 @@ def _build(cfg: TrainConfig, gen: list[dict], corpus: list[dict]) -> DraftLM:
     return compress_target(target, cfg.draft, cfg.source_layers, vocab, basis)
 
 
-def _save_ckpt(path: Path, draft: DraftLM, opt: torch.optim.Optimizer, step: int, wall: float) -> None:
+def save_checkpoint(path: Path, draft: DraftLM, opt: torch.optim.Optimizer, step: int, **extra) -> None:
+    """Trainable weights, optimiser state and step (plus `extra`), written atomically: a resume point."""
     tmp = path.with_suffix(".tmp")
-    torch.save({"model": draft.trainable_state(), "opt": opt.state_dict(), "step": step, "wall": wall}, tmp)
+    torch.save({"model": draft.trainable_state(), "opt": opt.state_dict(), "step": step, **extra}, tmp)
     os.replace(tmp, path)
 
 
@@ -156,7 +157,7 @@ def train(cfg: TrainConfig, log=print) -> Path:
                 f"{time.time() - t0:.1f}s/step, {wall / 60:.1f} min"
             )
         if time.time() - t_ckpt > cfg.ckpt_every_s or step == cfg.steps:
-            _save_ckpt(ckpt, draft, opt, step, wall)
+            save_checkpoint(ckpt, draft, opt, step, wall=wall)
             t_ckpt = time.time()
     meta = {
         "steps": cfg.steps,

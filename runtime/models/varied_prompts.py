@@ -93,16 +93,18 @@ RICHER_OPENERS = ["Hey, ", "Need help: ", "Stuck on this. ", "For class: ", "Rid
 
 def _math_problem(rng: random.Random, richer: bool = False) -> str:
     if richer and rng.random() < 0.5:
-        a, b = rng.sample(P.NAMES, 2)
-        _, many = rng.choice(P.ITEMS)
-        return rng.choice(RICHER_MATH).format(a=a, b=b, many=many, x=rng.randint(3, 60), y=rng.randint(2, 9),
-                                              z=rng.randint(2, 9))
+        return _story(rng, RICHER_MATH)
     if rng.random() < 0.4:
-        a, b = rng.sample(P.NAMES, 2)
-        _, many = rng.choice(P.ITEMS)
-        return rng.choice(MORE_MATH).format(a=a, b=b, many=many, x=rng.randint(3, 60), y=rng.randint(2, 9),
-                                            z=rng.randint(2, 9))
+        return _story(rng, MORE_MATH)
     return P._math_problem(rng)
+
+
+def _story(rng: random.Random, shapes: list[str]) -> str:
+    """One of `shapes` with two names, an item and three small numbers filled in."""
+    a, b = rng.sample(P.NAMES, 2)
+    _, many = rng.choice(P.ITEMS)
+    return rng.choice(shapes).format(a=a, b=b, many=many, x=rng.randint(3, 60), y=rng.randint(2, 9),
+                                     z=rng.randint(2, 9))
 
 
 def varied_prompt(rng: random.Random, richer: bool = False) -> str:
