@@ -90,6 +90,14 @@ def test_the_lean_inference_forward_matches_the_training_forward(target: LlamaFo
         out = draft(ids[:, :4])
         step = draft(ids[:, 4:], past_key_values=out.past_key_values).logits
         assert torch.allclose(torch.cat([out.logits, step], 1), reference, atol=1e-5)
+        for _ in range(2):  # one token per call, as a decode loop runs; the second pass reuses cached rows
+            cache, steps = None, []
+            for i in range(ids.shape[1]):
+                one = draft(ids[:, i : i + 1], past_key_values=cache)
+                cache = one.past_key_values
+                steps.append(one.logits)
+            assert torch.allclose(torch.cat(steps, 1), reference, atol=1e-5)
+        assert set(draft.lean().rows) == set(ids[0].tolist())
         # a tree after the 4 cached tokens: two siblings (11, 3) of position 4 -> both see only the prefix
         tree = draft(ids[:, :4])
         mask = torch.ones(1, 1, 2, 6, dtype=torch.bool)

@@ -121,17 +121,27 @@ def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer
 
 
 @torch.inference_mode()
-def forward_ms(model, *, context: int = 128, reps: int = 30) -> float:
-    """Median wall time of a 1-token forward after `context` cached tokens."""
-    cache = GrowingCache()  # what the runtime's workers use
-    model(torch.randint(0, 4096, (1, context)), past_key_values=cache, use_cache=True)
-    times = []
-    for i in range(reps + 5):
-        t0 = time.perf_counter()
-        model(torch.tensor([[i + 7]]), past_key_values=cache, use_cache=True)
-        times.append(time.perf_counter() - t0)
-        _crop(cache, context)
-    return 1e3 * statistics.median(times[5:])
+def forward_costs(target, draft, *, context: int = 128, rounds: int = 40, k: int = 4) -> tuple[float, float]:
+    """Median wall times (ms) of a 1-token target forward and a 1-token draft forward after `context`
+    cached tokens, called the way serial SD calls them: one target forward, then k draft forwards, repeated.
+    Pairing them this closely matters on a shared host, whose speed was seen to drift by 1.7x within a
+    minute; and the draft's first forward after the target's (whose 0.5 GB of weights flush the CPU caches)
+    is timed cold, as it runs in SD."""
+    vocab = min(target.config.vocab_size, draft.config.vocab_size)
+    caches = {}
+    for name, model in (("target", target), ("draft", draft)):
+        caches[name] = GrowingCache()  # what the runtime's workers use
+        model(torch.arange(context)[None] % vocab, past_key_values=caches[name], use_cache=True)
+    times: dict[str, list[float]] = {"target": [], "draft": []}
+    for r in range(rounds + 2):  # the first 2 rounds warm up
+        for name, model, calls in (("target", target, 1), ("draft", draft, k)):
+            for j in range(calls):
+                t0 = time.perf_counter()
+                model(torch.tensor([[(r * 7 + j + 3) % vocab]]), past_key_values=caches[name], use_cache=True)
+                if r >= 2:
+                    times[name].append(time.perf_counter() - t0)
+                _crop(caches[name], context)
+    return 1e3 * statistics.median(times["target"]), 1e3 * statistics.median(times["draft"])
 
 
 @dataclass(slots=True)
@@ -193,11 +203,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
         for name, run in zip(rows, (ar, sd, lk, hy, st)):
             rows[name].runs.append(run)
         log(f"prompt {i + 1}/{prompts}: {len(ar.tokens)} tokens, sd accepted {sd.accepted}/{sd.proposed}")
-    t_ms, d_ms = [], []
-    for _ in range(3):  # interleaved, so background load hits both models alike
-        t_ms.append(forward_ms(target))
-        d_ms.append(forward_ms(draft))
-    target_ms, draft_ms = statistics.median(t_ms), statistics.median(d_ms)
+    target_ms, draft_ms = forward_costs(target, draft, k=k)
     ar = rows["ar"]
     result = {
         "prompts": prompts,

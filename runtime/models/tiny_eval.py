@@ -5,7 +5,8 @@
 1. Serial greedy SD in process (`evaluate.decode`, k = 4, fp32) on prompts cut from the held-out passages:
    alpha = accepted / proposed, tokens per verification = emitted / target forwards; SD output is checked
    equal to target-only output.
-2. Forward cost: the median time of a 1-token forward after 128 cached tokens, draft / target.
+2. Forward cost: the median time of a 1-token forward after 128 cached tokens, draft / target, timed
+   alternately as serial SD calls them (`evaluate.forward_costs`).
 3. The real CLI, `specsched run --backend hf --target tiny --mode {ar,sd,seed}` at temperature 0:
    tokens/s over the decode window (model loading and process start-up excluded), as the run reports them.
 """
@@ -13,35 +14,17 @@
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-from transformers.cache_utils import DynamicCache
 
-from .evaluate import ModelProposer, Row, decode
+from .evaluate import ModelProposer, Row, decode, forward_costs
 from .tiny import ASSET_DIR, heldout_prompts, split
 
 MODES = ("ar", "sd", "seed")
-
-
-@torch.inference_mode()
-def forward_ms(model: torch.nn.Module, *, context: int = 128, reps: int = 50) -> float:
-    """Median wall time of a 1-token forward after `context` cached tokens."""
-    vocab = model.config.vocab_size
-    cache = DynamicCache()
-    model(torch.arange(context)[None] % vocab, past_key_values=cache, use_cache=True)
-    times = []
-    for i in range(reps + 5):
-        t0 = time.perf_counter()
-        model(torch.tensor([[(i * 7 + 3) % vocab]]), past_key_values=cache, use_cache=True)
-        times.append(time.perf_counter() - t0)
-        cache.crop(-1)  # transformers >= 5: a negative argument removes that many tokens
-    return 1e3 * statistics.median(times[5:])
 
 
 def in_process(prompts: list[str], *, max_new: int, k: int) -> dict:
@@ -56,11 +39,7 @@ def in_process(prompts: list[str], *, max_new: int, k: int) -> dict:
         ar.runs.append(decode(target, ids, max_new, tok.eos_token_id))
         sd.runs.append(decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k))
         identical &= ar.runs[-1].tokens == sd.runs[-1].tokens
-    t_ms, d_ms = [], []
-    for _ in range(3):  # interleaved, so background load hits both models alike
-        t_ms.append(forward_ms(target))
-        d_ms.append(forward_ms(draft))
-    target_ms, draft_ms = statistics.median(t_ms), statistics.median(d_ms)
+    target_ms, draft_ms = forward_costs(target, draft, k=k)
     return {"prompts": len(prompts), "max_new": max_new, "k": k, "identical_to_ar": identical,
             "alpha": round(sd.alpha, 3), "tokens_per_verify": round(sd.per_verify, 3),
             "ar_tokens_per_s": round(ar.tokens_per_s, 1), "sd_tokens_per_s": round(sd.tokens_per_s, 1),
