@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specsched.runtime.models.draft_init import compress_target
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable
-from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode
+from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode, forward_costs
 from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 
@@ -161,6 +162,29 @@ def test_speculative_decoding_is_lossless(target: LlamaForCausalLM, which: str) 
     assert sd.tokens == ar.tokens
     assert sd.verifies < len(sd.tokens) or sd.accepted == 0
     assert len(sd.tokens) <= sd.accepted + sd.verifies  # each verification emits accepted + 1 tokens
+
+
+class _Timed(torch.nn.Module):
+    """A stand-in model whose 1-token forward sleeps `ms`; it logs every call's token count."""
+
+    def __init__(self, ms: float) -> None:
+        super().__init__()
+        self.ms, self.calls = ms, []
+        self.config = LlamaConfig(vocab_size=64)
+
+    def forward(self, input_ids: torch.Tensor, past_key_values=None, use_cache: bool = True):
+        self.calls.append(input_ids.shape[1])
+        past_key_values.update(torch.zeros(1, 1, input_ids.shape[1], 2), torch.zeros(1, 1, input_ids.shape[1], 2), 0)
+        time.sleep(self.ms / 1e3)
+
+
+def test_forward_costs_times_one_target_forward_then_k_draft_forwards() -> None:
+    """The cost ratio's clock: the draft is timed in the pattern serial SD runs it, each model on its own
+    cache cropped back to the context; sleeps are lower bounds, so only generous bounds are asserted."""
+    target, draft = _Timed(20.0), _Timed(1.0)
+    target_ms, draft_ms = forward_costs(target, draft, context=16, rounds=3, k=4)
+    assert target.calls == [16] + [1] * 5 and draft.calls == [16] + [1] * 20  # 2 warm-up rounds + 3
+    assert 20.0 <= target_ms < 200.0 and 1.0 <= draft_ms < target_ms
 
 
 def test_unknown_names_raise_model_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
