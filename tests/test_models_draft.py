@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 
@@ -126,6 +127,22 @@ def test_int8_inference_stays_close_to_the_fp32_forward(target: LlamaForCausalLM
     assert not make_draft(target).lean().int8
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_drafts_stay_finite_and_close(target: LlamaForCausalLM, dtype: torch.dtype) -> None:
+    """`--dtype bf16/fp16` drafts take the lean path too. Its norm sums squares in fp32: in fp16, sum(x^2)
+    over a 32-wide stream overflows once rms(x) > ~45; this draft's scaled input is at ~300."""
+    draft = make_draft(target)
+    with torch.no_grad():
+        draft.proj_in.weight.mul_(1000.0)  # rms(x) ~ 300
+    ids = torch.tensor([[5, 9, 2, 7, 11, 3]])
+    reference = draft(ids, use_cache=False).logits[..., draft.vocab_ids]  # fp32, transformers path
+    with torch.inference_mode():
+        out = copy.deepcopy(draft).to(dtype)(ids).logits[..., draft.vocab_ids].float()
+    assert torch.isfinite(out).all()
+    tv = 0.5 * (out.softmax(-1) - reference.softmax(-1)).abs().sum(-1)  # total variation per position
+    assert tv.max() < 0.1
+
+
 def test_full_width_compression_reproduces_the_target(target: LlamaForCausalLM) -> None:
     cfg = small_cfg(hidden=HIDDEN, layers=3, intermediate=128, draft_vocab=VOCAB)
     draft = compress_target(target, cfg, [0, 1, 2], torch.arange(VOCAB), torch.eye(HIDDEN), head_scale=1.0)
@@ -173,7 +190,7 @@ class _Timed(torch.nn.Module):
         self.config = LlamaConfig(vocab_size=64)
 
     def forward(self, input_ids: torch.Tensor, past_key_values=None, use_cache: bool = True):
-        self.calls.append(input_ids.shape[1])
+        self.calls.append((past_key_values.get_seq_length(), input_ids.shape[1]))  # (cached, new) tokens
         past_key_values.update(torch.zeros(1, 1, input_ids.shape[1], 2), torch.zeros(1, 1, input_ids.shape[1], 2), 0)
         time.sleep(self.ms / 1e3)
 
@@ -183,7 +200,8 @@ def test_forward_costs_times_one_target_forward_then_k_draft_forwards() -> None:
     cache cropped back to the context; sleeps are lower bounds, so only generous bounds are asserted."""
     target, draft = _Timed(20.0), _Timed(1.0)
     target_ms, draft_ms = forward_costs(target, draft, context=16, rounds=3, k=4)
-    assert target.calls == [16] + [1] * 5 and draft.calls == [16] + [1] * 20  # 2 warm-up rounds + 3
+    # each model prefills 16 tokens, then 2 warm-up rounds + 3, every call after the same 16 cached tokens
+    assert target.calls == [(0, 16)] + [(16, 1)] * 5 and draft.calls == [(0, 16)] + [(16, 1)] * 20
     assert 20.0 <= target_ms < 200.0 and 1.0 <= draft_ms < target_ms
 
 

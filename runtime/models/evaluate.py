@@ -125,8 +125,11 @@ def forward_costs(target, draft, *, context: int = 128, rounds: int = 40, k: int
     """Median wall times (ms) of a 1-token target forward and a 1-token draft forward after `context`
     cached tokens, called the way serial SD calls them: one target forward, then k draft forwards, repeated.
     Pairing them this closely matters on a shared host, whose speed was seen to drift by 1.7x within a
-    minute; and the draft's first forward after the target's (whose 0.5 GB of weights flush the CPU caches)
-    is timed cold, as it runs in SD."""
+    minute. One draft forward in k follows the target's (whose 0.5 GB of weights flush the CPU caches) and
+    is cold, as in SD; every timed token is new to the draft, so none reads a cached embedding row. Both
+    make the draft's median a little pessimistic."""
+    if k < 1:
+        raise ValueError("k must be >= 1")
     vocab = min(target.config.vocab_size, draft.config.vocab_size)
     caches = {}
     for name, model in (("target", target), ("draft", draft)):
