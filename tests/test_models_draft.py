@@ -143,6 +143,19 @@ def test_half_precision_drafts_stay_finite_and_close(target: LlamaForCausalLM, d
     assert tv.max() < 0.1
 
 
+def test_the_lean_forward_follows_new_weights(target: LlamaForCausalLM) -> None:
+    """The lean path works on copies: loading other weights or changing dtype must not leave them stale."""
+    draft, other = make_draft(target), make_draft(target)
+    ids = torch.tensor([[5, 9, 2, 7]])
+    with torch.inference_mode():
+        draft(ids)  # builds the lean copies
+    draft.load_state_dict(other.state_dict())
+    draft.vocab_ids = other.vocab_ids
+    with torch.inference_mode():
+        assert torch.equal(draft(ids).logits, other(ids).logits)
+        assert draft.to(torch.bfloat16)(ids).logits.dtype == torch.bfloat16
+
+
 def test_full_width_compression_reproduces_the_target(target: LlamaForCausalLM) -> None:
     cfg = small_cfg(hidden=HIDDEN, layers=3, intermediate=128, draft_vocab=VOCAB)
     draft = compress_target(target, cfg, [0, 1, 2], torch.arange(VOCAB), torch.eye(HIDDEN), head_scale=1.0)

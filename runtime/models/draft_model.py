@@ -151,9 +151,19 @@ class DraftLM(nn.Module):
             self._lean = LeanDraft(self)
         return self._lean
 
+    # The lean forward holds copies of the weights: whatever may change them drops it, and the next
+    # inference call rebuilds it (train/eval, .to() and friends, which go through _apply, load_state_dict).
     def train(self, mode: bool = True) -> DraftLM:
-        self._lean = None  # weights may change: rebuild the lean view on the next inference call
+        self._lean = None
         return super().train(mode)
+
+    def _apply(self, fn, *args, **kwargs):
+        self._lean = None
+        return super()._apply(fn, *args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._lean = None
+        return super().load_state_dict(*args, **kwargs)
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Everything except the frozen embeddings (they are reloaded from the target)."""
