@@ -112,9 +112,10 @@ class LeanDraft:
         self.cos = self.sin = torch.empty(0, d)
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # RMSNorm(x) / sqrt(n)
-        if x.dtype != torch.float32:  # sum(x^2) overflows fp16 once rms(x) > ~13; transformers upcasts too
-            return (x.float() * (x.float() ** 2).sum(-1, keepdim=True).add_(self.n_eps).rsqrt_()).to(x.dtype) * w
-        return x * (x * x).sum(-1, keepdim=True).add_(self.n_eps).rsqrt_() * w
+        if x.dtype == torch.float32:  # the default: no casts on the hot path
+            return x * (x * x).sum(-1, keepdim=True).add_(self.n_eps).rsqrt_() * w
+        xf = x.float()  # sum(x^2) overflows fp16 once rms(x) > ~13; transformers upcasts too
+        return (xf * (xf * xf).sum(-1, keepdim=True).add_(self.n_eps).rsqrt_()).to(x.dtype) * w
 
     def _row(self, token: int) -> torch.Tensor:
         row = self.rows.get(token)
