@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specsched.runtime.models.draft_init import compress_target
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable
-from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode, forward_costs
+from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode
 from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 
@@ -194,28 +193,46 @@ def test_speculative_decoding_is_lossless(target: LlamaForCausalLM, which: str) 
     assert len(sd.tokens) <= sd.accepted + sd.verifies  # each verification emits accepted + 1 tokens
 
 
-class _Timed(torch.nn.Module):
-    """A stand-in model whose 1-token forward sleeps `ms`; it logs every call's token count."""
+class _Clock:
+    """A fake perf_counter: the stand-in models advance it by what their forward 'costs'."""
 
-    def __init__(self, ms: float) -> None:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class _Timed(torch.nn.Module):
+    """A stand-in model whose n-th forward costs `ms[n]` on `clock` (the last value repeats); it logs
+    every call's (cached, new) token counts."""
+
+    def __init__(self, clock: _Clock, ms: list[float]) -> None:
         super().__init__()
-        self.ms, self.calls = ms, []
+        self.clock, self.ms, self.calls = clock, ms, []
         self.config = LlamaConfig(vocab_size=64)
 
     def forward(self, input_ids: torch.Tensor, past_key_values=None, use_cache: bool = True):
-        self.calls.append((past_key_values.get_seq_length(), input_ids.shape[1]))  # (cached, new) tokens
+        self.calls.append((past_key_values.get_seq_length(), input_ids.shape[1]))
         past_key_values.update(torch.zeros(1, 1, input_ids.shape[1], 2), torch.zeros(1, 1, input_ids.shape[1], 2), 0)
-        time.sleep(self.ms / 1e3)
+        self.clock.now += self.ms[min(len(self.calls) - 1, len(self.ms) - 1)] / 1e3
 
 
-def test_forward_costs_times_one_target_forward_then_k_draft_forwards() -> None:
+def test_forward_costs_times_one_target_forward_then_k_draft_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost ratio's clock: the draft is timed in the pattern serial SD runs it, each model on its own
-    cache cropped back to the context; sleeps are lower bounds, so only generous bounds are asserted."""
-    target, draft = _Timed(20.0), _Timed(1.0)
-    target_ms, draft_ms = forward_costs(target, draft, context=16, rounds=3, k=4)
+    cache cropped back to the context; the 2 warm-up rounds are dropped and each time is a median."""
+    import specsched.runtime.models.forward_costs as fc
+
+    clock = _Clock()
+    monkeypatch.setattr(fc, "time", clock)
+    # call 1 is the untimed prefill; calls 2-3 are warm-up rounds (slow); then 20, 90, 21 -> median 21
+    target = _Timed(clock, [0.0, 500.0, 500.0, 20.0, 90.0, 21.0])
+    # the draft's first forward of each round is cold (1.5 ms), the other three 1.0 ms -> median 1.0
+    draft = _Timed(clock, [0.0] + [9.0] * 8 + [1.5, 1.0, 1.0, 1.0] * 3)
+    target_ms, draft_ms = fc.forward_costs(target, draft, context=16, rounds=3, k=4)
     # each model prefills 16 tokens, then 2 warm-up rounds + 3, every call after the same 16 cached tokens
     assert target.calls == [(0, 16)] + [(16, 1)] * 5 and draft.calls == [(0, 16)] + [(16, 1)] * 20
-    assert 20.0 <= target_ms < 200.0 and 1.0 <= draft_ms < target_ms
+    assert target_ms == pytest.approx(21.0) and draft_ms == pytest.approx(1.0)
 
 
 def test_unknown_names_raise_model_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

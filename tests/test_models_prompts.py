@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from specsched.runtime.models import prompts as P
@@ -30,3 +32,17 @@ def test_choose_vocab_ranks_target_output_first_and_fills_up() -> None:
     vocab = choose_vocab(gen, [], [[9]], size=6, always=[99], vocab_size=100)
     assert vocab.tolist() == sorted(vocab.tolist()) and len(set(vocab.tolist())) == 6
     assert {7, 8, 9, 99} <= set(vocab.tolist()) and 90 not in vocab  # prompt ids (90, 91) are not output
+
+
+def test_heldout_prompts_carry_the_family_they_were_written_for(tmp_path) -> None:
+    gsm8k = tmp_path / "gsm8k.jsonl"
+    questions = [f"Ann has {n} pears and eats one. How many are left?" for n in range(2, 32)]
+    gsm8k.write_text("".join(json.dumps({"question": q}) + "\n" for q in questions))
+    tagged = P.heldout_tagged(40, gsm8k=gsm8k)
+    assert [text for _, text in tagged] == P.heldout_prompts(40, gsm8k=gsm8k)
+    templates = {"math": P.MATH_HELDOUT, "passage": P.PASSAGE_HELDOUT, "blocks": P.BLOCKS_HELDOUT}
+    stems = {family: [_stem(t) for t in ts] for family, ts in templates.items()}
+    for family, text in tagged:
+        assert any(stem in text for stem in stems[family]), (family, text)
+    assert sum(any(q in text for q in questions) for _, text in tagged) == 20  # half of them, all "math"
+    assert {family for family, _ in tagged} == {"math", "passage", "blocks"}

@@ -11,25 +11,18 @@ current 3-gram) is measured the same way as the baseline to beat.
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
-from transformers.cache_utils import DynamicCache
 
 from specsched.runtime.config import AUTO_LOOKUP
 from specsched.workers.drafter import confidence
 from specsched.workers.lookup import NgramIndex
 
+from .forward_costs import crop_to, forward_costs
 from .growing_cache import GrowingCache
-
-
-def _crop(cache: DynamicCache, keep: int) -> None:
-    extra = cache.get_seq_length() - keep
-    if extra > 0:
-        cache.crop(-extra)  # transformers >= 5: a negative argument removes that many tokens
 
 
 class Proposer(Protocol):
@@ -62,7 +55,7 @@ class ModelProposer:
         return out
 
     def rollback(self, valid: int) -> None:
-        _crop(self.cache, valid)
+        crop_to(self.cache, valid)
 
 
 class LookupProposer:
@@ -109,7 +102,7 @@ def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer
             n += 1
         old = len(ctx)
         ctx += draft[:n] + [best[n]]
-        _crop(cache, len(ctx) - 1)
+        crop_to(cache, len(ctx) - 1)
         if proposer:
             proposer.rollback(old + n)
         res.proposed, res.accepted, res.verifies = res.proposed + len(draft), res.accepted + n, res.verifies + 1
@@ -118,33 +111,6 @@ def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer
         new = new[: new.index(eos) + 1]
     res.tokens, res.seconds = new[:max_new], time.perf_counter() - t0
     return res
-
-
-@torch.inference_mode()
-def forward_costs(target, draft, *, context: int = 128, rounds: int = 40, k: int = 4) -> tuple[float, float]:
-    """Median wall times (ms) of a 1-token target forward and a 1-token draft forward after `context`
-    cached tokens, called the way serial SD calls them: one target forward, then k draft forwards, repeated.
-    Pairing them this closely matters on a shared host, whose speed was seen to drift by 1.7x within a
-    minute. One draft forward in k follows the target's (whose 0.5 GB of weights flush the CPU caches) and
-    is cold, as in SD; every timed token is new to the draft, so none reads a cached embedding row. Both
-    make the draft's median a little pessimistic."""
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    vocab = min(target.config.vocab_size, draft.config.vocab_size)
-    caches = {}
-    for name, model in (("target", target), ("draft", draft)):
-        caches[name] = GrowingCache()  # what the runtime's workers use
-        model(torch.arange(context)[None] % vocab, past_key_values=caches[name], use_cache=True)
-    times: dict[str, list[float]] = {"target": [], "draft": []}
-    for r in range(rounds + 2):  # the first 2 rounds warm up
-        for name, model, calls in (("target", target, 1), ("draft", draft, k)):
-            for j in range(calls):
-                t0 = time.perf_counter()
-                model(torch.tensor([[(r * 7 + j + 3) % vocab]]), past_key_values=caches[name], use_cache=True)
-                if r >= 2:
-                    times[name].append(time.perf_counter() - t0)
-                _crop(caches[name], context)
-    return 1e3 * statistics.median(times["target"]), 1e3 * statistics.median(times["draft"])
 
 
 @dataclass(slots=True)
@@ -183,17 +149,35 @@ class Bar:
     cost_ratio: float = 1 / 30
 
 
+def by_family(families: list[str], rows: dict[str, Row], vocab_ids: torch.Tensor | None = None) -> dict:
+    """Where the draft loses: α of the draft rows per prompt family, and the share of the target's own
+    (AR) tokens that the draft's restricted vocabulary can never propose (absent for a full-vocabulary draft)."""
+    vocab = set(vocab_ids.tolist()) if vocab_ids is not None else None
+    out: dict[str, dict] = {}
+    for family in dict.fromkeys(families):  # first-seen order
+        idx = [i for i, f in enumerate(families) if f == family]
+        entry: dict[str, float | int] = {"prompts": len(idx)}
+        for name in ("sd", "sd+lookup"):
+            entry[f"alpha {name}"] = round(Row(name, [rows[name].runs[i] for i in idx]).alpha, 3)
+        if vocab is not None:
+            tokens = [t for i in idx for t in rows["ar"].runs[i].tokens]
+            entry["outside_vocab"] = round(sum(t not in vocab for t in tokens) / max(1, len(tokens)), 3)
+        out[family] = entry
+    return out
+
+
 def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int = 4, gsm8k=None, log=print) -> dict:
     """Run AR, SD with `draft` and SD with prompt lookup on held-out prompts; return the measurements."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .prompts import heldout_prompts
+    from .prompts import heldout_tagged
 
     tok = AutoTokenizer.from_pretrained(target_dir)
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
     rows = {name: Row(name) for name in ("ar", "sd", "lookup", "sd+lookup", "sd+lookup+stop")}
     identical = True
-    for i, text in enumerate(heldout_prompts(prompts, gsm8k=gsm8k)):
+    tagged = heldout_tagged(prompts, gsm8k=gsm8k)
+    for i, (_, text) in enumerate(tagged):
         chat = [{"role": "user", "content": text}]
         ids = list(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
         ar = decode(target, ids, max_new, tok.eos_token_id)
@@ -225,6 +209,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
             "alpha": round(row.alpha, 3),
             "tokens_per_verify": round(row.per_verify, 3),
         }
+    result["by_family"] = by_family([f for f, _ in tagged], rows, getattr(draft, "vocab_ids", None))
     bar = Bar()
     sd = result["sd"]
     result["passes"] = {  # judged on the distilled draft alone (row "sd"); the other rows are reported beside it

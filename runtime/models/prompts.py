@@ -216,14 +216,20 @@ def heldout_family(n: int, family: str, *, seed: int = 1) -> list[str]:
     return [_fill(rng, family, "heldout") for _ in range(n)]
 
 
-def heldout_prompts(n: int, *, seed: int = 1, gsm8k: Path | None = None) -> list[str]:
-    """`n` evaluation prompts in held-out wording; half are real GSM8K test questions when given."""
+def heldout_tagged(n: int, *, seed: int = 1, gsm8k: Path | None = None) -> list[tuple[str, str]]:
+    """`n` (family, prompt) pairs in held-out wording; half are real GSM8K test questions when given."""
     rng = random.Random(seed)
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     if gsm8k is not None and gsm8k.is_file():
         rows = [json.loads(line) for line in gsm8k.read_text().splitlines() if line.strip()]
         for row in rng.sample(rows, n // 2):
-            out.append(rng.choice(MATH_HELDOUT).format(p=row["question"].strip()))
+            out.append(("math", rng.choice(MATH_HELDOUT).format(p=row["question"].strip())))
     while len(out) < n:
-        out.append(_fill(rng, rng.choice(["math", "passage", "blocks"]), "heldout"))
+        family = rng.choice(["math", "passage", "blocks"])
+        out.append((family, _fill(rng, family, "heldout")))
     return out
+
+
+def heldout_prompts(n: int, *, seed: int = 1, gsm8k: Path | None = None) -> list[str]:
+    """The prompts of `heldout_tagged` (the quality bar's evaluation prompts)."""
+    return [text for _, text in heldout_tagged(n, seed=seed, gsm8k=gsm8k)]

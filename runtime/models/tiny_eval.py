@@ -6,7 +6,7 @@
    alpha = accepted / proposed, tokens per verification = emitted / target forwards; SD output is checked
    equal to target-only output.
 2. Forward cost: the median time of a 1-token forward after 128 cached tokens, draft / target, timed
-   alternately as serial SD calls them (`evaluate.forward_costs`).
+   alternately as serial SD calls them (`forward_costs.forward_costs`).
 3. The real CLI, `specsched run --backend hf --target tiny --mode {ar,sd,seed}` at temperature 0:
    tokens/s over the decode window (model loading and process start-up excluded), as the run reports them.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .evaluate import ModelProposer, Row, decode, forward_costs
+from .evaluate import ModelProposer, Row, decode
+from .forward_costs import forward_costs
 from .tiny import ASSET_DIR, heldout_prompts, split
 
 MODES = ("ar", "sd", "seed")
