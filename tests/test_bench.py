@@ -102,14 +102,16 @@ def test_measure_interleaves_arms_discards_warmup_and_survives_a_broken_arm():
             self.runs += 1
             if self.broken:
                 raise RuntimeError("no such model")
-            rate = {"ar": 10.0, "seed-fcfs": 30.0}[self.name] + self.runs   # rates drift upwards
+            # warm-up runs 1-2, then an outlier between two close runs: the median differs from the mean
+            rate = {"ar": 10.0, "seed-fcfs": 30.0}[self.name] + [5, 5, 0, 40, 1][self.runs - 1]
             return Sample(rate, 1.0, [[1, 2]])
 
     results = measure([Fake("ar"), Fake("seed-fcfs"), Fake("sd", broken=True)], warmup=2, repeats=3, greedy=True)
     assert calls == ["ar", "seed-fcfs", "sd"] * 5
     ar, seed, sd = results
-    assert [s.tokens_per_s for s in ar.samples] == [13.0, 14.0, 15.0]          # the 2 warm-up runs dropped
-    assert seed.tokens_per_s == 34.0 and seed.speedup_vs_ar == 34.0 / 14.0 and seed.outputs_match_ar is True
+    assert [s.tokens_per_s for s in ar.samples] == [10.0, 50.0, 11.0]          # the 2 warm-up runs dropped
+    assert ar.tokens_per_s == 11.0 and ar.spread() == (10.0, 50.0)
+    assert seed.tokens_per_s == 31.0 and seed.speedup_vs_ar == 31.0 / 11.0 and seed.outputs_match_ar is True
     assert len(sd.errors) == 5 and sd.errors[0] == "warm-up 1/2: RuntimeError: no such model"
     assert sd.tokens_per_s is None and sd.speedup_vs_ar is None and sd.outputs_match_ar is None
 

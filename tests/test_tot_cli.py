@@ -10,8 +10,10 @@ from helpers import assert_one_error_line
 
 from specsched.runtime.app import run
 from specsched.runtime.config import RunConfig
+from specsched.runtime.tot.blocksworld import Blocksworld
 from specsched.runtime.tot.gsm8k import Gsm8k
 from specsched.runtime.tot.search import SearchConfig, search
+from specsched.runtime.tot.task import Problem
 
 SIM = ["--backend", "sim", "--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
 
@@ -33,7 +35,8 @@ def test_blocksworld_tree_with_json(tmp_path):
     assert data["search"]["thoughts"] == 2 and data["config"]["temperature"] == 1.0  # ToT samples by default
     # 2 thoughts from the root, then 2 from each of the 2 kept states
     assert [n["level"] for n in tree["nodes"]].count(2) == 4
-    assert isinstance(tree["correct"], bool)  # the plan went through the validator
+    problem = Problem(**tree["problem"])  # the plan went through the validator
+    assert tree["correct"] is Blocksworld().correct(problem, tree["answer"]) and tree["correct"] is not None
     assert tree["per_phase"]["state evaluation"]["runs"] == 2
     assert tree["per_phase"]["answer"]["runs"] == 0  # the plan is the answer: no final generation
 

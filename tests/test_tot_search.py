@@ -63,7 +63,7 @@ class Toy(Task):
 BASE = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, sim_vocab=48, temperature=1.0, seed=7)
 
 
-def build(**overrides):
+def build(gold: str = "x", **overrides):
     labels: list[str] = []
 
     def run_phase(config: RunConfig, label: str):
@@ -71,7 +71,7 @@ def build(**overrides):
         return run(config)
 
     base = dataclasses.replace(BASE, **overrides)
-    tree = search(Toy(), Problem("p0", "two apples", answer="x"), base, SearchConfig(thoughts=3, breadth=2), run_phase)
+    tree = search(Toy(), Problem("p0", "two apples", answer=gold), base, SearchConfig(thoughts=3, breadth=2), run_phase)
     return tree, labels
 
 
@@ -111,6 +111,13 @@ def test_a_complete_tree_is_built_level_by_level(fcfs_tree):
 def test_the_tree_is_identical_across_policies_for_a_fixed_seed(fcfs_tree):
     rr, _ = build(policy="rr")
     assert shape(rr) == shape(fcfs_tree[0])
+
+
+def test_the_answer_is_checked_against_the_gold_answer(fcfs_tree):
+    tree, _ = fcfs_tree
+    assert tree.answer != "x" and tree.correct is False
+    right, _ = build(gold=tree.answer, policy="fcfs")  # same seed, same tree: now the gold answer matches
+    assert right.answer == tree.answer and right.correct is True
 
 
 def test_a_different_seed_builds_a_different_tree(fcfs_tree):

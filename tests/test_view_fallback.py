@@ -57,7 +57,8 @@ def test_progress_lines_are_plain_and_end_on_the_whole_run():
 
 def test_progress_lines_print_a_final_line_even_before_the_first_interval():
     out = io.StringIO()
-    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200)) as view:   # a line a second
+    # a line an hour: the update comes before the first interval even on a stalled machine
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), every=3600.0) as view:
         view.update(Collected(events=list(EVENTS), started=0.0, done={0, 1}))
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and PROGRESS.match(lines[0]) and lines[0].endswith("done 2/2")
@@ -67,7 +68,7 @@ def test_progress_lines_print_nothing_for_a_run_that_never_reported_or_when_told
     out = io.StringIO()
     with ProgressLines(Monitor(CONFIG), Console(file=out, width=200)):
         pass
-    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), final=False) as view:
+    with ProgressLines(Monitor(CONFIG), Console(file=out, width=200), every=3600.0, final=False) as view:
         view.update(Collected(events=list(EVENTS), started=0.0))
     assert out.getvalue() == ""
     # a caller with its own summary of each run (transient) gets no final line
