@@ -11,10 +11,11 @@ from __future__ import annotations
 import signal
 import textwrap
 import time
+from collections import Counter
 
 import psutil
 import pytest
-from helpers import Watched, greedy_reference, read_json, run_ok, sim_config, stderr_lines, words
+from helpers import Watched, draft_model, greedy_reference, read_json, run_ok, sim_config, stderr_lines, words
 
 from specsched.runtime.app import run
 
@@ -22,8 +23,28 @@ VOCAB = 64
 # Greedy decoding from these prompts never reaches EOS: the run goes on until it is stopped.
 ENDLESS = [(5, 7), (3, 9), (11, 13)]
 ENDLESS_ARGS = [a for p in ENDLESS for a in ("--prompt", words(VOCAB, p))]
-LONG_RUN = [*ENDLESS_ARGS, "--max-new-tokens", "1000000", "--k", "3", "--sim-draft-ms", "3",
+K = 3
+LONG_RUN = [*ENDLESS_ARGS, "--max-new-tokens", "1000000", "--k", str(K), "--sim-draft-ms", "3",
             "--sim-verify-ms", "15"]
+
+
+def tokens_after_each_verification(prompt: tuple[int, ...], verifications: int) -> list[int]:
+    """A sequence's committed length after 0, 1, ... ``verifications`` verifications of LONG_RUN.
+
+    Greedy chains of K: a verification keeps the draft's argmax tokens up to the first one that is
+    not the target's argmax, then adds the target's own token (1 to K + 1 tokens).
+    """
+    target_tokens = greedy_reference(prompt, VOCAB, (K + 1) * verifications)
+    draft = draft_model(VOCAB, sim_config().sim_agreement)
+    ends = [0]
+    for _ in range(verifications):
+        done, accepted = ends[-1], 0
+        context = [*prompt, *target_tokens[:done]]
+        while accepted < K and int(draft.logits_for(context).argmax()) == target_tokens[done + accepted]:
+            context.append(target_tokens[done + accepted])
+            accepted += 1
+        ends.append(done + accepted + 1)
+    return ends
 
 
 def no_children_of_this_process() -> list[psutil.Process]:
@@ -105,10 +126,16 @@ def test_an_interrupted_run_exits_non_zero_keeps_what_was_verified_and_leaves_no
     assert record["metrics"]["tokens"] == sum(len(s["tokens"]) for s in sequences)
 
     # The verifier reports a verification's tokens before its event, on one ordered channel: every
-    # verification in the record's timeline has its tokens in the record too.
-    events = record["events"]
-    verifier_verifies = {(e["start"], e["seq"]) for e in events if e["role"] == "verifier" and e["kind"] == "verify"}
-    assert record["metrics"]["tokens"] >= len(verifier_verifies) > 0
+    # verification in the record's timeline has its tokens in the record too, and besides them at most
+    # one more (the stop cut the channel between that commit and its event).
+    verifies = Counter(e["seq"] for e in record["events"] if e["role"] == "verifier" and e["kind"] == "verify")
+    assert sum(verifies.values()) > 0
+    cut = 0
+    for seq, (s, prompt) in enumerate(zip(sequences, ENDLESS)):
+        ends = tokens_after_each_verification(prompt, verifies[seq] + 1)
+        assert len(s["tokens"]) in (ends[-2], ends[-1]), (seq, len(s["tokens"]), verifies[seq], ends[-3:])
+        cut += len(s["tokens"]) == ends[-1]
+    assert cut <= 1
 
 
 def test_ctrl_c_stops_a_run_started_with_sigint_ignored(tmp_path):
@@ -166,20 +193,42 @@ def test_in_process_runs_leave_no_child_of_the_caller(tmp_path):
     assert {p.pid for p in no_children_of_this_process()} - before == set()
 
 
-def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent():
+def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent(tmp_path):
     """Ctrl-C lands while the supervisor is busy (say, drawing a live view) and the verifier keeps
     verifying: every commit it sent before it was stopped belongs in the record."""
+    # fcfs that appends a byte to a file at every pick: the verifier's progress, seen from outside
+    picks = tmp_path / "picks"
+    picks.touch()
+    policy = tmp_path / "counted.py"
+    policy.write_text(textwrap.dedent(f"""
+        from specsched.policies.fcfs import FCFS
+
+        class Counted(FCFS):
+            name = "counted"
+
+            def pick(self, ready):
+                with open({str(picks)!r}, "ab") as f:
+                    f.write(b".")
+                return super().pick(ready)
+    """))
     seen = {}
 
     def on_update(collected):
         received = sum(len(t) for t in collected.tokens.values())
         if received and "before" not in seen:
             seen["before"] = received
-            time.sleep(1.0)            # ~60 verifications of 15 ms happen meanwhile
+            # The supervisor reads nothing while it is in here. Wait until the verifier has picked 5
+            # more times: it sent the commits of at least 4 verifications that started after
+            # `received` was counted, and then went on verifying.
+            start = picks.stat().st_size
+            deadline = time.monotonic() + 60
+            while picks.stat().st_size < start + 5:
+                assert time.monotonic() < deadline, "the verifier made no progress in 60 s"
+                time.sleep(0.01)
             raise KeyboardInterrupt
 
-    config = sim_config(prompts=[words(VOCAB, p) for p in ENDLESS], max_new_tokens=1_000_000, k=3,
-                        sim_draft_ms=3.0, sim_verify_ms=15.0)
+    config = sim_config(prompts=[words(VOCAB, p) for p in ENDLESS], max_new_tokens=1_000_000, k=K,
+                        sim_draft_ms=3.0, sim_verify_ms=15.0, policy=f"{policy}:Counted")
     record = run(config, on_update=on_update)
     assert record.status == "interrupted"
     for s, prompt in zip(record.sequences, ENDLESS):

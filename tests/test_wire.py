@@ -194,34 +194,51 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
     assert outputs(record) == reference
 
 
-def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypatch):
+def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypatch, tmp_path):
     vocab, prompts = 64, [(5, 7), (3, 9)]
-    endpoints, strangers = {}, []
+    # The verifier must still be serving when the stranger's draft lands, however late the supervisor
+    # sends it: fcfs, except that the second pick waits until the draft has been delivered (the flag).
+    # The first pick goes ahead, so the run is verifying when the draft is sent.
+    sent = tmp_path / "stranger-sent"
+    policy = tmp_path / "after_stranger.py"
+    policy.write_text(textwrap.dedent(f"""
+        import os, time
+        from specsched.policies.fcfs import FCFS
+
+        class AfterStranger(FCFS):
+            name = "after-stranger"
+            picks = 0
+
+            def pick(self, ready):
+                self.picks += 1
+                deadline = time.monotonic() + 120   # a bounded wait: a lost flag fails the count, not CI
+                while self.picks == 2 and not os.path.exists({str(sent)!r}) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                return super().pick(ready)
+    """))
+    endpoints = {}
     make_endpoints = supervisor.make_endpoints
 
     def intercept(transport, run_dir):
         endpoints["e"] = make_endpoints(transport, run_dir)
         return endpoints["e"]
 
-    ctx = zmq.Context()
-
     def on_update(collected):
         # once the run is verifying, a stranger sends a valid-looking first draft of "sequence 5"
-        if collected.tokens and not strangers:
+        if collected.tokens and not sent.exists():
+            ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 60_000)  # bounded: a verifier that never reads fails the count
             sock.connect(endpoints["e"].verify)
             sock.send_multipart(Draft.chain(5, 0, 0, [1, 2, 3], prompt=np.array([9, 9], np.int32)).to_frames())
-            strangers.append(sock)
+            sock.close()
+            ctx.term()                            # returns once the draft has been handed over
+            sent.touch()
 
     monkeypatch.setattr(supervisor, "make_endpoints", intercept)
-    try:
-        record = run(sim_config(workers=2, prompts=[words(vocab, p) for p in prompts], max_new_tokens=200, k=3,
-                                sim_verify_ms=5), on_update=on_update)
-    finally:
-        for sock in strangers:
-            sock.close(linger=0)
-        ctx.term()
-    assert record.status == "ok" and strangers
+    record = run(sim_config(workers=2, prompts=[words(vocab, p) for p in prompts], max_new_tokens=200, k=3,
+                            sim_verify_ms=5, policy=f"{policy}:AfterStranger"), on_update=on_update)
+    assert record.status == "ok" and sent.exists()
     assert outputs(record) == [greedy_reference(p, vocab, 200) for p in prompts]
     assert record.metrics.tokens == 400
     assert record.metrics.rejected_messages == 1
