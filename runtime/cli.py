@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
+import os
 import signal
 import sys
 import threading
@@ -230,6 +231,9 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return code
 
 
+MIN_WIDTH, MAX_WIDTH = 40, 2000  # SVG columns: narrower has no room for the lanes, wider is megabytes
+
+
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from pathlib import Path
 
@@ -238,6 +242,8 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
 
     if not (args.chrome or args.svg):
         raise ConfigError("nothing to export: give --chrome OUT.json and/or --svg OUT.svg")
+    if not MIN_WIDTH <= args.width <= MAX_WIDTH:
+        raise ConfigError(f"--width must be in [{MIN_WIDTH}, {MAX_WIDTH}] columns, got {args.width}")
     data, events = load_events(args.path)
     if args.chrome:
         write_chrome(data, events, args.chrome)
@@ -269,6 +275,36 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if any(r.status == "interrupted" for r in records):
         return EXIT_INTERRUPTED
     return 0 if identical else EXIT_FAILED
+
+
+FILE_OUTPUTS = ("json", "trace", "markdown", "chrome")  # and export's --svg; compare's --svg is a folder
+DIR_OUTPUTS = ("plots",)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output path is checked before any work starts: a run must not end by failing to write its record."""
+    from pathlib import Path
+
+    files = [f for f in FILE_OUTPUTS if getattr(args, f, None)]
+    dirs = [f for f in DIR_OUTPUTS if getattr(args, f, None)]
+    if getattr(args, "svg", None):
+        (dirs if getattr(args, "func", None) is cmd_compare else files).append("svg")
+    for name in files:
+        path, flag = Path(getattr(args, name)), "--" + name
+        if path.is_dir() or str(getattr(args, name)).endswith("/"):
+            raise ConfigError(f"{flag} {path} is a folder; give a file name")
+        if not path.parent.is_dir():
+            raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
+        if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise ConfigError(f"{flag} {path} is not writable")
+    for name in dirs:
+        path, flag = Path(getattr(args, name)), "--" + name
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{flag} {path} is a file; give a folder")
+    source = getattr(args, "path", None)
+    for name in files:
+        if source and Path(getattr(args, name)).resolve() == Path(source).resolve():
+            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the trace it reads")
 
 
 def prepare_check(config: RunConfig) -> None:
@@ -304,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     with _sigint_enabled():
         try:
             # `models` handlers take (args); the others (args, console)
+            check_outputs(args)
             takes_console = len(inspect.signature(args.func).parameters) > 1
             return args.func(args, console) if takes_console else args.func(args)
         except (ConfigError, PolicyError) as exc:

@@ -5,6 +5,7 @@ Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickle
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 
 from specsched.runtime.sampling import SamplingParams
@@ -82,6 +83,12 @@ class RunConfig:
             raise ConfigError(f"--sim-vocab must be at least 4, got {self.sim_vocab}")
         if self.dtype not in ("fp32", "bf16", "fp16"):
             raise ConfigError(f"unknown --dtype {self.dtype!r}; choose fp32, bf16 or fp16")
+        if self.seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
+        if not math.isfinite(self.temperature):
+            raise ConfigError(f"--temperature must be a finite number, got {self.temperature}")
+        if any(not p.strip() for p in self.prompts):
+            raise ConfigError("a --prompt is empty: give the text to continue")
         try:
             self.sampling  # noqa: B018 - validates temperature / top-k / top-p
         except ValueError as exc:

@@ -58,6 +58,12 @@ def policy_files(tmp_path):
     (["--lookup", "1"], ["--lookup must be 0 (off) or at least 2"]),
     (["--min-confidence", "1.5"], ["--min-confidence must be in [0, 1)"]),
     (["--mode", "ar", "--lockstep"], ["--lockstep needs draft workers", "--mode ar"]),
+    (["--seed", "-1"], ["--seed must be >= 0, got -1"]),
+    (["--temperature", "nan"], ["--temperature must be a finite number"]),
+    (["--prompt", " "], ["a --prompt is empty"]),
+    (["--json", "{tmp}/no/such/folder/run.json"], ["--json", "does not exist"]),
+    (["--json", "{tmp}"], ["--json", "is a folder"]),
+    (["--trace", "{tmp}/sub/"], ["--trace", "is a folder"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]
@@ -164,3 +170,22 @@ def test_the_cli_takes_sigint_back_while_it_runs_and_leaves_other_handlers_alone
         assert signal.getsignal(signal.SIGINT) is own
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _specsched(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specsched", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_export_refuses_to_overwrite_its_trace_or_draw_an_absurd_width(tmp_path):
+    trace = tmp_path / "run.trace.json"
+    run_ok = run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace))
+    assert run_ok.returncode == 0, run_ok.stderr
+    before = trace.read_bytes()
+    same = _specsched("export", str(trace), "--svg", str(trace))
+    assert_one_error_line(same, 2, "would overwrite the trace it reads")
+    wide = _specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"), "--width", "100000000")
+    assert_one_error_line(wide, 2, "--width must be in")
+    assert trace.read_bytes() == before and not (tmp_path / "o.svg").exists()
+    fine = _specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"))
+    assert fine.returncode == 0 and (tmp_path / "o.svg").read_text().startswith("<svg")
