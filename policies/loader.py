@@ -28,6 +28,11 @@ def load_policy(spec: str) -> type[Policy]:
         return BUILTIN[spec]
     if ":" in spec:
         where, _, cls_name = spec.rpartition(":")
+        if not where:
+            raise PolicyError(f"policy {spec!r}: the module part before ':' is empty; "
+                              "give path/to/file.py:ClassName or package.module:ClassName")
+        if not cls_name:
+            raise PolicyError(f"policy {spec!r}: the class name after ':' is empty")
         module = _from_file(where) if where.endswith(".py") else _from_module(where)
         cls = getattr(module, cls_name, None)
         if cls is None:
@@ -35,7 +40,8 @@ def load_policy(spec: str) -> type[Policy]:
         return _checked(cls, spec)
     plugins = {ep.name: ep for ep in entry_points(group=GROUP)}
     if spec in plugins:
-        return _checked(plugins[spec].load(), spec)
+        ep = plugins[spec]
+        return _checked(_guarded(ep.load, f"policy {spec!r} (entry point {ep.value}) failed to load"), spec)
     names = sorted(set(BUILTIN) | set(plugins))
     raise PolicyError(f"unknown policy {spec!r}; built-in and installed: {', '.join(names)}; "
                       "or give path/to/file.py:ClassName or package.module:ClassName")
@@ -49,18 +55,31 @@ def _from_file(path: str):
     if spec is None or spec.loader is None:
         raise PolicyError(f"cannot import policy file {path}")
     module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise PolicyError(f"policy file {path} failed to import: {type(exc).__name__}: {exc}") from None
+    _guarded(lambda: spec.loader.exec_module(module), f"policy file {path} failed to import")
     return module
 
 
 def _from_module(name: str):
+    def load():
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            raise PolicyError(f"cannot import policy module {name!r}: {exc}") from None
+
+    return _guarded(load, f"policy module {name!r} failed to import")
+
+
+def _guarded(load, what: str):
+    """Run user code that loads a policy. Whatever it raises - SystemExit included, which would
+    otherwise end the CLI silently with the policy's own exit code - becomes one PolicyError line;
+    only Ctrl-C passes through."""
     try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise PolicyError(f"cannot import policy module {name!r}: {exc}") from None
+        return load()
+    except (KeyboardInterrupt, PolicyError):
+        raise
+    except BaseException as exc:  # user code: anything it raises is bad input
+        text = " ".join(str(exc).split())
+        raise PolicyError(f"{what}: {type(exc).__name__}" + (f": {text}" if text else "")) from None
 
 
 def _checked(cls: object, spec: str) -> type[Policy]:

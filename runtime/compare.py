@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -28,6 +29,11 @@ def policy_configs(config: RunConfig, policies: list[str]) -> list[RunConfig]:
     most urgent): with equal priorities it would only repeat FCFS."""
     if not policies:
         raise ConfigError("--policies needs at least one policy")
+    if any(not name for name in policies):
+        raise ConfigError(f"--policies {','.join(policies)!r} has an empty name (give P1,P2,...)")
+    repeated = sorted({name for name in policies if policies.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--policies names {', '.join(repeated)} more than once; compare each policy once")
     configs = []
     for name in policies:
         priorities = config.priorities
@@ -41,7 +47,7 @@ def compare(configs: list[RunConfig], console: Console | None = None) -> list[Ru
     records = []
     for c in configs:
         if console is not None:
-            console.print(f"running policy {c.policy} …", style="dim", highlight=False)
+            console.print(Text(f"running policy {c.policy} …", style="dim"))
         records.append(run(c))
     return records
 
@@ -56,7 +62,7 @@ def comparison_table(records: list[RunRecord]) -> Table:
     table = Table(title=f"policies compared · seed {records[0].config.seed}", title_justify="left")
     table.add_column("metric")
     for r in records:
-        table.add_column(r.config.policy, justify="right")
+        table.add_column(Text(r.config.policy), justify="right")  # a file.py:Class name is not markup
     rows: list[tuple[str, list[str]]] = [
         ("status", [r.status for r in records]),
         ("wall time (decode)", [f"{r.metrics.wall_s:.3f} s" for r in records]),
@@ -98,17 +104,19 @@ def print_comparison(records: list[RunRecord], console: Console, *,
         for r in records:
             path = out / f"gantt-{re.sub(r'[^A-Za-z0-9_.-]+', '_', r.config.policy)}.svg"
             path.write_text(chart_svg(r.config, r.collected, title=f"specsched · policy {r.config.policy}"))
-            console.print(f"wrote {path}", style="dim", highlight=False)
-    failed = [r.config.policy for r in records if r.status != "ok"]
+            console.print(Text(f"wrote {path}", style="dim"))
+    failed = [r for r in records if r.status != "ok"]
     if failed:
-        console.print(Panel(f"run failed under {', '.join(failed)}: texts cannot be compared",
-                            style="bold red"))
+        names = ", ".join(r.config.policy for r in failed)
+        console.print(Panel(Text(f"run failed under {names}: texts cannot be compared"), style="bold red"))
+        for r in failed:  # the cause, one line per failed run, where `run` would put it
+            print(f"specsched: error: policy {r.config.policy}: {r.error or r.status}", file=sys.stderr)
         return False
     differ = differing_sequences(records)
     names = ", ".join(r.config.policy for r in records)
     if not differ:
-        console.print(f"[bold green]✓ generated texts are identical across {names} "
-                      f"({len(records[0].sequences)} sequences)[/]")
+        console.print(Text(f"✓ generated texts are identical across {names} "
+                           f"({len(records[0].sequences)} sequences)", style="bold green"))
         return True
     console.print(Panel(Group(
         Text(f"✗ GENERATED TEXTS DIFFER ACROSS POLICIES ({names})", style="bold"),

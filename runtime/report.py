@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from specsched.runtime.app import RunRecord
 from specsched.runtime.osmetrics import OsMetrics
@@ -11,7 +12,7 @@ from specsched.runtime.osmetrics import OsMetrics
 
 def summary_table(record: RunRecord) -> Table:
     m, c = record.metrics, record.config
-    table = Table(title=f"specsched · mode {c.mode} · policy {c.policy} · backend {c.backend}",
+    table = Table(title=Text(f"specsched · mode {c.mode} · policy {c.policy} · backend {c.backend}"),  # no markup
                   show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")

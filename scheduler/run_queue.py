@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import reprlib
 from dataclasses import dataclass
 
 from specsched.policies.base import Policy, ReadyDraft
@@ -53,13 +54,20 @@ class RunQueue:
         name = self.policy.name or type(self.policy).__name__
         try:
             choice = self.policy.pick(ready)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
             raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
-        chosen = [choice] if isinstance(choice, ReadyDraft) else list(choice or [])
+        if isinstance(choice, ReadyDraft):
+            chosen = [choice]
+        else:  # a batch: a list (or tuple) of ready drafts; anything else is refused below
+            chosen = list(choice) if isinstance(choice, (list, tuple)) else []
         by_order = {q.info.order: q for q in self._waiting}
         if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) is None
                              or by_order[c.order].info != c for c in chosen):
-            raise PolicyFailure(f"policy {name!r} returned {choice!r}, which is not one of the ready drafts")
+            raise PolicyFailure(f"policy {name!r} returned {_describe(choice)}, which is not one of the ready "
+                                "drafts: pick must return a ReadyDraft from its argument, or a non-empty list "
+                                "of them")
         limit = self.policy.settings.max_batch  # 0 = no limit
         if limit and len(chosen) > limit:
             raise PolicyFailure(f"policy {name!r} picked {len(chosen)} drafts; --max-batch allows "
@@ -70,3 +78,12 @@ class RunQueue:
         picked = [by_order[o] for o in (c.order for c in chosen)]
         self._waiting = [q for q in self._waiting if q.info.order not in taken]
         return picked
+
+
+def _describe(value: object) -> str:
+    """What a policy returned, for its error line: short, one line, even if its repr is neither."""
+    try:
+        text = reprlib.repr(value)
+    except Exception:
+        text = "<unprintable>"
+    return f"{' '.join(text.split())} ({type(value).__name__})"

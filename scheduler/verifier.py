@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zmq
 
-from specsched.policies.base import PolicySettings
+from specsched.policies.base import Policy, PolicySettings
 from specsched.policies.loader import load_policy
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import VERIFIER, Recorder
@@ -24,7 +24,7 @@ from specsched.runtime.sampling import stream
 from specsched.runtime.transport import Telemetry, worker_identity
 from specsched.runtime.wire import ProtocolError, pack, unpack
 from specsched.scheduler.acceptance import verify_tree
-from specsched.scheduler.run_queue import Queued, RunQueue
+from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
 from specsched.workers.backend import Cache, LanguageModel
 
 
@@ -67,6 +67,21 @@ def commit(st: SequenceState, tokens: list[int], eos: int | None, limit: int) ->
     return kept
 
 
+def start_policy(config: RunConfig) -> Policy:
+    """Load and construct the run's policy; a constructor that raises stops the run naming it."""
+    policy_cls = load_policy(config.policy)
+    name = policy_cls.name or policy_cls.__name__
+    try:
+        policy = policy_cls(PolicySettings(max_batch=config.max_batch))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
+        raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(getattr(policy, "settings", None), PolicySettings):
+        raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
+    return policy
+
+
 class Verifier:
     def __init__(self, config: RunConfig, target: LanguageModel, telemetry: Telemetry) -> None:
         self.config = config
@@ -75,8 +90,7 @@ class Verifier:
         self.recorder = Recorder("verifier", VERIFIER)
         self.seqs: dict[int, SequenceState] = {}
         self.counters = Counters()
-        policy_cls = load_policy(config.policy)
-        self.queue = RunQueue(policy_cls(PolicySettings(max_batch=config.max_batch)))
+        self.queue = RunQueue(start_policy(config))
 
     def unfinished(self) -> int:
         """Sequences not done yet; one whose first draft has not arrived counts as unfinished."""

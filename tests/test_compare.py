@@ -12,7 +12,7 @@ from rich.console import Console
 
 from specsched.runtime.cli import main
 from specsched.runtime.compare import compare, differing_sequences, policy_configs, print_comparison
-from specsched.runtime.config import RunConfig
+from specsched.runtime.config import ConfigError, RunConfig
 
 WORKLOAD = RunConfig(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
                      temperature=0.8)
@@ -34,6 +34,26 @@ def test_priority_without_priorities_gets_one_per_worker():
     assert [c.priorities for c in configs] == [[], [0, 1, 2]]
     given = dataclasses.replace(WORKLOAD, priorities=[2, 1, 0])
     assert policy_configs(given, ["priority"])[0].priorities == [2, 1, 0]
+
+
+@pytest.mark.parametrize("names, message", [
+    (["fcfs", "", "rr"], "has an empty name"),
+    (["fcfs", "rr", "fcfs"], "names fcfs more than once"),
+])
+def test_an_empty_or_repeated_policy_name_is_refused(names, message):
+    with pytest.raises(ConfigError, match=message):
+        policy_configs(WORKLOAD, names)
+
+
+def test_policy_names_are_printed_as_text_not_markup(records):
+    # ":boom:" is an emoji code and "[b]" a style tag to Rich; a policy's name is neither
+    named = [dataclasses.replace(r, config=dataclasses.replace(r.config, policy=f"{i}:boom:[b]"))
+             for i, r in enumerate(records)]
+    ok, text = printed(named)
+    assert ok and "💥" not in text
+    header = next(ln for ln in text.splitlines() if "metric" in ln)
+    assert header.replace("┃", " ").split() == ["metric", "0:boom:[b]", "1:boom:[b]", "2:boom:[b]"]
+    assert "✓ generated texts are identical across 0:boom:[b], 1:boom:[b], 2:boom:[b]" in text
 
 
 def test_same_texts_under_every_policy(records, tmp_path):

@@ -185,13 +185,16 @@ class _Bad(Policy):
         self.answer = answer
 
     def pick(self, ready_drafts):
-        if isinstance(self.answer, Exception):
+        if isinstance(self.answer, BaseException):
             raise self.answer
         return self.answer(ready_drafts) if callable(self.answer) else self.answer
 
 
 @pytest.mark.parametrize("answer, message", [
     (RuntimeError("scheduler exploded"), "raised RuntimeError: scheduler exploded"),
+    (SystemExit(3), "raised SystemExit: 3"),                                # must not end the verifier
+    (42, "returned 42 (int), which is not one of the ready drafts: pick must return a ReadyDraft"),
+    ({"w0"}, "returned {'w0'} (set)"),
     (None, "not one of the ready drafts"),
     ([], "not one of the ready drafts"),
     ("w0", "not one of the ready drafts"),
@@ -247,7 +250,11 @@ def test_file_colon_class_loads_a_policy(tmp_path):
     ("{tmp}/p.py:NotAPolicy", "is not a subclass"),
     ("{tmp}/p.py:Abstract", "does not implement pick()"),
     ("{tmp}/broken.py:X", "failed to import"),
+    ("{tmp}/exits.py:X", "exits.py failed to import: SystemExit: 5"),
     ("no_such_module_xyz:X", "cannot import policy module"),
+    ("..relative:X", "policy module '..relative' failed to import: TypeError"),
+    (":X", "the module part before ':' is empty"),
+    ("{tmp}/p.py:", "the class name after ':' is empty"),
 ])
 def test_bad_policy_specs_raise_policy_error(tmp_path, spec, message):
     (tmp_path / "p.py").write_text(textwrap.dedent("""
@@ -259,5 +266,6 @@ def test_bad_policy_specs_raise_policy_error(tmp_path, spec, message):
             pass
     """))
     (tmp_path / "broken.py").write_text("raise ImportError('nope')\n")
+    (tmp_path / "exits.py").write_text("raise SystemExit(5)\n")
     with pytest.raises(PolicyError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_policy(spec.format(tmp=tmp_path))
