@@ -152,14 +152,9 @@ def test_real_pull_and_generate(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _models_cli(argv: list[str]) -> int:
-    import argparse
+    from specsched.runtime.cli import main
 
-    from specsched.runtime.models.cli import add_models_parser
-
-    parser = argparse.ArgumentParser(prog="specsched")
-    add_models_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def test_cli_pull_reports_errors_and_success(

