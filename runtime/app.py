@@ -73,7 +73,16 @@ def prepare(config: RunConfig):
 
 
 def run(config: RunConfig, on_update=None) -> RunRecord:
-    backend, tokenizer, prompts = prepare(config)
+    try:
+        backend, tokenizer, prompts = prepare(config)
+    except KeyboardInterrupt:  # Ctrl-C while models load: no process started, but --json still says so
+        collected = Collected()
+        prompt = (lambda i: config.prompt_for(i)) if config.prompts else (lambda i: "")  # no default prompt yet
+        sequences = [SequenceResult(i, worker_of(config, i), prompt(i), [], "", False)
+                     for i in range(config.n_sequences)]
+        metrics, os_metrics = measure(config, collected)
+        return RunRecord(config, sequences, metrics, collected, "interrupted",
+                         "interrupted (Ctrl-C) before any process started", os_metrics=os_metrics)
     supervisor = Supervisor(config, prompts, on_update=on_update)
     status, error = "ok", None
     try:

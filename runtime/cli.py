@@ -19,8 +19,15 @@ from specsched.runtime.config import BACKENDS, MODES, ConfigError, RunConfig
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags get one line, like every other bad input (argparse prints the whole usage first)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"specsched: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specsched", description=__doc__)
+    parser = OneLineParser(prog="specsched", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding",
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -125,12 +132,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
 
 
 def _name_list(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
+    return [name.strip() for name in text.split(",")]  # an empty name is refused where it is used
 
 
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        return [int(x) for x in text.split(",")]  # an empty item is a typo, not a value to skip
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
@@ -149,6 +156,12 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
+    if args.backend == "sim":  # refused, not ignored: the sim backend has no models to choose or load
+        hf_only = {"--target": args.target, "--draft": args.draft, "--raw-prompt": args.raw_prompt,
+                   "--dtype": args.dtype not in (None, RunConfig().dtype)}
+        for flag, value in hf_only.items():
+            if value:
+                raise ConfigError(f"{flag} applies to --backend hf only (this run uses --backend sim)")
     if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
@@ -335,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console()
-    from specsched.runtime.models.errors import ModelError
+    from specsched.runtime.models.errors import ModelError, UnknownModel
 
     with _sigint_enabled():
         try:
@@ -345,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args, console) if takes_console else args.func(args)
         except (ConfigError, PolicyError) as exc:
             _fail(str(exc))
+            return EXIT_BAD_INPUT
+        except UnknownModel as exc:  # a --target / --draft that names nothing: bad input
+            _fail(" ".join(str(exc).split()))
             return EXIT_BAD_INPUT
         except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
             _fail(" ".join(str(exc).split()))

@@ -83,6 +83,11 @@ class RunConfig:
             raise ConfigError(f"--sim-vocab must be at least 4, got {self.sim_vocab}")
         if self.dtype not in ("fp32", "bf16", "fp16"):
             raise ConfigError(f"unknown --dtype {self.dtype!r}; choose fp32, bf16 or fp16")
+        for flag, ms in (("--sim-draft-ms", self.sim_draft_ms), ("--sim-verify-ms", self.sim_verify_ms)):
+            if not (math.isfinite(ms) and ms >= 0):
+                raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
+        if self.verifier_threads < 0:
+            raise ConfigError(f"--verifier-threads must be >= 0 (0 = all cores), got {self.verifier_threads}")
         if self.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {self.seed}")
         if not math.isfinite(self.temperature):

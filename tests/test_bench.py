@@ -218,6 +218,8 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     (["--sweep", "n", "--values", "0,2"], "bad value"),
     (["--sweep", "k-config", "--values", "2,x"], "cannot read"),
     (["--task", "gsm8k", "--backend", "sim"], "need real models"),
+    (["--prompts", "0"], "--prompts must be at least 1, got 0"),
+    (["--arms", ","], "--arms is empty"),
 ])
 def test_bad_input_is_one_config_error(argv, message):
     with pytest.raises(ConfigError, match=message):

@@ -64,6 +64,17 @@ def policy_files(tmp_path):
     (["--json", "{tmp}/no/such/folder/run.json"], ["--json", "does not exist"]),
     (["--json", "{tmp}"], ["--json", "is a folder"]),
     (["--trace", "{tmp}/sub/"], ["--trace", "is a folder"]),
+    (["--workers", "abc"], ["--workers: invalid int value: 'abc'", "--help"]),
+    (["--k-config", "2,,1"], ["--k-config", "'2,,1'"]),
+    (["--sim-draft-ms", "-1"], ["--sim-draft-ms must be a number >= 0"]),
+    (["--sim-verify-ms", "nan"], ["--sim-verify-ms must be a number >= 0"]),
+    (["--target", "tiny"], ["--target applies to --backend hf only"]),
+    (["--dtype", "bf16"], ["--dtype applies to --backend hf only"]),
+    (["--verifier-threads", "-1"], ["--verifier-threads must be >= 0"]),
+    (["--prompt", "x", "--task", "creative"], ["--prompt and --task are two workloads"]),
+    (["--prompt", "x", "--thoughts", "2"], ["--thoughts applies to a Tree-of-Thoughts run"]),
+    (["--task", "gsm8k", "--thoughts", "2", "--workers", "5"], ["--thoughts 2 and --workers 5 disagree"]),
+    (["--task", "gsm8k", "--thoughts", "0"], ["--thoughts must be at least 1, got 0"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]
@@ -189,3 +200,20 @@ def test_export_refuses_to_overwrite_its_trace_or_draw_an_absurd_width(tmp_path)
     assert trace.read_bytes() == before and not (tmp_path / "o.svg").exists()
     fine = _specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"))
     assert fine.returncode == 0 and (tmp_path / "o.svg").read_text().startswith("<svg")
+
+
+def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, monkeypatch, capsys):
+    from specsched.runtime import app
+    from specsched.runtime.cli import main
+
+    def interrupted_while_loading(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "prepare", interrupted_while_loading)
+    out = tmp_path / "run.json"
+    argv = ["run", "--backend", "sim", "--prompt", "a b", "--workers", "2", "--json", str(out), "--no-live"]
+    assert main(argv) == 130
+    record = read_json(out)
+    assert record["status"] == "interrupted" and "before any process started" in record["error"]
+    assert [s["tokens"] for s in record["sequences"]] == [[], []]
+    assert "interrupted" in capsys.readouterr().err

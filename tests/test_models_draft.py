@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from specsched.runtime.models.draft_init import compress_target
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
-from specsched.runtime.models.errors import ModelUnavailable
+from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.evaluate import LookupProposer, ModelProposer, decode
 from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
@@ -241,7 +241,12 @@ def test_unknown_names_raise_model_unavailable(tmp_path: Path, monkeypatch: pyte
         resolve_target("no-such-model", progress=False)
     with pytest.raises(ModelUnavailable):
         resolve_draft(str(tmp_path / "missing"))
+    with pytest.raises(UnknownModel, match="without config.json"):
+        resolve_target(str(tmp_path), progress=False)  # a folder, but not a model
+    (tmp_path / "config.json").write_text("{}")
     assert resolve_target(str(tmp_path), progress=False) == tmp_path
+    with pytest.raises(UnknownModel, match="has no default draft"):
+        resolve_draft(None, target=str(tmp_path))
 
 
 @pytest.mark.slow

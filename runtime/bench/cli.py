@@ -96,6 +96,10 @@ def settings_from_args(args: argparse.Namespace):
         raise ConfigError("--values needs --sweep")
     if args.threads < 0:
         raise ConfigError(f"--threads must be at least 0, got {args.threads}")
+    if args.prompts is not None and args.prompts < 1:
+        raise ConfigError(f"--prompts must be at least 1, got {args.prompts}")
+    if args.arms is not None and not args.arms.strip(","):
+        raise ConfigError("--arms is empty: name at least one arm")
     backend = pick("backend")
     texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
     base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),

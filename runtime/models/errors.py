@@ -11,6 +11,10 @@ class ModelUnavailable(ModelError):
     """The model is not cached and cannot be fetched (no network, unknown name)."""
 
 
+class UnknownModel(ModelUnavailable):
+    """The user named a model that does not exist: bad input (exit 2), not a failed fetch."""
+
+
 class ChecksumMismatch(ModelError):
     """A downloaded archive does not have the pinned sha256."""
 

@@ -15,7 +15,7 @@ import torch
 
 from .cache import cache_root, cached_models, is_complete, model_dir
 from .draft_model import CONFIG_FILE, WEIGHTS_FILE, load_draft
-from .errors import ModelUnavailable
+from .errors import ModelUnavailable, UnknownModel
 from .pull import SMOLLM2, WheelSource
 
 ASSETS = Path(__file__).parent / "assets"
@@ -80,11 +80,13 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
         return pull(source)
     path = Path(name).expanduser()
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UnknownModel(f"{name} is a folder without config.json: not a transformers model")
         return path
     if is_complete(model_dir(name)):
         return model_dir(name)
     known = ", ".join([*PRESETS, *(p.name for p in cached_models())])
-    raise ModelUnavailable(
+    raise UnknownModel(
         f"unknown model {name!r}: not a preset, a local directory or a model cached in {cache_root()} "
         f"(known: {known}). Run `specsched models list` to see them, or pass a local transformers directory."
     )
@@ -95,7 +97,7 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
     if name is None:
         preset = PRESETS.get(target or DEFAULT)
         if preset is None:
-            raise ModelUnavailable(f"target {target!r} has no default draft: pass --draft DIR")
+            raise UnknownModel(f"target {target!r} has no default draft: pass --draft DIR")
         name = str(preset.draft_dir)
     if name in PRESETS:
         name = str(PRESETS[name].draft_dir)
@@ -104,9 +106,11 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
         return path
     if is_complete(model_dir(name)):
         return model_dir(name)
-    raise ModelUnavailable(
-        f"draft {name!r} not found (the shipped draft lives in {ASSETS}; reinstall specsched if it is missing)"
-    )
+    if path.is_dir():
+        raise UnknownModel(f"draft {name!r} is a folder but not a model (no config.json and weights)")
+    if name.startswith(str(ASSETS)):
+        raise ModelUnavailable(f"the shipped draft is missing from {name}: reinstall specsched")
+    raise UnknownModel(f"draft {name!r} not found: not a preset, a local directory or a cached model id")
 
 
 def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True) -> tuple[Path, Path]:

@@ -48,12 +48,25 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
         )
 
 
+TREE_FLAGS = ("data", "thoughts", "steps", "thought_tokens", "eval_tokens", "answer_tokens")
+
+
 def wants_tot(args: argparse.Namespace) -> bool:
+    """A tree without --prompt (or with --task); --prompt with a tree's flags is refused, not ignored."""
+    if args.prompts:
+        if args.task:
+            raise ConfigError("--prompt and --task are two workloads: give one (a --task builds its own prompts)")
+        extra = [f"--{f.replace('_', '-')}" for f in TREE_FLAGS if getattr(args, f, None) is not None]
+        if extra:
+            raise ConfigError(f"{extra[0]} applies to a Tree-of-Thoughts run (no --prompt, or --task)")
     return bool(args.task) or not args.prompts
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:
-    thoughts = args.thoughts or args.workers or 3
+    if args.thoughts is not None and args.workers and args.thoughts != args.workers:
+        raise ConfigError(f"--thoughts {args.thoughts} and --workers {args.workers} disagree: a tree runs one "
+                          "draft worker per thought; give one of them")
+    thoughts = args.thoughts if args.thoughts is not None else args.workers or 3
     for flag, value in (("--thoughts", thoughts), ("--breadth", args.breadth), ("--limit", args.limit)):
         if value < 1:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
