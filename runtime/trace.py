@@ -60,9 +60,13 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
     """The events of a trace or of a ``--json`` record (all that ``export`` needs)."""
     try:
         data = json.loads(Path(path).read_text())
-        return data, [Event.from_row([e[k] for k in _EVENT_FIELDS]) for e in data["events"]]
+        events = [Event.from_row([e[k] for k in _EVENT_FIELDS]) for e in data["events"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TraceError(f"{path}: not a specsched record ({type(exc).__name__}: {exc})") from None
+    for i, e in enumerate(events):  # an edited or damaged file: its charts and metrics would be nonsense
+        if not e.end >= e.start:
+            raise TraceError(f"{path}: event {i} ({e.role} {e.kind}) ends at {e.end} before it starts at {e.start}")
+    return data, events
 
 
 def load_trace(path: str | Path) -> Trace:

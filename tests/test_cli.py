@@ -217,3 +217,12 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
     assert record["status"] == "interrupted" and "before any process started" in record["error"]
     assert [s["tokens"] for s in record["sequences"]] == [[], []]
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_the_checkout_launcher_says_what_to_install_on_a_python_without_the_dependencies():
+    # -S: no site-packages, so rich, torch and the rest cannot be imported
+    result = subprocess.run([sys.executable, "-S", str(REPO / "bin" / "specsched"), "run", "--help"],
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and result.stdout == ""
+    (line,) = stderr_lines(result.stderr)
+    assert line.startswith("specsched: error: ") and "is not installed" in line and "pip install -e" in line

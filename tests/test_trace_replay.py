@@ -97,3 +97,12 @@ def test_replay_command(recorded):
 def test_a_plain_record_is_not_a_trace(recorded):
     with pytest.raises(TraceError, match="record one with `specsched run --trace PATH`"):
         load_trace(recorded[1])
+
+
+def test_an_event_that_ends_before_it_starts_is_refused(recorded, tmp_path):
+    data = json.loads(recorded[0].read_text())
+    data["events"][3]["end"] = data["events"][3]["start"] - 1.0
+    damaged = tmp_path / "damaged.trace.json"
+    damaged.write_text(json.dumps(data))
+    with pytest.raises(TraceError, match="event 3 .* ends at .* before it starts"):
+        load_trace(damaged)
