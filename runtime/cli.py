@@ -196,11 +196,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         record = run(config, on_update=on_update)
     if view:
         record.extra["view"] = view_cost(view, cpu_seconds() - before)
-    if args.json:
-        record.write_json(args.json)
-    if args.trace:
-        write_trace(record, args.trace, usage.series)
-    return _finish(record, console, texts=not args.quiet)
+    unwritten = []
+    for path, write in ((args.json, record.write_json), (args.trace, lambda p: write_trace(record, p, usage.series))):
+        try:
+            if path:
+                write(path)
+        except OSError as exc:  # checked up front, but a disk can fill: the run's output still prints below
+            unwritten.append(f"cannot write {path} ({exc.strerror or exc})")
+    code = _finish(record, console, texts=not args.quiet)
+    for line in unwritten:
+        _fail(line)
+    return code or (EXIT_FAILED if unwritten else 0)
 
 
 def _finish(record, console: Console, *, texts: bool = True) -> int:
@@ -310,10 +316,16 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
         if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise ConfigError(f"{flag} {path} is not writable")
-    for name in dirs:
+    for name in dirs:  # an output folder is made now, so a run cannot end by failing to make it
         path, flag = Path(getattr(args, name)), "--" + name
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{flag} {path} is a file; give a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot create this folder ({exc.strerror})") from None
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{flag} {path} is not writable")
     source = getattr(args, "path", None)
     for name in files:
         if source and Path(getattr(args, name)).resolve() == Path(source).resolve():

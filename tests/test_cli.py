@@ -226,3 +226,11 @@ def test_the_checkout_launcher_says_what_to_install_on_a_python_without_the_depe
     assert result.returncode == 1 and result.stdout == ""
     (line,) = stderr_lines(result.stderr)
     assert line.startswith("specsched: error: ") and "is not installed" in line and "pip install -e" in line
+
+
+def test_compare_checks_its_chart_folder_before_running_any_policy(tmp_path):
+    (tmp_path / "afile").write_text("")
+    result = _specsched("compare", "--backend", "sim", "--prompt", "a b", "--max-new-tokens", "2",
+                        "--policies", "fcfs,rr", "--svg", str(tmp_path / "afile" / "charts"))
+    assert_one_error_line(result, 2, "--svg", "cannot create this folder")
+    assert "running policy" not in result.stdout
