@@ -314,7 +314,7 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {path} is a folder; give a file name")
         if not path.parent.is_dir():
             raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
-        if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        if not os.access(path if path.exists() else path.parent, os.W_OK):  # /dev/null needs no writable /dev
             raise ConfigError(f"{flag} {path} is not writable")
     for name in dirs:  # an output folder is made now, so a run cannot end by failing to make it
         path, flag = Path(getattr(args, name)), "--" + name

@@ -49,6 +49,8 @@ def compare(configs: list[RunConfig], console: Console | None = None) -> list[Ru
         if console is not None:
             console.print(Text(f"running policy {c.policy} …", style="dim"))
         records.append(run(c))
+        if records[-1].status == "interrupted":  # Ctrl-C / SIGTERM: the policies not yet run are skipped
+            break
     return records
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import reprlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specsched.policies.base import Policy, ReadyDraft
@@ -60,8 +61,8 @@ class RunQueue:
             raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
         if isinstance(choice, ReadyDraft):
             chosen = [choice]
-        else:  # a batch: a list (or tuple) of ready drafts; anything else is refused below
-            chosen = list(choice) if isinstance(choice, (list, tuple)) else []
+        else:  # a batch: a sequence (list, tuple) of ready drafts, as Policy.pick is typed; else refused below
+            chosen = list(choice) if isinstance(choice, Sequence) and not isinstance(choice, str) else []
         by_order = {q.info.order: q for q in self._waiting}
         if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) is None
                              or by_order[c.order].info != c for c in chosen):

@@ -349,3 +349,21 @@ def test_peers_on_the_real_default_pair():
     by_name = {a.name: a for a in run_bench(settings).arms}
     assert all(a.outputs_match_ar is True and not a.errors for a in by_name.values())
     assert by_name["hf-assisted"].median("mean_tokens_per_verify") > 1
+
+
+def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_sample():
+    from types import SimpleNamespace
+
+    from specsched.runtime.bench.arms import sample_of
+
+    with pytest.raises(KeyboardInterrupt):
+        sample_of(SimpleNamespace(status="interrupted", error="interrupted (Ctrl-C)"))
+
+    class Stopped:
+        name, description, skipped = "ar", "", None
+
+        def run(self):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # measure() catches a broken arm's errors, not Ctrl-C
+        measure([Stopped()], warmup=0, repeats=2, greedy=True)

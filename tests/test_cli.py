@@ -234,3 +234,18 @@ def test_compare_checks_its_chart_folder_before_running_any_policy(tmp_path):
                         "--policies", "fcfs,rr", "--svg", str(tmp_path / "afile" / "charts"))
     assert_one_error_line(result, 2, "--svg", "cannot create this folder")
     assert "running policy" not in result.stdout
+
+
+def test_an_existing_writable_output_file_is_accepted_in_a_folder_the_user_cannot_write(tmp_path, monkeypatch):
+    """Like --json /dev/null for a normal user: the file is writable, its folder is not."""
+    import argparse
+    from pathlib import Path
+
+    import specsched.runtime.cli as cli
+
+    target = tmp_path / "run.json"
+    target.write_text("")
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) == target)
+    cli.check_outputs(argparse.Namespace(json=str(target)))  # no error
+    with pytest.raises(cli.ConfigError, match="is not writable"):
+        cli.check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))

@@ -89,3 +89,21 @@ def test_compare_command():
                      "--sim-draft-ms", "1", "--sim-verify-ms", "2", "--seed", "3", "--backend", "sim"])
     assert code == 0
     assert "✓ generated texts are identical across fcfs, rr (2 sequences)" in out.getvalue()
+
+
+def test_an_interrupted_policy_run_ends_the_comparison(monkeypatch):
+    """Ctrl-C (or SIGTERM) during one policy's run: the policies after it are not started."""
+    import types
+
+    import specsched.runtime.compare as cmp
+
+    started = []
+
+    def fake_run(config):
+        started.append(config.policy)
+        return types.SimpleNamespace(status="interrupted" if config.policy == "priority" else "ok")
+
+    monkeypatch.setattr(cmp, "run", fake_run)
+    configs = policy_configs(RunConfig(backend="sim", workers=2), ["fcfs", "priority", "rr"])
+    records = compare(configs)
+    assert started == ["fcfs", "priority"] and [r.status for r in records] == ["ok", "interrupted"]

@@ -264,3 +264,13 @@ def test_shipped_draft_is_lossless_on_the_real_target() -> None:
     ar = decode(target, prompt, 32, tok.eos_token_id)
     sd = decode(target, prompt, 32, tok.eos_token_id, ModelProposer(draft), k=4)
     assert sd.tokens == ar.tokens and sd.accepted > 0
+
+
+def test_a_damaged_shipped_draft_says_reinstall_not_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import specsched.runtime.models.registry as registry
+
+    (tmp_path / "draft").mkdir()  # the shipped draft's folder, without its files
+    monkeypatch.setattr(registry, "ASSETS", tmp_path)
+    with pytest.raises(ModelUnavailable, match="reinstall specsched") as caught:
+        resolve_draft(str(tmp_path / "draft"))
+    assert not isinstance(caught.value, UnknownModel)

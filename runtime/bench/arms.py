@@ -89,6 +89,8 @@ class SkippedArm:
 
 def sample_of(record: RunRecord) -> Sample:
     """A run's record as one measurement: the metrics `specsched run` prints, plus the overhead."""
+    if record.status == "interrupted":  # Ctrl-C / SIGTERM ends the whole benchmark, not one sample
+        raise KeyboardInterrupt(record.error)
     m = record.metrics
     drafts = record.config.mode in ("sd", "seed")
     return Sample(

@@ -106,10 +106,10 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
         return path
     if is_complete(model_dir(name)):
         return model_dir(name)
+    if name.startswith(str(ASSETS)):  # the shipped draft, damaged: not the user's mistake
+        raise ModelUnavailable(f"the shipped draft is missing from {name}: reinstall specsched")
     if path.is_dir():
         raise UnknownModel(f"draft {name!r} is a folder but not a model (no config.json and weights)")
-    if name.startswith(str(ASSETS)):
-        raise ModelUnavailable(f"the shipped draft is missing from {name}: reinstall specsched")
     raise UnknownModel(f"draft {name!r} not found: not a preset, a local directory or a cached model id")
 
 
