@@ -8,6 +8,7 @@ Ctrl-C is still returned: the record says ``status`` and keeps every committed t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,13 +77,7 @@ def run(config: RunConfig, on_update=None) -> RunRecord:
     try:
         backend, tokenizer, prompts = prepare(config)
     except KeyboardInterrupt:  # Ctrl-C while models load: no process started, but --json still says so
-        collected = Collected()
-        prompt = (lambda i: config.prompt_for(i)) if config.prompts else (lambda i: "")  # no default prompt yet
-        sequences = [SequenceResult(i, worker_of(config, i), prompt(i), [], "", False)
-                     for i in range(config.n_sequences)]
-        metrics, os_metrics = measure(config, collected)
-        return RunRecord(config, sequences, metrics, collected, "interrupted",
-                         "interrupted (Ctrl-C) before any process started", os_metrics=os_metrics)
+        return record(config, Collected(), "interrupted", "interrupted (Ctrl-C) before any process started")
     supervisor = Supervisor(config, prompts, on_update=on_update)
     status, error = "ok", None
     try:
@@ -93,11 +88,17 @@ def run(config: RunConfig, on_update=None) -> RunRecord:
         status, error, collected = "interrupted", "interrupted (Ctrl-C)", supervisor.collected
     except Interrupted:
         status, error, collected = "interrupted", "interrupted (SIGTERM)", supervisor.collected
+    return record(config, collected, status, error, tokenizer.decode)
+
+
+def record(config: RunConfig, collected: Collected, status: str, error: str | None,
+           decode: Callable[[list[int]], str] = lambda tokens: "") -> RunRecord:
+    """What a run leaves: each sequence's committed tokens and text, and the metrics of what was reported."""
     sequences = []
     for i in range(config.n_sequences):
         tokens = collected.tokens.get(i, [])
-        sequences.append(SequenceResult(i, worker_of(config, i), config.prompt_for(i), tokens,
-                                        tokenizer.decode(tokens), i in collected.done))
+        prompt = config.prompt_for(i) if config.prompts else ""  # interrupted before the default prompt was set
+        sequences.append(SequenceResult(i, worker_of(config, i), prompt, tokens, decode(tokens), i in collected.done))
     metrics, os_metrics = measure(config, collected)
     return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics)
 

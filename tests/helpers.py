@@ -8,6 +8,7 @@ without running the runtime at all and compare the runtime's output against it.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -175,6 +176,12 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           stdin=subprocess.DEVNULL)
 
 
+def specsched(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m specsched ARGS` as a user runs it (any subcommand); kwargs go to subprocess.run (env, cwd)."""
+    return subprocess.run([sys.executable, "-m", "specsched", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, **kwargs)
+
+
 def stderr_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
@@ -266,3 +273,12 @@ def assert_one_error_line(result: subprocess.CompletedProcess, code: int, *fragm
     for fragment in fragments:
         assert fragment in lines[0]
     return lines[0]
+
+
+def bench_args(*argv: str) -> argparse.Namespace:
+    """`specsched bench ARGV` as the CLI parses it."""
+    from specsched.runtime.bench.cli import add_bench_parser
+
+    parser = argparse.ArgumentParser(prog="specsched")
+    add_bench_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["bench", *argv])

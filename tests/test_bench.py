@@ -2,44 +2,35 @@
 
 The smoke harness runs end to end on the sim backend once (module fixture); everything else reads
 its record, or builds tiny inputs: synthetic events for the overhead formula, synthetic sweep points
-for plots, a tiny random DraftLM for the DraftLM -> LlamaForCausalLM conversion of the HF peer.
+for plots. The HF peers are in test_bench_peers.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import io
 import json
 import xml.etree.ElementTree as ET
 
 import pytest
-import torch
+from helpers import bench_args
 from rich.console import Console
 
 from specsched.runtime.app import run
 from specsched.runtime.bench import plot, runner, targets
 from specsched.runtime.bench.arms import ARM_NAMES, PEER_ARMS, parse_arms, runtime_config
-from specsched.runtime.bench.cli import add_bench_parser, settings_from_args
+from specsched.runtime.bench.cli import settings_from_args
 from specsched.runtime.bench.measure import ArmResult, Sample, compare_with_baseline, measure
 from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.bench.peers import LoadedPeers, PeerArm, as_assistant, draft_as_llama
 from specsched.runtime.bench.report import print_report
 from specsched.runtime.bench.runner import run_bench
 from specsched.runtime.bench.sweep import parse_values, point_config, run_sweep
 from specsched.runtime.config import ConfigError, RunConfig
 from specsched.runtime.events import VERIFIER, Event
-from specsched.runtime.models.draft_model import DraftConfig, DraftLM
 
 STABLE = {"name", "tokens_per_s", "speedup_vs_ar", "acceptance_rate", "mean_tokens_per_verify", "verifier_busy",
           "outputs_match_ar"}
 RUNTIME = [n for n in ARM_NAMES if n not in PEER_ARMS]
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="specsched")
-    add_bench_parser(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(["bench", *argv])
 
 
 def printed(record) -> str:
@@ -51,7 +42,7 @@ def printed(record) -> str:
 @pytest.fixture(scope="module")
 def smoke():
     # the CI smoke settings, minus the warm-up round (discarding it is tested on fake arms below)
-    return run_bench(settings_from_args(parse("--smoke", "--warmup", "0")))
+    return run_bench(settings_from_args(bench_args("--smoke", "--warmup", "0")))
 
 
 def test_smoke_measures_every_arm_and_says_why_peers_are_skipped(smoke):
@@ -184,7 +175,7 @@ def test_a_mismatching_arm_is_reported_loudly(smoke, monkeypatch, tmp_path):
     assert "✓ greedy outputs identical" not in text
     assert record.to_json()["mismatches"] == [{"arm": "seed-rr", "sequences": [1]}]
     monkeypatch.setattr(runner, "run_bench", lambda *a, **k: record)
-    args = parse("--smoke", "--json", str(tmp_path / "b.json"))
+    args = bench_args("--smoke", "--json", str(tmp_path / "b.json"))
     assert args.func(args, Console(file=io.StringIO())) == 1
 
 
@@ -196,7 +187,7 @@ def test_sampled_outputs_are_not_compared(smoke):
 
 def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     monkeypatch.setattr(runner, "run_bench", lambda *a, **k: smoke)
-    args = parse("--smoke", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"),
+    args = bench_args("--smoke", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"),
                  "--plots", str(tmp_path / "plots"))
     out = io.StringIO()
     assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
@@ -223,7 +214,7 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
 ])
 def test_bad_input_is_one_config_error(argv, message):
     with pytest.raises(ConfigError, match=message):
-        settings_from_args(parse(*argv))
+        settings_from_args(bench_args(*argv))
 
 
 def test_ar_is_always_measured_and_arms_keep_their_order():
@@ -232,7 +223,7 @@ def test_ar_is_always_measured_and_arms_keep_their_order():
 
 
 def test_sweep_points_get_their_own_workload():
-    base = settings_from_args(parse("--smoke")).base
+    base = settings_from_args(bench_args("--smoke")).base
     assert parse_values("k-config", "1,1,1; 2,2,1") == [(1, 1, 1), (2, 2, 1)]
     seen = []
 
@@ -282,73 +273,6 @@ def test_targets_say_met_or_missed_by_how_much():
     overhead = got["runtime overhead ≤ 2 % of verifier busy time"]
     assert overhead.met is False and overhead.margin == pytest.approx(-0.03)
     assert targets.condition_differences(RunConfig(backend="hf", workers=3)) == []
-
-
-# -- the HF peer: our DraftLM as a LlamaForCausalLM ------------------------------------------------------
-
-VOCAB, HIDDEN, EOS = 96, 64, 1
-
-
-def tiny_draft(seed: int = 0) -> DraftLM:
-    torch.manual_seed(seed)
-    cfg = DraftConfig(hidden=32, layers=2, heads=4, kv_heads=2, head_dim=16, intermediate=64, draft_vocab=40,
-                      target_vocab=VOCAB, target_hidden=HIDDEN, rope_theta=10000.0, rms_norm_eps=1e-6)
-    draft = DraftLM(cfg, torch.randn(VOCAB, HIDDEN))
-    with torch.no_grad():
-        for p in (*draft.proj_in.parameters(), *draft.core.parameters(), *draft.head.parameters()):
-            p.normal_(0, 0.3)
-    ids = torch.randperm(VOCAB - 2)[: cfg.draft_vocab] + 2          # EOS (1) is outside: never drafted
-    draft.vocab_ids = ids.sort().values
-    return draft.eval()
-
-
-def test_draft_as_llama_computes_the_draft_logits():
-    draft = tiny_draft()
-    llama = draft_as_llama(draft)
-    ids = torch.randint(0, VOCAB, (2, 13))
-    with torch.no_grad():
-        ours = draft(ids, use_cache=False).logits
-        theirs = llama(ids).logits
-    outside = torch.ones(VOCAB, dtype=torch.bool)
-    outside[draft.vocab_ids] = False
-    assert torch.isneginf(theirs[..., outside]).all() and torch.isneginf(ours[..., outside]).all()
-    torch.testing.assert_close(theirs[..., draft.vocab_ids], ours[..., draft.vocab_ids], rtol=1e-5, atol=1e-5)
-
-
-def peer(name: str, target, assistant, **config) -> PeerArm:
-    # one torch thread: on a busy small machine, threads spin-waiting for a descheduled peer cost seconds
-    c = RunConfig(backend="hf", workers=2, k=4, max_new_tokens=20, prompts=["a", "b"], verifier_threads=1, **config)
-    return PeerArm(name, PEER_ARMS[name], LoadedPeers(c, target, assistant, EOS, [[5, 7, 9, 11], [3, 4]]))
-
-
-def test_assisted_generation_counts_rounds_and_acceptance():
-    """With the draft as its own assistant every drafted token is accepted: alpha = 1 and each target
-    forward commits k + 1 tokens - which also shows HF drafts exactly k per round (constant schedule)."""
-    target, assistant = draft_as_llama(tiny_draft()), as_assistant(tiny_draft(), 4)
-    sample = peer("hf-assisted", target, assistant).run()
-    plain = [target.generate(torch.tensor([p]), max_new_tokens=20, do_sample=False)[0, len(p):].tolist()
-             for p in ([5, 7, 9, 11], [3, 4])]
-    assert sample.tokens == plain and sample.error is None
-    assert sample.acceptance_rate == 1.0 and sample.mean_tokens_per_verify == 5.0
-    lookup = peer("hf-lookup", target, None).run()
-    assert lookup.tokens == plain and 1.0 <= lookup.mean_tokens_per_verify <= 5.0
-    assert lookup.acceptance_rate is None or 0 <= lookup.acceptance_rate <= 1
-
-
-def test_sampled_peer_runs_are_seeded():
-    target, assistant = draft_as_llama(tiny_draft()), as_assistant(tiny_draft(1), 4)
-    runs = [peer("hf-assisted", target, assistant, temperature=1.0, seed=s).run().tokens for s in (3, 3, 4)]
-    assert runs[0] == runs[1] != runs[2]
-
-
-@pytest.mark.slow
-def test_peers_on_the_real_default_pair():
-    """hf-assisted and hf-lookup on SmolLM2-135M with the shipped draft reproduce serial AR's greedy output."""
-    settings = settings_from_args(parse("--backend", "hf", "--arms", "sd,hf-assisted,hf-lookup", "--workers", "1",
-                                        "--max-new-tokens", "16", "--repeats", "1", "--warmup", "0"))
-    by_name = {a.name: a for a in run_bench(settings).arms}
-    assert all(a.outputs_match_ar is True and not a.errors for a in by_name.values())
-    assert by_name["hf-assisted"].median("mean_tokens_per_verify") > 1
 
 
 def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_sample():

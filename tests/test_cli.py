@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, stderr_lines, words
+from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, specsched, stderr_lines, words
 
 from specsched.runtime.cli import _sigint_enabled
 from specsched.workers.sim import EOS, SimTokenizer
@@ -183,22 +183,17 @@ def test_the_cli_takes_sigint_back_while_it_runs_and_leaves_other_handlers_alone
         signal.signal(signal.SIGINT, previous)
 
 
-def _specsched(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specsched", *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-
-
 def test_export_refuses_to_overwrite_its_trace_or_draw_an_absurd_width(tmp_path):
     trace = tmp_path / "run.trace.json"
     run_ok = run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace))
     assert run_ok.returncode == 0, run_ok.stderr
     before = trace.read_bytes()
-    same = _specsched("export", str(trace), "--svg", str(trace))
+    same = specsched("export", str(trace), "--svg", str(trace))
     assert_one_error_line(same, 2, "would overwrite the trace it reads")
-    wide = _specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"), "--width", "100000000")
+    wide = specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"), "--width", "100000000")
     assert_one_error_line(wide, 2, "--width must be in")
     assert trace.read_bytes() == before and not (tmp_path / "o.svg").exists()
-    fine = _specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"))
+    fine = specsched("export", str(trace), "--svg", str(tmp_path / "o.svg"))
     assert fine.returncode == 0 and (tmp_path / "o.svg").read_text().startswith("<svg")
 
 
@@ -230,7 +225,7 @@ def test_the_checkout_launcher_says_what_to_install_on_a_python_without_the_depe
 
 def test_compare_checks_its_chart_folder_before_running_any_policy(tmp_path):
     (tmp_path / "afile").write_text("")
-    result = _specsched("compare", "--backend", "sim", "--prompt", "a b", "--max-new-tokens", "2",
+    result = specsched("compare", "--backend", "sim", "--prompt", "a b", "--max-new-tokens", "2",
                         "--policies", "fcfs,rr", "--svg", str(tmp_path / "afile" / "charts"))
     assert_one_error_line(result, 2, "--svg", "cannot create this folder")
     assert "running policy" not in result.stdout
@@ -241,11 +236,11 @@ def test_an_existing_writable_output_file_is_accepted_in_a_folder_the_user_canno
     import argparse
     from pathlib import Path
 
-    import specsched.runtime.cli as cli
+    import specsched.runtime.output_paths as outputs
 
     target = tmp_path / "run.json"
     target.write_text("")
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) == target)
-    cli.check_outputs(argparse.Namespace(json=str(target)))  # no error
-    with pytest.raises(cli.ConfigError, match="is not writable"):
-        cli.check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))
+    monkeypatch.setattr(outputs.os, "access", lambda path, mode: Path(path) == target)
+    outputs.check_outputs(argparse.Namespace(json=str(target)))  # no error
+    with pytest.raises(outputs.ConfigError, match="is not writable"):
+        outputs.check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))

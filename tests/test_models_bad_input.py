@@ -7,13 +7,13 @@ shows up as that failure, never as a download, a conversion or teacher generatio
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import types
 import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import specsched
 
 from specsched.runtime.cli import main
 from specsched.runtime.models import pull as pull_mod
@@ -132,7 +132,6 @@ def test_as_a_user_runs_it_no_traceback(argv: list[str], tmp_path: Path) -> None
     """A real process (nothing stubbed): pip may not reach an index, so a late check fails fast, offline."""
     env = {**os.environ, "SPECSCHED_CACHE": str(tmp_path / "cache"), "PIP_NO_INDEX": "1"}
     argv = [str(tmp_path / "work") if a == "WORK" else a for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "specsched", "models", *argv], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    proc = specsched("models", *argv, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("specsched: error: "), proc.stderr

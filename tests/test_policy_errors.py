@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
-from helpers import assert_one_error_line, run_cli, stderr_lines
+from helpers import assert_one_error_line, run_cli, specsched, stderr_lines
 
 FAST = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2", "--workers", "2",
         "--max-new-tokens", "6"]
@@ -40,8 +39,7 @@ def policies(tmp_path):
 
 def compare_cli(*args: str) -> subprocess.CompletedProcess:
     wide = {**os.environ, "COLUMNS": "400"}   # tmp_path names are long: keep each one on one line
-    return subprocess.run([sys.executable, "-m", "specsched", "compare", "--prompt", "x", *FAST, *args],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=wide)
+    return specsched("compare", "--prompt", "x", *FAST, *args, env=wide)
 
 
 def test_an_empty_module_part_is_bad_input():

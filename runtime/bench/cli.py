@@ -40,9 +40,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
-    from specsched.runtime.cli import _int_list  # the same strict parser as `run --k-config`
+    from specsched.runtime.flags import int_list  # the same strict parser as `run --k-config`
 
-    p.add_argument("--k-config", type=_int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
+    p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
     p.add_argument("--top-p", type=float, default=1.0, help="1 = off")

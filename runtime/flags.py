@@ -1,0 +1,107 @@
+"""The flags every run-like command shares (`run`, `compare`), and the RunConfig they make."""
+
+from __future__ import annotations
+
+import argparse
+
+from specsched.runtime.config import BACKENDS, MODES, ConfigError, RunConfig
+
+
+def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
+    d = RunConfig()
+    p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
+                   help="repeatable: one prompt shared by all workers, or one per worker")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="draft workers = sequences (default: number of prompts, or 3)")
+    p.add_argument("--k", type=int, default=d.k, help="draft tokens per round")
+    p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...",
+                   help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
+    p.add_argument("--no-replacement", action="store_true",
+                   help="tree siblings drawn without replacement (default: i.i.d. from q)")
+    p.add_argument("--lookup", type=int, default=None, metavar="N",
+                   help="draft from repeated text first: the token after the latest earlier match of the last "
+                        "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
+                        "(default: 4 on hf, off on sim)")
+    p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
+                   help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
+                        "probability is below P (0 = always draft k)")
+    p.add_argument("--max-batch", type=int, default=d.max_batch,
+                   help="drafts a batching policy may verify in one forward; 0 = every ready draft")
+    p.add_argument("--lockstep", action="store_true",
+                   help="verify only when every worker that still owes a draft has one queued (synchronous "
+                        "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
+    p.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
+    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
+    p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
+    p.add_argument("--seed", type=int, default=d.seed, metavar="S")
+    p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
+    if policy:
+        p.add_argument("--policy", default=d.policy,
+                       help="fcfs | priority | rr | path/file.py:Class | module:Class | entry-point name")
+    p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
+                   help="static per-worker priorities for --policy priority (lower = more urgent)")
+    p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
+    p.add_argument("--target", default=None, help="hf: target model directory or cached id")
+    p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
+    p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
+    p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
+    p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
+    p.add_argument("--verifier-threads", type=int, default=0,
+                   help="torch threads of the verifier; 0 = the cores the draft workers leave free")
+    # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
+    p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
+    p.add_argument("--sim-agreement", type=float, default=None,
+                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
+    p.add_argument("--sim-draft-ms", type=float, default=None,
+                   help=f"sim: simulated draft forward (default {d.sim_draft_ms:g})")
+    p.add_argument("--sim-verify-ms", type=float, default=None,
+                   help=f"sim: simulated target forward (default {d.sim_verify_ms:g})")
+    p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def name_list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]  # an empty name is refused where it is used
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]  # an empty item is a typo, not a value to skip
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def max_batch(args: argparse.Namespace) -> int:
+    # --policy batch verifies every ready draft at once unless --max-batch says otherwise
+    if args.policy == "batch" and args.max_batch == RunConfig().max_batch:
+        return 0
+    return args.max_batch
+
+
+SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
+    if args.backend == "sim":  # refused, not ignored: the sim backend has no models to choose or load
+        hf_only = {"--target": args.target, "--draft": args.draft, "--raw-prompt": args.raw_prompt,
+                   "--dtype": args.dtype not in (None, RunConfig().dtype)}
+        for flag, value in hf_only.items():
+            if value:
+                raise ConfigError(f"{flag} applies to --backend hf only (this run uses --backend sim)")
+    if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
+    return RunConfig(
+        workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
+        lookup=args.lookup, min_confidence=args.min_confidence,
+        max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
+        temperature=RunConfig().temperature if args.temperature is None else args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        mode=args.mode, policy=args.policy, priorities=args.priorities, backend=args.backend,
+        target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
+        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, **given)

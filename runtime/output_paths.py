@@ -1,0 +1,42 @@
+"""Output paths are checked before any work starts: a run must not end by failing to write its record."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from specsched.runtime.config import ConfigError
+
+FILE_OUTPUTS = ("json", "trace", "markdown", "chrome")  # and export's --svg; compare's --svg is a folder
+DIR_OUTPUTS = ("plots",)
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse (ConfigError) an output file or folder the command could not write when it ends."""
+    files = [f for f in FILE_OUTPUTS if getattr(args, f, None)]
+    dirs = [f for f in DIR_OUTPUTS if getattr(args, f, None)]
+    if getattr(args, "svg", None):
+        (dirs if getattr(args, "command", None) == "compare" else files).append("svg")
+    for name in files:
+        path, flag = Path(getattr(args, name)), "--" + name
+        if path.is_dir() or str(getattr(args, name)).endswith("/"):
+            raise ConfigError(f"{flag} {path} is a folder; give a file name")
+        if not path.parent.is_dir():
+            raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
+        if not os.access(path if path.exists() else path.parent, os.W_OK):  # /dev/null needs no writable /dev
+            raise ConfigError(f"{flag} {path} is not writable")
+    for name in dirs:  # an output folder is made now, so a run cannot end by failing to make it
+        path, flag = Path(getattr(args, name)), "--" + name
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{flag} {path} is a file; give a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot create this folder ({exc.strerror})") from None
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{flag} {path} is not writable")
+    source = getattr(args, "path", None)
+    for name in files:
+        if source and Path(getattr(args, name)).resolve() == Path(source).resolve():
+            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the trace it reads")
