@@ -17,6 +17,7 @@ from specsched.runtime.config import RunConfig
 from specsched.runtime.metrics import Metrics, compute
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
+from specsched.runtime.provenance import provenance
 from specsched.runtime.supervisor import Collected, Interrupted, RunFailed, Supervisor
 from specsched.workers.backend import get_backend
 
@@ -41,6 +42,7 @@ class RunRecord:
     error: str | None = None
     extra: dict = field(default_factory=dict)
     os_metrics: OsMetrics | None = None
+    provenance: dict | None = None  # what produced it: runtime/provenance.py
 
     def to_json(self) -> dict:
         return {
@@ -52,6 +54,7 @@ class RunRecord:
             "counters": self.collected.counters,
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
+            "provenance": self.provenance,
             **self.extra,
         }
 
@@ -100,7 +103,8 @@ def record(config: RunConfig, collected: Collected, status: str, error: str | No
         prompt = config.prompt_for(i) if config.prompts else ""  # interrupted before the default prompt was set
         sequences.append(SequenceResult(i, worker_of(config, i), prompt, tokens, decode(tokens), i in collected.done))
     metrics, os_metrics = measure(config, collected)
-    return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics)
+    return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics,
+                     provenance=provenance(config, collected.threads))
 
 
 def worker_of(config: RunConfig, seq: int) -> int:

@@ -16,6 +16,8 @@ from specsched.policies.loader import PolicyError
 from specsched.runtime.config import ConfigError, RunConfig
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.output_paths import check_outputs
+from specsched.runtime.provenance import summary as provenance_summary
+from specsched.runtime.view.console import make_console
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
@@ -119,8 +121,13 @@ def _finish(record, console: Console, *, texts: bool = True) -> int:
         return EXIT_FAILED
     if record.status == "interrupted":
         _fail(f"{record.error}; the tokens verified so far are shown above")
-        return EXIT_TERMINATED if "SIGTERM" in (record.error or "") else EXIT_INTERRUPTED
+        return _interrupted(record.error)
     return 0
+
+
+def _interrupted(error: str | None) -> int:
+    """The exit status of an interrupted run: 143 after SIGTERM, else 130 (Ctrl-C)."""
+    return EXIT_TERMINATED if "SIGTERM" in (error or "") else EXIT_INTERRUPTED
 
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
@@ -142,6 +149,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         with view_cls(monitor, console, clock=clock) as view:
             replay(trace, view.update, clock)
     code = _finish(record, console, texts=False)
+    console.print(provenance_summary(record.provenance), markup=False, highlight=False)
     if trace.reproduced():
         console.print("[green]✓ metrics recomputed from the trace's events equal the recorded ones[/]")
     else:
@@ -165,6 +173,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     if not MIN_WIDTH <= args.width <= MAX_WIDTH:
         raise ConfigError(f"--width must be in [{MIN_WIDTH}, {MAX_WIDTH}] columns, got {args.width}")
     data, events = load_events(args.path)
+    console.print(provenance_summary(data.get("provenance")), markup=False, highlight=False)
     if args.chrome:
         write_chrome(data, events, args.chrome)
         console.print(f"wrote {args.chrome} (open it in https://ui.perfetto.dev or chrome://tracing)",
@@ -190,10 +199,15 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         import json
         from pathlib import Path
 
-        Path(args.json).write_text(json.dumps({"policies": [r.to_json() for r in records]}, indent=1))
+        from specsched.runtime.provenance import provenance
+
+        block = provenance(configs[0], records[0].collected.threads if records else None)
+        Path(args.json).write_text(json.dumps({"provenance": block, "policies": [r.to_json() for r in records]},
+                                              indent=1))
     identical = print_comparison(records, console, svg_dir=args.svg)
-    if any(r.status == "interrupted" for r in records):
-        return EXIT_INTERRUPTED
+    interrupted = [r for r in records if r.status == "interrupted"]
+    if interrupted:
+        return _interrupted(interrupted[-1].error)
     return 0 if identical else EXIT_FAILED
 
 
@@ -224,7 +238,7 @@ def _sigint_enabled():
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console()
+    console = make_console()
     from specsched.runtime.models.errors import ModelError, UnknownModel
 
     with _sigint_enabled():
@@ -242,9 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
             _fail(" ".join(str(exc).split()))
             return EXIT_FAILED
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a bench run's record saying how it was interrupted
             _fail("interrupted")
-            return EXIT_INTERRUPTED
+            return _interrupted(str(exc))
 
 
 def _fail(message: str) -> None:

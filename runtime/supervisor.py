@@ -22,7 +22,7 @@ import zmq
 from specsched.runtime.child import die_with_parent
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import Event
-from specsched.runtime.transport import Endpoints, make_endpoints
+from specsched.runtime.transport import LINGER_MS, Endpoints, make_endpoints
 from specsched.runtime.wire import ProtocolError, unpack
 
 
@@ -53,6 +53,7 @@ class Collected:
     started: float = 0.0
     finished: float = 0.0
     processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view
+    threads: dict[str, int] = field(default_factory=dict)     # child name -> torch threads it was given
     commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)
 
 
@@ -120,6 +121,7 @@ class Supervisor:
                                     preexec_fn=die_with_parent)
         self.children.append(Child(name, proc, log))
         self.collected.processes[name] = proc.pid
+        self.collected.threads[name] = int(threads)
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
@@ -169,15 +171,21 @@ class Supervisor:
                     self._drain(sink)
                     raise RunFailed(f"{child.name} exited with status {code}: {_last_line(child.log)}")
             if verifier.proc.poll() == 0 and not self.collected.verifier_finished:
-                self._drain(sink)
+                # it sends "finished" before it exits, but on a loaded machine the message can reach this
+                # socket well after the exit is visible: wait as long as the child may take to deliver it
+                self._drain(sink, timeout=LINGER_MS / 1000 + 1, until=lambda: self.collected.verifier_finished)
                 if not self.collected.verifier_finished:
                     raise RunFailed(f"verifier exited without finishing: {_last_line(verifier.log)}")
 
-    def _drain(self, sink: zmq.Socket) -> None:
-        """Collect what is still in flight (an error line, the last commits) before failing."""
-        deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline and sink.poll(50):
-            self._handle(sink.recv_multipart(copy=False))
+    def _drain(self, sink: zmq.Socket, timeout: float = 0.5, until: Callable[[], bool] | None = None) -> None:
+        """Collect what is still in flight (an error line, the last commits) before failing: for `timeout`
+        seconds while messages keep coming, or, with `until`, until it holds or `timeout` is over."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not (until and until()):
+            if sink.poll(50):
+                self._handle(sink.recv_multipart(copy=False))
+            elif until is None:
+                return
 
     def _salvage(self, sink: zmq.Socket) -> None:
         """After a stop, keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""

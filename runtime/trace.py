@@ -85,7 +85,7 @@ def load_trace(path: str | Path) -> Trace:
     sequences = [SequenceResult(**s) for s in data["sequences"]]
     metrics, os_metrics = measure(config, collected)
     record = RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),
-                       os_metrics=os_metrics)
+                       os_metrics=os_metrics, provenance=data.get("provenance"))
     return Trace(data, record)
 
 

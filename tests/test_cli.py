@@ -5,6 +5,8 @@ writes the documented record.
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,6 +127,11 @@ def test_both_launchers_run_and_write_the_json_record(tmp_path, launcher):
     assert {"config", "sequences", "metrics", "events"} <= set(record)
     assert record["config"]["max_new_tokens"] == 12 and record["config"]["k"] == 3
     assert record["config"]["mode"] == "seed" and record["config"]["policy"] == "fcfs"
+    made_by = record["provenance"]  # what produced the record (the hf test checks the models' hashes)
+    assert made_by["models"] == {"backend": "sim", "target": None, "draft": None}
+    assert made_by["software"]["versions"]["specsched"] and made_by["machine"]["cores"] == os.cpu_count()
+    assert made_by["threads"]["children"] == {"verifier": max(1, (os.cpu_count() or 1) - 2), "draft-0": 1,
+                                              "draft-1": 1}
 
     seqs = record["sequences"]
     assert [s["id"] for s in seqs] == [0, 1] and [s["worker"] for s in seqs] == [0, 1]
@@ -154,6 +161,18 @@ def test_both_launchers_run_and_write_the_json_record(tmp_path, launcher):
     assert {w for r, w in pids if r == "draft"} == {0, 1}
     assert len(set(pids.values())) == 3
     assert {e["kind"] for e in events if e["role"] == "draft"} >= {"draft", "queued", "verify"}
+
+
+def test_a_piped_summary_keeps_every_table_row_on_one_line():
+    """Through a pipe Rich would assume 80 columns and wrap cells ("0.252" above " s"); a log keeps rows whole."""
+    env = {**os.environ, "COLUMNS": "80"}  # shells export their terminal's width; a pipe has none
+    result = specsched("run", "--prompt", words(VOCAB, PROMPTS[0]), "--workers", "3", "--max-new-tokens", "6",
+                       "--quiet", *FAST_FLAGS, env=env)
+    assert result.returncode == 0, result.stderr
+    rows = [ln for ln in result.stdout.splitlines() if re.match(r"│ (w\d+|mean) +│ +\d", ln)]
+    assert len(rows) == 4, result.stdout
+    assert all(re.match(r"│ (w\d|mean) +│ +\d+\.\d{3} s │ +\d+\.\d{3} s │ +\d+\.\d{3} s │", ln) for ln in rows), rows
+    assert "verifications" in result.stdout and "longest wait" in result.stdout  # headers not cut either
 
 
 def test_quiet_prints_only_the_summary(tmp_path):

@@ -19,6 +19,7 @@ from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult, mismatches
 from specsched.runtime.bench.sweep import SweepPoint
 from specsched.runtime.config import RunConfig
+from specsched.runtime.provenance import provenance
 
 SCHEMA = "specsched-bench/1"
 
@@ -50,6 +51,7 @@ class BenchRecord:
             "schema": SCHEMA,
             "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
                        "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host()},
+            "provenance": provenance(self.config, dirty=True),
             "arms": [a.to_json() for a in self.arms],
             "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],
             "target_conditions_differ": targets.condition_differences(self.config),

@@ -75,8 +75,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
+
+    from specsched.runtime.view.console import make_console
 
     from .cache import cache_root, cached_models, is_complete, model_dir
     from .registry import DEFAULT, PRESETS, is_distilled_draft
@@ -98,7 +99,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for path in cached_models():
         if path.name not in preset_ids:
             table.add_row(path.name, "cached", "-", str(path))
-    Console().print(table)
+    make_console().print(table)
     return 0
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.provenance import provenance
 from specsched.runtime.tot.search import SearchConfig, search
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import Tree
@@ -112,7 +113,8 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     if args.json:
         Path(args.json).write_text(
             json.dumps(
-                {"config": base.to_dict(), "search": dataclasses.asdict(cfg), "trees": [t.to_json() for t in trees]},
+                {"config": base.to_dict(), "search": dataclasses.asdict(cfg), "provenance": provenance(base),
+                 "trees": [t.to_json() for t in trees]},
                 indent=1,
             )
         )

@@ -1,0 +1,234 @@
+"""What produced a record: the models by content, the software, the machine and its threads.
+
+Every record (`run --json`, traces, Tree-of-Thoughts, `compare`, `bench`) carries this block as
+``provenance``, so two result files can be told apart: same weights (sha256 of every weight file), same
+code (version, git commit and whether the checkout had uncommitted changes), same kernels (torch's CPU
+capability: AVX2 and AVX-512 kernels round differently), same machine and thread counts.
+
+Hashing SmolLM2's 538 MB takes about a second; the digest is remembered in the cache directory under
+the file's path, size and modification time, so later runs pay nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from specsched.runtime.config import RunConfig
+
+PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+HASHES_FILE = "weight-hashes.json"
+
+
+def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirty: bool = False) -> dict:
+    """The block for one record; `threads` is what each child process was given (name -> threads)."""
+    return {"models": models(config), "software": software(dirty=dirty), "machine": machine(),
+            "threads": {"children": dict(threads or {}), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                        "verifier_threads_flag": config.verifier_threads}}
+
+
+def models(config: RunConfig) -> dict:
+    if config.backend != "hf":
+        return {"backend": config.backend, "target": None, "draft": None}
+    from specsched.runtime.models.registry import resolve_pair
+
+    try:
+        target, draft = resolve_pair(config.target, config.draft, progress=False)
+    except Exception as exc:  # a run refused before its models existed still gets a record
+        return {"backend": "hf", "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
+    return {"backend": "hf", "target": describe(Path(target), config.dtype),
+            "draft": describe(Path(draft), config.dtype)}
+
+
+def preset_of(path: Path) -> str | None:
+    """The preset that names this directory as its target or draft, if any."""
+    from specsched.runtime.models.cache import model_dir
+    from specsched.runtime.models.registry import PRESETS
+
+    for p in PRESETS.values():
+        target = p.shipped_target or model_dir(p.target.model_id)
+        if path.resolve() in (target.resolve(), p.draft_dir.resolve()):
+            return p.name
+    return None
+
+
+def describe(path: Path, dtype: str) -> dict:
+    """One model directory: its preset, its weight files by sha256, and the parameters they hold."""
+    files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    digests = {p.name: sha256(p) for p in files}
+    combined = (next(iter(digests.values())) if len(digests) == 1 else
+                hashlib.sha256("".join(f"{n}:{d}\n" for n, d in digests.items()).encode()).hexdigest())
+    config = path / "config.json"
+    cfg = json.loads(config.read_text()) if config.is_file() else {}
+    return {"preset": preset_of(path), "path": str(path.resolve()), "name": cfg.get("_name_or_path") or path.name,
+            "architecture": (cfg.get("architectures") or [None])[0], "dtype": dtype,
+            "sha256": combined,
+            "files": [{"name": n, "sha256": d, "bytes": (path / n).stat().st_size} for n, d in digests.items()],
+            "parameters": sum(safetensors_parameters(p) for p in files if p.suffix == ".safetensors") or None}
+
+
+def safetensors_parameters(path: Path) -> int:
+    """Element count of every tensor, read from the safetensors header (8-byte length, then JSON)."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    total = 0
+    for key, info in header.items():
+        if key != "__metadata__":
+            n = 1
+            for d in info["shape"]:
+                n *= d
+            total += n
+    return total
+
+
+def sha256(path: Path) -> str:
+    from specsched.runtime.models.cache import cache_root
+
+    stat = path.stat()
+    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    memo_path = cache_root() / HASHES_FILE
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if isinstance(memo.get(key), dict) and memo[key].get("stamp") == stamp:
+        return memo[key]["sha256"]
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    memo[key] = {"stamp": stamp, "sha256": digest.hexdigest()}
+    try:  # a read-only cache only costs the next run another hash
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo))
+        tmp.replace(memo_path)
+    except OSError:
+        pass
+    return memo[key]["sha256"]
+
+
+def software(*, dirty: bool = False) -> dict:
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {"python": platform.python_version(), "versions": versions, **checkout(dirty=dirty)}
+
+
+def checkout(*, dirty: bool = False) -> dict:
+    """The git commit when specsched runs from a checkout (an editable install or bin/specsched), read from
+    .git's files: a run starts no process of its own beyond its children. `dirty` asks git whether the
+    checkout has uncommitted changes (one `git status`; benchmarks ask, since their figures get quoted)."""
+    root = Path(__file__).resolve().parents[1]
+    commit = _head_commit(root / ".git")
+    if commit is None or not dirty:
+        return {"git_commit": commit, "git_dirty": None}
+    try:
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": commit, "git_dirty": None}
+    return {"git_commit": commit, "git_dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def _head_commit(git: Path) -> str | None:
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            git = (git.parent / git.read_text().split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head or None  # a detached HEAD holds the commit itself
+        ref = head[5:]
+        common = Path(git / "commondir").read_text().strip() if (git / "commondir").is_file() else "."
+        for base in (git, (git / common).resolve()):
+            if (base / ref).is_file():
+                return (base / ref).read_text().strip()
+            packed = base / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split()[0]
+    except (OSError, IndexError):
+        return None
+    return None
+
+
+def machine() -> dict:
+    info = _cpuinfo()
+    flags = set(info.get("flags", "").split())
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count()
+    return {"cpu_model": info.get("model name") or platform.processor() or None, "cores": os.cpu_count(),
+            "usable_cores": usable, "cpu_flags": [f for f in CPU_FLAGS if f in flags],
+            "torch_cpu_capability": _torch_capability(), "platform": platform.platform(),
+            "memory_bytes": _memory()}
+
+
+def _cpuinfo() -> dict:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    first = text.split("\n\n", 1)[0]
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines())}
+
+
+def _torch_capability() -> str | None:
+    """The kernel family torch dispatches to (AVX2, AVX512, ...). Only asked where torch is already loaded:
+    a sim run needs no torch and should not pay its import for one string (its forwards use no kernels)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:
+        return None
+
+
+def _memory() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:
+        return None
+
+
+def summary(block: dict | None) -> str:
+    """One line per part, for `replay` and `export`: enough to tell two records' origins apart."""
+    if not block:
+        return "provenance: not recorded (a record written before records carried it)"
+    lines = []
+    m = block.get("models") or {}
+    for role in ("target", "draft"):
+        d = m.get(role)
+        if d:
+            params = f", {d['parameters'] / 1e6:.2f}M parameters" if d.get("parameters") else ""
+            name = d.get("preset") or d.get("name")
+            lines.append(f"{role}: {name} ({d['dtype']}{params}) sha256 {d['sha256'][:16]}… at {d['path']}")
+    if not m.get("target"):
+        lines.append(f"models: {m.get('backend', '?')} backend" + (f" ({m['error']})" if m.get("error") else ""))
+    s, mach = block.get("software") or {}, block.get("machine") or {}
+    v = s.get("versions") or {}
+    commit = s.get("git_commit")
+    code = f" at {commit[:10]}{' (uncommitted changes)' if s.get('git_dirty') else ''}" if commit else ""
+    lines.append(f"software: specsched {v.get('specsched')}{code}, python {s.get('python')}, "
+                 f"torch {v.get('torch')}, transformers {v.get('transformers')}, pyzmq {v.get('pyzmq')}")
+    threads = (block.get("threads") or {}).get("children") or {}
+    lines.append(f"machine: {mach.get('cpu_model')}, {mach.get('cores')} cores, torch kernels "
+                 f"{mach.get('torch_cpu_capability') or 'n/a'}, threads "
+                 + (" ".join(f"{k}:{n}" for k, n in threads.items()) or "n/a"))
+    return "\n".join(lines)
