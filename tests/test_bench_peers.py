@@ -13,6 +13,7 @@ from specsched.runtime.bench.peers import LoadedPeers, PeerArm, as_assistant, dr
 from specsched.runtime.bench.runner import run_bench
 from specsched.runtime.config import RunConfig
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM
+from tests.fp32 import assert_close
 
 VOCAB, HIDDEN, EOS = 96, 64, 1
 
@@ -40,7 +41,8 @@ def test_draft_as_llama_computes_the_draft_logits():
     outside = torch.ones(VOCAB, dtype=torch.bool)
     outside[draft.vocab_ids] = False
     assert torch.isneginf(theirs[..., outside]).all() and torch.isneginf(ours[..., outside]).all()
-    torch.testing.assert_close(theirs[..., draft.vocab_ids], ours[..., draft.vocab_ids], rtol=1e-5, atol=1e-5)
+    # the same weights through two implementations: equal up to fp32 rounding over 2 layers of width <= 64
+    assert_close(theirs[..., draft.vocab_ids], ours[..., draft.vocab_ids], layers=2, width=64)
 
 
 def peer(name: str, target, assistant, **config) -> PeerArm:

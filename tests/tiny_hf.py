@@ -47,3 +47,19 @@ def make_pair(root: Path, *, noise: float = 0.05, draft_vocab: int | None = None
     else:
         make_model(draft, seed=1, vocab=draft_vocab)
     return target, draft
+
+
+def logits_after(target: Path, prompts: list[str], *, chat: bool = True):
+    """`logits_after(i, prefix)`: the target's fp32 logits for the token after prompt i + prefix, from one
+    fresh forward (tests.fp32.assert_greedy_equal's reference). The model loads on the first call only."""
+    from specsched.workers.hf import HFModel, HFTokenizer
+
+    loaded: list = []
+
+    def after(i: int, prefix: list[int]):
+        if not loaded:
+            loaded.extend([HFModel(str(target), "fp32"), HFTokenizer(str(target))])
+        model, tok = loaded
+        return model.forward(model.new_cache(), tok.encode(prompts[i], chat=chat) + list(prefix))[-1]
+
+    return after
