@@ -1,4 +1,4 @@
-"""Session 4's draft recipe: varied-wording prompts (never a held-out phrasing) and continued distillation."""
+"""The finetune recipe: varied-wording prompts (never a held-out phrasing) and continued distillation."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_varied_prompts_are_seeded_and_never_use_a_held_out_phrasing(richer):
     assert not [p for p in prompts if any(s in p for s in held_out)]
     families = {"math": "How", "blocks": "block", "passage": "about"}
     assert all(any(word in p for p in prompts) for word in families.values())
-    assert any("jacket" in p for p in prompts) == richer              # `richer` adds the session-5 shapes
+    assert any("jacket" in p for p in prompts) == richer              # `richer` adds the RICHER_MATH shapes
 
 
 def test_the_prompt_list_the_shipped_draft_was_trained_on_is_unchanged():

@@ -1,4 +1,4 @@
-"""Continue distilling a draft on teacher answers to varied-wording prompts (how sessions 4 and 5 made it).
+"""Continue distilling a draft on teacher answers to varied-wording prompts (how the shipped draft was made).
 
 1. teacher: the target answers `varied_prompts` (greedy and T = 0.7 shards alternating), written as
    `WORK/varied/gen_*.pt` (and, with --richer-shards, the richer list as `WORK/richer/gen_*.pt`),
@@ -106,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="source", type=Path, default=None, help="draft to start from (default: shipped)")
     ap.add_argument("--shards", type=int, default=8, help="varied-wording teacher shards (96 prompts each)")
     ap.add_argument("--richer-shards", type=int, default=0, metavar="N",
-                    help="also N shards of the richer session-5 prompts (seed 405), into WORK/richer")
+                    help="also N shards of the richer prompts (seed 405), into WORK/richer")
     ap.add_argument("--steps", type=int, default=FinetuneConfig.steps)
     ap.add_argument("--hard", type=float, default=FinetuneConfig.hard,
-                    help="weight of the teacher-argmax cross-entropy added to the KL (session 5: 0.5)")
+                    help="weight of the teacher-argmax cross-entropy added to the KL (the shipped draft: 0.5)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

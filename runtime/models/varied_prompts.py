@@ -1,4 +1,4 @@
-"""Training prompts in combinatorially varied wording (session 4), none of them a held-out phrasing.
+"""Training prompts in combinatorially varied wording, none of them a held-out phrasing.
 
 The first teacher data used eight-ish fixed instructions per family, and the draft learnt those
 wordings: on held-out wording its agreement with the target fell (see docs/models.md). Here every
@@ -48,7 +48,7 @@ MORE_MATH = [
     "{a} bakes {x} {many} and sells them in bags of {y}. Each bag sells for ${z}. How much money does {a} make?",
 ]
 
-# Session 5 ("richer" prompts, seed 405): more story shapes with GSM8K-like multi-step structure
+# The "richer" prompts (seed 405): more story shapes with GSM8K-like multi-step structure
 # (rates, percentages, fractions, unit prices, schedules), plus more asks and openers.
 RICHER_MATH = [
     "{a} buys {y} notebooks at ${z} each and {x} pencils at 50 cents each. {a} pays with a $100 bill. "
@@ -109,7 +109,7 @@ def _story(rng: random.Random, shapes: list[str]) -> str:
 
 def varied_prompt(rng: random.Random, richer: bool = False) -> str:
     """One prompt: 55% math, 25% passages, 20% Blocksworld, each with a random opener, ask and frame
-    (`richer`: also the session-5 shapes, asks and openers)."""
+    (`richer`: also the RICHER_* shapes, asks and openers)."""
     family = rng.choices(["math", "passage", "blocks"], weights=[55, 25, 20])[0]
     opener = rng.choice(OPENERS + RICHER_OPENERS if richer else OPENERS)
     if family == "math":
@@ -123,6 +123,6 @@ def varied_prompt(rng: random.Random, richer: bool = False) -> str:
 
 
 def varied_prompts(n: int, *, seed: int = 404, richer: bool = False) -> list[str]:
-    """The first `n` prompts of the seeded list (session 4: seed 404; session 5: seed 405, richer)."""
+    """The first `n` prompts of the seeded list (the plain list: seed 404; the richer one: seed 405)."""
     rng = random.Random(seed)
     return [varied_prompt(rng, richer) for _ in range(n)]
