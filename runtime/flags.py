@@ -25,8 +25,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
                    help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
                         "probability is below P (0 = always draft k)")
-    p.add_argument("--max-batch", type=int, default=d.max_batch,
-                   help="drafts a batching policy may verify in one forward; 0 = every ready draft")
+    p.add_argument("--max-batch", type=int, default=None,
+                   help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
+                        f"0 with --policy batch, else {d.max_batch})")
     p.add_argument("--lockstep", action="store_true",
                    help="verify only when every worker that still owes a draft has one queued (synchronous "
                         "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
@@ -74,10 +75,10 @@ def int_list(text: str) -> list[int]:
 
 
 def max_batch(args: argparse.Namespace) -> int:
-    # --policy batch verifies every ready draft at once unless --max-batch says otherwise
-    if args.policy == "batch" and args.max_batch == RunConfig().max_batch:
-        return 0
-    return args.max_batch
+    """--max-batch as given; unset, --policy batch verifies every ready draft at once (0), others one."""
+    if args.max_batch is not None:
+        return args.max_batch
+    return 0 if args.policy == "batch" else RunConfig().max_batch
 
 
 SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")

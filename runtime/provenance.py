@@ -171,10 +171,16 @@ def machine() -> dict:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count()
-    return {"cpu_model": info.get("model name") or platform.processor() or None, "cores": os.cpu_count(),
+    return {"cpu_model": info.get("model name") or None, "cores": os.cpu_count(),
             "usable_cores": usable, "cpu_flags": [f for f in CPU_FLAGS if f in flags],
-            "torch_cpu_capability": _torch_capability(), "platform": platform.platform(),
+            "torch_cpu_capability": _torch_capability(), "platform": _platform(),
             "memory_bytes": _memory()}
+
+
+def _platform() -> str:
+    # os.uname, not platform.platform()/processor(): those may run `uname -p`, a process of this run's own
+    u = os.uname()
+    return f"{u.sysname} {u.release} {u.machine}"
 
 
 def _cpuinfo() -> dict:

@@ -1,14 +1,23 @@
 """Shared set-up for the test suite.
 
 * ``tests/helpers.py`` is importable as ``helpers`` under any pytest import mode.
-* A hang guard for the core suite: those tests start real process trees, and a runtime that hangs
-  must fail the run with a traceback rather than stall CI. No speed is asserted; the limit is
-  far above what any of these tests needs even on a busy two-core machine.
+* A hang guard on every test: many tests start real process trees (the CLI, the runtime's children,
+  a pytest in a subprocess), and a runtime that hangs must fail the run with a traceback of where it
+  hung rather than stall CI. It covers every test, not a list of files, so no test escapes it by
+  being renamed or written in a new file; it is one timer per test (faulthandler), so it costs
+  nothing. If a test (set-up with its module fixtures, call and tear-down) runs past the limit, the
+  traceback of every thread goes to the terminal's stderr and the run exits with status 1.
+
+  No speed is asserted: the limit is far above what any test needs even on a busy two-core machine.
+  Tests marked ``slow`` load the real models (several minutes there) and the first may fetch and
+  convert the target, so they get ``SLOW_FACTOR`` times as long.
+  ``SPECSCHED_TEST_HANG_LIMIT_S`` sets another limit (seconds), e.g. to see the guard work.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
 from pathlib import Path
 
@@ -16,17 +25,33 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HANG_LIMIT_S = 600
-GUARDED = ("test_core_", "test_policies", "test_wire", "test_sampling", "test_lifecycle", "test_cli")
+HANG_LIMIT_S = float(os.environ.get("SPECSCHED_TEST_HANG_LIMIT_S") or 600)
+SLOW_FACTOR = 3
+
+_stderr_fd: int | None = None  # a copy of the real stderr, which pytest's output capture does not replace
+
+
+def hang_limit_s(item: pytest.Item) -> float:
+    return HANG_LIMIT_S * (SLOW_FACTOR if item.get_closest_marker("slow") else 1)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    guarded = item.path.name.startswith(GUARDED)
-    if guarded:  # covers set-up (module fixtures included), the test and tear-down
-        faulthandler.dump_traceback_later(HANG_LIMIT_S, exit=True)
+    global _stderr_fd
+    # Between tests pytest's capture is suspended, so this is the terminal's stderr. The dump must not
+    # go to sys.stderr while a test runs: that is a capture file, lost when the guard ends the process.
+    if _stderr_fd is None:
+        _stderr_fd = os.dup(sys.stderr.fileno())
+    # covers set-up (module fixtures included), the test and tear-down
+    faulthandler.dump_traceback_later(hang_limit_s(item), exit=True, file=_stderr_fd)
     try:
         yield
     finally:
-        if guarded:
-            faulthandler.cancel_dump_traceback_later()
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_unconfigure(config):
+    global _stderr_fd
+    if _stderr_fd is not None:
+        os.close(_stderr_fd)
+        _stderr_fd = None

@@ -9,6 +9,8 @@ checks after it exits that none of them is still running.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import textwrap
 import time
 from collections import Counter
@@ -111,7 +113,7 @@ def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_exits_non_zero_keeps_what_was_verified_and_leaves_no_process(tmp_path, signum):
     code, stderr, record = interrupt_mid_run(tmp_path, signum)
-    assert code == 130 if signum == signal.SIGINT else code in (130, 143)  # 128 + signal number
+    assert code == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]  # README: 128 + the signal number
     lines = stderr_lines(stderr)
     assert len(lines) == 1 and lines[0].startswith("specsched: error: interrupted"), stderr
     assert "Traceback" not in stderr
@@ -160,6 +162,38 @@ def test_sigint_during_start_up_leaves_no_process_behind():
             w.kill_all()
     assert code == 130
     assert "Traceback" not in stderr
+    assert w.survivors() == []
+
+
+class WatchedCommand(Watched):
+    """Watched, for a subcommand other than `run`: `specsched ARGS`."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "specsched", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        self.seen = {}
+        self.stdout = self.stderr = ""
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", "--policies", "fcfs,rr", "--backend", "sim", *LONG_RUN],
+    ["bench", "--backend", "sim", "--arms", "seed-fcfs", "--warmup", "0", "--max-new-tokens", "1000000"],
+], ids=["compare", "bench"])
+def test_sigterm_ends_compare_and_bench_with_143_and_leaves_no_process(args):
+    # README: 143 for SIGTERM whatever the command; the first run of either never ends by itself
+    w = WatchedCommand(*args)
+    try:
+        w.wait_for_children(1)
+        time.sleep(1.0)
+        w.poll_children()
+        w.signal(signal.SIGTERM)
+        code, _, stderr = w.finish(timeout=60)
+    finally:
+        if w.proc.poll() is None:
+            w.kill_all()
+    assert code == 143, stderr
+    lines = stderr_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith("specsched: error: ") and "interrupted" in lines[0], stderr
     assert w.survivors() == []
 
 

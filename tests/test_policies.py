@@ -11,11 +11,16 @@ import textwrap
 import pytest
 
 from specsched.policies import Policy, PolicyError, PolicySettings, ReadyDraft, load_policy
+from specsched.policies.batch import Batch
 from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
+from specsched.runtime.cli import build_parser
+from specsched.runtime.config import RunConfig
+from specsched.runtime.flags import config_from_args
 from specsched.runtime.messages import Draft
 from specsched.scheduler.run_queue import PolicyFailure, RunQueue
+from specsched.scheduler.verifier import start_policy
 
 
 def ready(worker: int, arrival: float, order: int, *, priority: int = 0, seq: int | None = None,
@@ -149,6 +154,67 @@ def test_round_robin_breaks_ties_within_one_worker_by_arrival():
     assert (first.worker, first.seq) == (0, 8)
 
 
+# -- batch ------------------------------------------------------------------------------------------
+
+# Arrival order (arrival time, then counter): 4 (0.5), 1 (1.0, #1), 3 (1.0, #3), 2 (2.0), 0 (3.0).
+# Worker ids, priorities and list order all disagree with it.
+MIXED = [ready(0, 3.0, 0, priority=0), ready(1, 1.0, 1, priority=5), ready(2, 2.0, 2, priority=-1),
+         ready(3, 1.0, 3, priority=9), ready(4, 0.5, 4, priority=2)]
+
+
+def batch(max_batch: int) -> Batch:
+    return Batch(PolicySettings(max_batch=max_batch))
+
+
+@pytest.mark.parametrize("max_batch, workers", [
+    (1, [4]),
+    (2, [4, 1]),
+    (3, [4, 1, 3]),          # equal arrivals: the lower counter first
+    (5, [4, 1, 3, 2, 0]),
+    (9, [4, 1, 3, 2, 0]),    # a limit above the queue's length takes what is there
+    (0, [4, 1, 3, 2, 0]),    # 0 = no limit: every ready draft
+])
+def test_batch_takes_the_oldest_ready_drafts_in_fcfs_order_up_to_max_batch(max_batch, workers):
+    picked = batch(max_batch).pick(list(MIXED))
+    assert [d.worker for d in picked] == workers
+    assert all(d in MIXED for d in picked)  # drafts it was given, each once (the workers above are distinct)
+
+
+def test_batch_order_does_not_depend_on_the_order_drafts_are_handed_over():
+    for handed in (MIXED, MIXED[::-1], MIXED[2:] + MIXED[:2]):
+        assert [d.worker for d in batch(0).pick(list(handed))] == [4, 1, 3, 2, 0]
+        assert [d.worker for d in batch(2).pick(list(handed))] == [4, 1]
+
+
+def test_batch_through_the_run_queue_serves_batches_oldest_first():
+    q = queue_with(batch(2), [(2, 5.0, 0), (0, 5.0, 0), (1, 4.0, 0), (3, 6.0, 0), (4, 1.0, 0)])
+    batches = []
+    while len(q):
+        batches.append([e.draft.worker for e in q.pick()])
+    assert batches == [[4, 1], [2, 0], [3]]
+    q = queue_with(batch(0), [(2, 5.0, 0), (0, 5.0, 0), (1, 4.0, 0)])
+    assert [e.draft.worker for e in q.pick()] == [1, 2, 0] and len(q) == 0
+
+
+@pytest.mark.parametrize("flags, max_batch", [
+    ([], 0),                        # with --policy batch, the default is every ready draft
+    (["--max-batch", "2"], 2),
+    (["--max-batch", "1"], 1),      # said explicitly, 1 is one draft per forward (not the unset default)
+    (["--max-batch", "0"], 0),
+])
+def test_max_batch_reaches_the_batch_policy_from_the_command_line(flags, max_batch):
+    args = build_parser().parse_args(["run", "--prompt", "hi", "--backend", "sim", "--policy", "batch", *flags])
+    config = config_from_args(args)
+    assert config.max_batch == max_batch
+    policy = start_policy(config)     # what the verifier constructs
+    assert isinstance(policy, Batch) and policy.settings.max_batch == max_batch
+    assert [d.worker for d in policy.pick(list(MIXED))] == [4, 1, 3, 2, 0][:max_batch or None]
+
+
+def test_other_policies_keep_one_draft_per_forward_by_default():
+    assert start_policy(RunConfig(policy="fcfs")).settings.max_batch == 1
+
+
 # -- the run queue ----------------------------------------------------------------------------------
 
 def test_run_queue_describes_each_draft_to_the_policy():
@@ -219,7 +285,7 @@ def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():
 
 # -- loading ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, cls", [("fcfs", FCFS), ("priority", Priority), ("rr", RoundRobin)])
+@pytest.mark.parametrize("name, cls", [("fcfs", FCFS), ("priority", Priority), ("rr", RoundRobin), ("batch", Batch)])
 def test_builtin_names_load_their_policy(name, cls):
     assert load_policy(name) is cls
     assert cls.name == name

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,9 +32,23 @@ def test_installed_layout_is_one_namespace():
         assert spec is None or "specsched" not in (spec.origin or ""), name
 
 
-def test_console_script_and_module_run():
+def summary_rows(stdout: str) -> dict[str, str]:
+    """The printed summary table as {row name: value}; the box may be drawn in Unicode or ASCII."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃|]", line)]
+        if len(cells) == 4 and cells[0] == cells[3] == "" and cells[1]:
+            rows.setdefault(cells[1], cells[2])
+    return rows
+
+
+def test_console_script_and_module_run(tmp_path):
+    record = tmp_path / "run.json"
     out = subprocess.run([sys.executable, "-m", "specsched", "run", "--prompt", "hi", "--max-new-tokens", "6",
-                          "--backend", "sim", "--quiet"],
+                          "--backend", "sim", "--quiet", "--json", str(record)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "status" in out.stdout and "ok" in out.stdout
+    assert summary_rows(out.stdout).get("status") == "ok", out.stdout
+    data = json.loads(record.read_text())
+    assert data["status"] == "ok" and data["error"] is None
+    assert data["metrics"]["tokens"] > 0 and all(s["tokens"] for s in data["sequences"])  # it really decoded
