@@ -15,6 +15,11 @@ What a policy may look at (``ReadyDraft``):
     verified_tokens  tokens already committed for that sequence
     priority         the worker's static priority from --priorities (lower = more urgent)
     round            how many drafts this sequence has had verified before this one
+    job              the job the draft belongs to (an engine runs many; a one-shot run is job 0)
+    job_arrival      when that job was submitted (time.monotonic() seconds)
+    job_priority     the job's priority (lower = more urgent; 0 unless the job says)
+    deadline         the job's deadline (time.monotonic() seconds), or None
+    tokens_remaining the sequence's token budget not yet committed (max_new_tokens - verified_tokens)
 
 What it returns: one ``ReadyDraft`` from the list (or a non-empty list of them, to batch).
 Returning anything else, or raising, stops the run with one line naming the policy.
@@ -40,6 +45,11 @@ class ReadyDraft:
     verified_tokens: int
     priority: int = 0
     round: int = 0
+    job: int = 0
+    job_arrival: float = 0.0
+    job_priority: int = 0
+    deadline: float | None = None
+    tokens_remaining: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
-"""Entry point of every child process: ``python -m specsched.runtime.child`` with a JSON spec on stdin.
+"""Entry point of every child process: ``python -c <boot>`` with a JSON spec on stdin.
 
-Children are fresh interpreters (spawn semantics: nothing inherited, CUDA-safe) and receive their
-configuration as JSON, so no pickle is involved even at start-up. The supervisor owns Ctrl-C:
-children run in their own session, ignore SIGINT, and die with the supervisor (PR_SET_PDEATHSIG
-plus a parent check in every wait loop, which also covers the start-up race).
+Children are fresh interpreters (spawn semantics: nothing inherited, CUDA-safe) and receive the
+engine's configuration as JSON, so no pickle is involved even at start-up. Each loads its model once
+and then serves the engine until told to stop: the verifier takes jobs, a draft worker assignments.
+The engine owns Ctrl-C: children run in their own session, ignore SIGINT, and die with the engine
+(PR_SET_PDEATHSIG plus a parent check in every wait loop, which also covers the start-up race).
+``ps`` and ``top`` show each one by role (``specsched: verifier``, ``specsched: draft 3 (job 2)``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ import os
 import signal
 import sys
 import traceback
-from dataclasses import asdict
 
 import zmq
 
 from specsched.runtime.config import RunConfig
-from specsched.runtime.transport import Telemetry
+from specsched.runtime.transport import Telemetry, connect_control, process_name
 from specsched.workers.backend import get_backend
+
+
+def set_title(text: str) -> None:
+    """The name `ps`/`top` show (setproctitle rewrites argv; without it, the process keeps its command)."""
+    try:
+        import setproctitle
+    except ImportError:
+        return
+    setproctitle.setproctitle(text)
 
 
 def main() -> int:
@@ -32,42 +42,50 @@ def main() -> int:
 
     if not parent_alive():
         return 1
+    role, worker = spec["role"], int(spec.get("worker", -1))
+    set_title("specsched: verifier" if role == "verifier" else f"specsched: draft {worker}")
     config = RunConfig.from_dict(spec["config"])
     ctx = zmq.Context()
     telemetry = Telemetry(ctx, spec["endpoints"]["telemetry"])
-    role, worker = spec["role"], spec.get("worker", -1)
+    control = connect_control(ctx, spec["endpoints"]["control"], process_name(role, worker))
     code = 0
     try:
-        _dispatch(spec, config, ctx, telemetry, parent_alive)
+        _dispatch(spec, config, ctx, control, telemetry, parent_alive)
     except Exception as exc:
         traceback.print_exc()  # into this child's log file
         where = "verifier" if role == "verifier" else f"draft worker {worker}"
-        telemetry.send("error", {"role": role, "worker": worker,
-                                 "message": f"{where}: {_one_line(exc)}"})
+        telemetry.send("error", {"role": role, "worker": worker, "message": f"{where}: {_one_line(exc)}"})
         code = 1
     finally:
+        control.close()
         telemetry.close()
         ctx.term()
     return code
 
 
-def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, telemetry: Telemetry, parent_alive) -> None:
+def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Socket, telemetry: Telemetry,
+              parent_alive) -> None:
     backend = get_backend(config)
     endpoint = spec["endpoints"]["verify"]
-    sequences = [(int(s), [int(t) for t in p]) for s, p in spec["sequences"]]
     if spec["role"] == "verifier":
-        target = backend.target()
-        if config.mode in ("ar", "parallel"):
-            from specsched.scheduler.target_only import serve_target_only
-            counters = serve_target_only(config, target, sequences, telemetry, parent_alive)
-        else:
-            from specsched.scheduler.verifier import serve
-            counters = serve(config, target, ctx, endpoint, telemetry, spec["n_workers"], parent_alive)
-        telemetry.send("stats", {"counters": asdict(counters)})
+        from specsched.scheduler.verifier import serve
+
+        serve(backend.target(), ctx, endpoint, control, telemetry, parent_alive, set_threads=_set_threads)
     else:
-        from specsched.workers.draft_worker import serve as serve_worker
-        serve_worker(config, backend.draft(), spec["worker"], sequences, ctx, endpoint, telemetry,
-                     parent_alive)
+        from specsched.workers.draft_worker import DraftWorker
+
+        worker = int(spec["worker"])
+        draft = DraftWorker.connect(backend.draft(), worker, ctx, endpoint, telemetry, parent_alive)
+        draft.retitle = lambda job: set_title(f"specsched: draft {worker} " + ("(parked)" if job is None
+                                                                               else f"(job {job})"))
+        draft.serve(control)
+
+
+def _set_threads(n: int) -> None:
+    """The verifier's torch threads, per job: the cores its draft workers leave free (hf only)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and n > 0:
+        torch.set_num_threads(n)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -76,7 +94,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def die_with_parent() -> None:
-    """preexec_fn: ask Linux to SIGKILL this child when the process that spawned it dies."""
+    """preexec_fn: ask Linux to SIGKILL this child when the thread that spawned it ends (the engine's)."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6", use_errno=True)

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specsched.runtime.app import RunRecord
 from specsched.runtime.osmetrics import OsMetrics
+from specsched.runtime.record import RunRecord
 
 
 def summary_table(record: RunRecord) -> Table:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.app import RunRecord, SequenceResult, measure
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.collected import Collected
 from specsched.runtime.events import Event
-from specsched.runtime.supervisor import Collected
+from specsched.runtime.record import RunRecord, SequenceResult, measure
 
 TRACE_VERSION = 1
 _EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq")

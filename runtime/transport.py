@@ -1,8 +1,9 @@
 """ZeroMQ plumbing: where sockets live, and the telemetry channel every child reports on.
 
 Topology: the verifier binds a ROUTER (the run queue's front door); each draft worker connects a
-DEALER with identity ``w<id>``. The supervisor binds a PULL socket; every child connects a PUSH to
-it for events, commits and errors. Binders are the sinks, connectors the senders.
+DEALER with identity ``w<id>``. The engine binds a PULL socket; every child connects a PUSH to it for
+events, commits and errors. The engine also binds a ROUTER for control; each child connects a DEALER
+named after the process (``verifier``, ``draft-3``) and takes jobs, assignments and ``stop`` from it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
 class Endpoints:
     verify: str
     telemetry: str
+    control: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -29,8 +31,8 @@ class Endpoints:
 
 def make_endpoints(transport: str, run_dir: Path) -> Endpoints:
     if transport == "ipc":
-        return Endpoints(f"ipc://{run_dir}/verify.sock", f"ipc://{run_dir}/telemetry.sock")
-    return Endpoints(f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}")
+        return Endpoints(*(f"ipc://{run_dir}/{name}.sock" for name in ("verify", "telemetry", "control")))
+    return Endpoints(*(f"tcp://127.0.0.1:{_free_port()}" for _ in range(3)))
 
 
 def _free_port() -> int:
@@ -41,6 +43,19 @@ def _free_port() -> int:
 
 def worker_identity(worker: int) -> bytes:
     return f"w{worker}".encode()
+
+
+def process_name(role: str, worker: int) -> str:
+    """A child's name: its control identity, its log file and its key in the process table."""
+    return "verifier" if role == "verifier" else f"draft-{worker}"
+
+
+def connect_control(ctx: zmq.Context, endpoint: str, name: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, name.encode())
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    return sock
 
 
 class Telemetry:

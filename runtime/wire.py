@@ -23,15 +23,22 @@ PROTOCOL_VERSION = 1
 
 # Every message kind the runtime speaks. Unknown kinds are rejected.
 KINDS = frozenset({
-    "hello",     # worker -> verifier: my model is loaded
-    "start",     # verifier -> worker: everyone is ready, start drafting
-    "draft",     # worker -> verifier: a draft to verify (see scheduler/draft.py)
+    # the run queue (verifier's ROUTER <-> workers' DEALERs)
+    "draft",     # worker -> verifier: a draft to verify (runtime/messages.py)
     "verdict",   # verifier -> worker: what was accepted
-    "bye",       # worker -> verifier: this worker has finished all its sequences
-    "events",    # any -> supervisor: timeline events
-    "commit",    # verifier -> supervisor: tokens now final for a sequence
-    "stats",     # verifier -> supervisor: counters at the end of the run
-    "error",     # any -> supervisor: a fatal error, one line
+    # control (engine's ROUTER -> each child's DEALER)
+    "job",       # engine -> verifier: a job's settings and sequences (with their owners)
+    "cancel",    # engine -> verifier: forget a job
+    "assign",    # engine -> worker: draft these sequences of a job
+    "stop",      # engine -> child: exit
+    # telemetry (every child's PUSH -> engine's PULL)
+    "ready",     # child -> engine: my model is loaded, I take work
+    "job_ack",   # verifier -> engine: the job is known; its drafts may come
+    "idle",      # worker -> engine: my assignment is done
+    "job_done",  # verifier -> engine: every sequence of a job is done, with the job's counters
+    "events",    # any -> engine: timeline events
+    "commit",    # verifier -> engine: tokens now final for a sequence
+    "error",     # any -> engine: a fatal error, one line
 })
 
 # Only plain numeric dtypes may travel: nothing that needs an object constructor.

@@ -39,13 +39,18 @@ class RunQueue:
     def newest_arrival(self) -> float:
         return max(q.info.arrival for q in self._waiting)
 
+    def drop(self, gone) -> None:
+        """Remove the entries for which `gone(entry)` holds (the drafts of a cancelled job)."""
+        self._waiting = [q for q in self._waiting if not gone(q)]
+
     def sequences(self) -> set[int]:
         return {q.draft.seq for q in self._waiting}
 
     def push(self, draft: Draft, reply_to: bytes, *, arrival: float, verified_tokens: int,
-             priority: int, round: int) -> ReadyDraft:
+             priority: int, round: int, **job: object) -> ReadyDraft:
+        """Queue a draft; `job` holds the job facts a policy may see (ReadyDraft's job fields)."""
         info = ReadyDraft(draft.worker, draft.seq, arrival, next(self._order), len(draft.tokens),
-                          verified_tokens, priority, round)
+                          verified_tokens, priority, round, **job)
         self._waiting.append(Queued(info, draft, reply_to))
         return info
 

@@ -1,74 +1,46 @@
 """The target-verifier process: pick (policy) -> verify (target model) -> reply (verdict).
 
-One loop, like an OS dispatcher: drain arrived drafts into the run queue, let the policy pick (with
---lockstep only once every worker that owes a draft has one queued), run one target forward over the
-prefix's unread tokens plus the draft, decide acceptance, send the verdict back to the worker and
-the committed tokens to the supervisor.
+``Verifier.step()`` is one turn of the dispatcher, the seam between the three phases: the policy
+schedules (picks ready drafts from the run queue, with --lockstep only once every live sequence's
+draft is queued), the target runs (one forward over each picked sequence's unread prefix plus its
+draft), and postprocessing decides acceptance, commits tokens, and hands back verdicts. Target-only
+jobs (``ar``, ``parallel``) take a step whenever no draft is ready. ``serve`` is the process around
+it: it admits jobs from the engine and drafts from the workers, and sends what ``step`` produced.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import zmq
 
-from specsched.policies.base import Policy, PolicySettings
+from specsched.policies.base import PolicySettings
 from specsched.policies.loader import load_policy
 from specsched.runtime.config import RunConfig
 from specsched.runtime.events import VERIFIER, Recorder
 from specsched.runtime.messages import Draft, Verdict
-from specsched.runtime.sampling import stream
 from specsched.runtime.transport import Telemetry, worker_identity
 from specsched.runtime.wire import ProtocolError, pack, unpack
 from specsched.scheduler.acceptance import verify_tree
+from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
-from specsched.workers.backend import Cache, LanguageModel
+from specsched.scheduler.target_only import target_only_step
+from specsched.workers.backend import LanguageModel
+
+__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "serve", "start_policy"]
 
 
-@dataclass(slots=True)
-class SequenceState:
-    seq: int
-    prompt: list[int]
-    cache: Cache
-    rng: np.random.Generator
-    generated: list[int] = field(default_factory=list)
-    rounds: int = 0
-    done: bool = False
-
-    @property
-    def context(self) -> list[int]:
-        return self.prompt + self.generated
+def scheduling_key(config: RunConfig) -> tuple:
+    """What the run queue's discipline depends on. Concurrent speculative jobs must agree on it; the
+    engine holds back a job whose key differs until the jobs with the other key have finished."""
+    return (config.policy, config.max_batch, config.lockstep)
 
 
-@dataclass(slots=True)
-class Counters:
-    verifications: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    committed: int = 0
-    rejected_messages: int = 0
-    batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
-
-
-def commit(st: SequenceState, tokens: list[int], eos: int | None, limit: int) -> list[int]:
-    """Append verified tokens, stopping at EOS (kept) or at the token limit. Returns what was kept."""
-    kept = []
-    for t in tokens:
-        if len(st.generated) >= limit:
-            break
-        st.generated.append(t)
-        kept.append(t)
-        if t == eos:
-            break
-    st.done = len(st.generated) >= limit or (eos is not None and bool(kept) and kept[-1] == eos)
-    return kept
-
-
-def start_policy(config: RunConfig) -> Policy:
-    """Load and construct the run's policy; a constructor that raises stops the run naming it."""
+def start_policy(config: RunConfig):
+    """Load and construct the job's policy; a constructor that raises stops the run naming it."""
     policy_cls = load_policy(config.policy)
     name = policy_cls.name or policy_cls.__name__
     try:
@@ -82,77 +54,125 @@ def start_policy(config: RunConfig) -> Policy:
     return policy
 
 
+@dataclass(slots=True)
+class Reply:
+    """What one step produced for one draft: its verdict, and where to send it."""
+    verdict: Verdict
+    reply_to: bytes
+    worker: int
+
+
 class Verifier:
-    def __init__(self, config: RunConfig, target: LanguageModel, telemetry: Telemetry) -> None:
-        self.config = config
+    def __init__(self, target: LanguageModel, telemetry: Telemetry) -> None:
         self.target = target
         self.telemetry = telemetry
         self.recorder = Recorder("verifier", VERIFIER)
+        self.jobs: dict[int, JobState] = {}
         self.seqs: dict[int, SequenceState] = {}
-        self.counters = Counters()
-        self.queue = RunQueue(start_policy(config))
+        self.counters = Counters()      # over the verifier's life; each job keeps its own too
+        self.queue: RunQueue | None = None
+        self.key: tuple | None = None
+        self.rejected_unclaimed = 0     # rejected while no job ran: counted by the next job
 
-    def unfinished(self) -> int:
-        """Sequences not done yet; one whose first draft has not arrived counts as unfinished."""
-        return self.config.n_sequences - sum(st.done for st in self.seqs.values())
+    # -- jobs ---------------------------------------------------------------------------------------
+    def add_job(self, job: JobState) -> None:
+        if job.id in self.jobs or any(st.seq in self.seqs for st in job.sequences):
+            raise ProtocolError(f"job {job.id} announced twice")
+        if not job.target_only:
+            key = scheduling_key(job.config)
+            if self.key != key:
+                if any(not j.target_only for j in self.jobs.values()):
+                    raise ProtocolError(f"job {job.id} needs scheduling {key}, the running jobs {self.key}")
+                self.queue, self.key = RunQueue(start_policy(job.config)), key
+        job.rejected_before = self.counters.rejected_messages - self.rejected_unclaimed
+        self.rejected_unclaimed = 0
+        self.jobs[job.id] = job
+        self.seqs.update((st.seq, st) for st in job.sequences)
 
-    def owing_workers(self) -> int:
-        """Draft workers that still owe the verifier a draft. In seed mode every worker owns one
-        sequence, so one per unfinished sequence; in sd mode the single worker drafts its sequences
-        one after another and never has more than one draft outstanding."""
-        unfinished = self.unfinished()
-        return unfinished if self.config.mode == "seed" else min(unfinished, 1)
+    def finish_job(self, job: JobState) -> None:
+        """Forget a finished (or cancelled) job: its caches go, so memory does not grow with history."""
+        job.counters.rejected_messages = self.counters.rejected_messages - job.rejected_before
+        for st in job.sequences:
+            self.seqs.pop(st.seq, None)
+        del self.jobs[job.id]
+        if self.queue is not None:
+            self.queue.drop(lambda q: q.draft.seq not in self.seqs)
+
+    def reject(self, reason: Exception) -> None:
+        """A malformed, stray or forged message: counted (in the record of the jobs running), never fatal."""
+        self.counters.rejected_messages += 1
+        if not self.jobs:
+            self.rejected_unclaimed += 1
+        print(f"verifier: rejected message: {reason}", file=sys.stderr)
+
+    def finished_jobs(self) -> list[JobState]:
+        return [j for j in self.jobs.values() if j.done]
+
+    # -- schedule -----------------------------------------------------------------------------------
+    def owing(self) -> int:
+        """Drafts still owed to the run queue over every speculative job (see JobState.owing)."""
+        return sum(j.owing() for j in self.jobs.values() if not j.target_only)
 
     def ready_to_pick(self) -> bool:
-        """Whether to ask the policy now: something is queued and, under --lockstep, every worker that
-        owes a draft has one queued, so the policy sees the whole step (one per live sequence).
-
-        Never a deadlock: a worker that owes a draft and has none queued is drafting one, and a
-        finished sequence stops being owed.
-        """
-        n = len(self.queue)
-        return n > 0 and (not self.config.lockstep or n >= self.owing_workers())
+        """Ask the policy now? Something is queued and, under --lockstep, every sequence that owes a draft
+        has one queued, so the policy sees the whole step. Never a deadlock: a sequence that owes a draft
+        and has none queued is being drafted, and a finished one stops being owed."""
+        if self.queue is None or not len(self.queue):
+            return False
+        return not self.key[2] or len(self.queue) >= self.owing()
 
     def ready_since(self) -> float:
-        """When the queue became ready: its oldest arrival, or under --lockstep the arrival that
-        completed the step (the newest; until then the verifier was waiting, not working)."""
-        return self.queue.newest_arrival if self.config.lockstep else self.queue.oldest_arrival
+        """When the queue became ready: its oldest arrival, or under --lockstep the arrival that completed
+        the step (until then the verifier was waiting, not working)."""
+        return self.queue.newest_arrival if self.key[2] else self.queue.oldest_arrival
 
     def admit(self, draft: Draft, reply_to: bytes, arrival: float) -> None:
-        """Validate a draft and put it in the run queue; anything off is a ProtocolError (counted).
+        """Validate a draft and queue it; anything off is a ProtocolError (counted, never fatal).
 
-        A draft must come from the worker that owns its sequence (by ZeroMQ identity), for a
-        sequence of this run, for the round the verifier expects next, and at most one per sequence
-        may wait - so a stray or forged message can never take a sequence's turn.
+        A draft must extend a sequence of a running job, come from the worker that owns it (by ZeroMQ
+        identity), be for the round the verifier expects next, and be the only one of its sequence
+        waiting - so a stray or forged message can never take a sequence's turn.
         """
-        if not 0 <= draft.seq < self.config.n_sequences:
-            raise ProtocolError(f"draft for sequence {draft.seq}, which is not part of this run")
-        owner = draft.seq if self.config.mode == "seed" else 0
-        if draft.worker != owner or reply_to != worker_identity(owner):
-            raise ProtocolError(f"draft for sequence {draft.seq} from {reply_to!r}, not from its worker {owner}")
         st = self.seqs.get(draft.seq)
-        if st is None:
-            if draft.prompt is None or len(draft.prompt) == 0:
-                raise ProtocolError(f"first draft of sequence {draft.seq} carries no prompt")
-            st = SequenceState(draft.seq, draft.prompt.tolist(), self.target.new_cache(),
-                               stream(self.config.seed, draft.seq, "verify"))
-            self.seqs[draft.seq] = st
+        if st is None or st.owner < 0:
+            raise ProtocolError(f"draft for sequence {draft.seq}, which is not part of a running job")
+        if draft.worker != st.owner or reply_to != worker_identity(st.owner):
+            raise ProtocolError(f"draft for sequence {draft.seq} from {reply_to!r}, not from its worker {st.owner}")
         if st.done:
             raise ProtocolError(f"draft for finished sequence {draft.seq}")
         if draft.round != st.rounds or draft.seq in self.queue.sequences():
             raise ProtocolError(f"draft round {draft.round} for sequence {draft.seq}, expected {st.rounds}")
-        if not self.config.sampling.greedy:
-            if draft.q is None or draft.q.shape[1] != self.target.vocab_size:
-                raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
+        job = self.jobs[st.job]
+        if not job.config.sampling.greedy and (draft.q is None or draft.q.shape[1] != self.target.vocab_size):
+            raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
         self.queue.push(draft, reply_to, arrival=arrival, verified_tokens=len(st.generated),
-                        priority=self.config.priority_of(draft.worker), round=st.rounds)
+                        priority=job.config.priority_of(st.local), round=st.rounds, job=job.id,
+                        job_arrival=job.arrival, job_priority=job.priority, deadline=job.deadline,
+                        tokens_remaining=job.config.max_new_tokens - len(st.generated))
+
+    # -- one step: schedule -> run -> postprocess ---------------------------------------------------
+    def step(self, idle_since: float) -> list[Reply]:
+        """One turn: verify what the policy picks, else advance the target-only jobs by one forward.
+        Returns the verdicts to send (empty when nothing was ready)."""
+        if self.ready_to_pick():
+            self.recorder.add("idle", idle_since, self.ready_since())
+            picked = self.queue.pick()
+            return [Reply(v, e.reply_to, e.draft.worker) for e, v in zip(picked, self.verify(picked))]
+        for job in self.jobs.values():
+            if job.target_only and not job.done:
+                self._report_commits(target_only_step(job, self.target, self.recorder))
+                return []
+        return []
+
+    def has_target_only_work(self) -> bool:
+        return any(j.target_only and not j.done for j in self.jobs.values())
 
     def verify(self, entries: list[Queued]) -> list[Verdict]:
         """Verify the picked drafts in one target forward (a batch when the policy picked several).
 
-        Each draft is read after its sequence's unread tokens as a tree: token j attends to the
-        prefix and its own ancestors, at position prefix length + depth. Afterwards the cache keeps
-        only the accepted path, so the prefix is never recomputed.
+        Each draft is read after its sequence's unread tokens as a tree: token j attends to the prefix
+        and its own ancestors, at position prefix length + depth. Afterwards the cache keeps only the
+        accepted path, so the prefix is never recomputed.
         """
         t0 = time.monotonic()
         states = [self.seqs[e.draft.seq] for e in entries]
@@ -165,21 +185,25 @@ class Verifier:
         t1 = time.monotonic()
         verdicts, resampled = [], False
         for st, e, (_, _, n_unread, base), rows in zip(states, entries, inputs, logits):
-            d = e.draft
+            d, job = e.draft, self.jobs[st.job]
             outcome = verify_tree(rows[n_unread - 1], rows[n_unread:], d.tokens, d.parents, d.q,
-                                  self.config.sampling, st.rng)
+                                  job.config.sampling, st.rng)
             self.target.keep(st.cache, [*range(base), *(base + j for j in outcome.path)])
-            kept = commit(st, outcome.tokens, self.target.eos_token_id, self.config.max_new_tokens)
+            kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             st.rounds += 1
-            c = self.counters
-            c.drafted += len(d.tokens)
-            c.accepted += outcome.accepted
-            c.committed += len(kept)
+            for c in (self.counters, job.counters):
+                c.drafted += len(d.tokens)
+                c.accepted += outcome.accepted
+                c.committed += len(kept)
             verdicts.append(Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
                                     np.asarray(outcome.path, np.int32), st.done, t0, 0.0))
         self.counters.verifications += 1
         self.counters.batched_drafts += len(entries)
+        for job_id in {st.job for st in states}:  # a forward shared by several jobs counts for each
+            self.jobs[job_id].counters.verifications += 1
+        for st in states:
+            self.jobs[st.job].counters.batched_drafts += 1
         t2 = time.monotonic()
         seq = entries[0].draft.seq if len(entries) == 1 else -1
         if resampled:
@@ -203,63 +227,94 @@ class Verifier:
         parents += [base + int(p) if p >= 0 else base - 1 for p in d.parents]
         return tokens, parents, len(unread), base
 
+    # -- postprocess: tell the engine ---------------------------------------------------------------
     def report(self, verdict: Verdict, worker: int) -> None:
+        """The engine hears of committed tokens before the worker does."""
         self.telemetry.send("commit", {"seq": verdict.seq, "worker": worker, "done": verdict.done},
                             {"tokens": verdict.tokens})
         self.telemetry.events(self.recorder.drain())
 
+    def _report_commits(self, commits: list[tuple[SequenceState, list[int]]]) -> None:
+        for st, kept in commits:
+            self.telemetry.send("commit", {"seq": st.seq, "worker": -1, "done": st.done},
+                                {"tokens": np.asarray(kept, np.int32)})
+        self.telemetry.events(self.recorder.drain())
 
-def serve(config: RunConfig, target: LanguageModel, ctx: zmq.Context, endpoint: str,
-          telemetry: Telemetry, n_workers: int, parent_alive) -> Counters:
+    def close_finished_jobs(self) -> None:
+        for job in self.finished_jobs():
+            self.finish_job(job)
+            self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters)})
+
+
+def _as_dict(c: Counters) -> dict:
+    return {k: getattr(c, k) for k in Counters.__slots__}
+
+
+def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,
+          parent_alive, set_threads=None) -> Counters:
+    """The verifier process's loop, until the engine says stop (or goes away)."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
     router.bind(endpoint)
-    v = Verifier(config, target, telemetry)
-    _start_barrier(router, n_workers, parent_alive, v.counters)
+    v = Verifier(target, telemetry)
+    poller = zmq.Poller()
+    poller.register(router, zmq.POLLIN)
+    poller.register(control, zmq.POLLIN)
+    control.send_multipart(pack("ready", {"role": "verifier", "worker": VERIFIER}))  # the engine can reach us
     idle_since = time.monotonic()
-    while v.unfinished():
-        if not parent_alive():
-            break
-        # short polls, also while --lockstep holds a partial step: a dead supervisor still ends the loop
-        if not v.ready_to_pick() and not router.poll(100):
-            continue
-        while router.poll(0):  # drain every arrived message into the run queue
-            frames = router.recv_multipart(copy=False)
-            now = time.monotonic()
-            try:
-                msg = unpack(frames[1:])
-                if msg.kind != "draft":
-                    raise ProtocolError(f"unexpected {msg.kind!r} message")
-                v.admit(Draft.from_message(msg), frames[0].bytes, now)
-            except (ProtocolError, KeyError, TypeError, ValueError) as exc:
-                v.counters.rejected_messages += 1
-                print(f"verifier: rejected message: {exc}", file=sys.stderr)
-        if not v.ready_to_pick():
-            continue
-        v.recorder.add("idle", idle_since, v.ready_since())
-        picked = v.queue.pick()
-        for entry, verdict in zip(picked, v.verify(picked)):
-            v.report(verdict, entry.draft.worker)  # the supervisor hears of it before the worker does
-            router.send_multipart([entry.reply_to, *verdict.to_frames()], copy=False)
-        idle_since = time.monotonic()
-    router.close()
+    try:
+        while parent_alive():
+            busy = v.ready_to_pick() or v.has_target_only_work()
+            # short polls: a dead engine still ends the loop
+            events = dict(poller.poll(0 if busy else 100))
+            was_empty = not v.jobs
+            if control in events and not _control(v, control, telemetry, set_threads):
+                break
+            if was_empty and v.jobs:  # idle between jobs is nobody's idle time: a job's starts when it arrives
+                idle_since = time.monotonic()
+            if router in events:
+                _drain_drafts(v, router)
+            replies = v.step(idle_since)
+            for r in replies:
+                v.report(r.verdict, r.worker)
+                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
+            if replies or busy:
+                idle_since = time.monotonic()
+            v.close_finished_jobs()
+    finally:
+        router.close()
     return v.counters
 
 
-def _start_barrier(router: zmq.Socket, n_workers: int, parent_alive, counters: Counters) -> None:
-    """Wait until every worker has loaded its model, then start them together (SEED Fig. 3a)."""
-    ready: list[bytes] = []
-    while len(ready) < n_workers and parent_alive():
-        if not router.poll(100):
-            continue
+def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry, set_threads) -> bool:
+    """Jobs in, cancellations, stop. Returns False on stop."""
+    while control.poll(0):
+        msg = unpack(control.recv_multipart(copy=False))
+        if msg.kind == "stop":
+            return False
+        if msg.kind == "job":
+            if set_threads is not None and msg.fields.get("threads"):
+                set_threads(int(msg.fields["threads"]))
+            job = JobState.from_message(msg.fields, v.target)
+            v.add_job(job)
+            telemetry.send("job_ack", {"job": job.id})
+        elif msg.kind == "cancel":
+            job = v.jobs.get(int(msg.fields["job"]))
+            if job is not None:
+                v.finish_job(job)
+        else:
+            raise ProtocolError(f"unexpected control message {msg.kind!r}")
+    return True
+
+
+def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
+    while router.poll(0):  # every arrived message into the run queue
         frames = router.recv_multipart(copy=False)
+        now = time.monotonic()
         try:
-            if unpack(frames[1:]).kind == "hello":
-                ready.append(frames[0].bytes)
-                continue
-            raise ProtocolError("expected hello")
-        except ProtocolError as exc:
-            counters.rejected_messages += 1
-            print(f"verifier: rejected message before start: {exc}", file=sys.stderr)
-    for identity in ready:
-        router.send_multipart([identity, *pack("start")])
+            msg = unpack(frames[1:])
+            if msg.kind != "draft":
+                raise ProtocolError(f"unexpected {msg.kind!r} message")
+            v.admit(Draft.from_message(msg), frames[0].bytes, now)
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+            v.reject(exc)

@@ -25,13 +25,13 @@ import psutil
 
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.config import RunConfig
-from specsched.runtime.events import Recorder
 from specsched.runtime.messages import Draft
 from specsched.runtime.sampling import SamplingParams, distribution
 from specsched.runtime.wire import unpack
+from specsched.scheduler.jobs import JobState
 from specsched.scheduler.verifier import Verifier
-from specsched.workers import draft_worker
 from specsched.workers.backend import get_backend
+from specsched.workers.draft_worker import DraftWorker
 from specsched.workers.sim import EOS, SimBackend, SimModel, SimTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,17 +144,18 @@ class _LoopbackSocket:
 
 
 def decode_in_process(config: RunConfig, prompt: list[int], seq: int) -> list[int]:
-    """One sequence through the real draft-worker loop and the real Verifier, without processes.
+    """One sequence through the real DraftWorker and the real Verifier, without processes or sockets.
 
-    Same per-sequence RNG streams as the runtime, so the output equals that of `sd` and `seed` runs.
+    Same per-sequence RNG streams as the runtime (keyed by the seed and the sequence's index in its job),
+    so the output equals that of `sd` and `seed` runs.
     """
-    # one worker (id 0) drives the sequence, which is how `sd` mode assigns ownership; the run must
-    # include sequence id `seq` (ids select the RNG streams, so trials use many of them)
     config = replace(config, mode="sd", workers=seq + 1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
-    verifier = Verifier(config, backend.target(), _NoTelemetry())
-    draft_worker._run_sequence(config, backend.draft(), 0, seq, list(prompt), _LoopbackSocket(verifier),
-                               Recorder("draft", 0), _NoTelemetry(), lambda: True)
+    verifier = Verifier(backend.target(), _NoTelemetry())
+    verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
+                                            "sequences": [[seq, seq, 0, list(prompt)]]}, verifier.target))
+    worker = DraftWorker(backend.draft(), 0, _LoopbackSocket(verifier), _NoTelemetry())
+    worker.run_sequence(config, seq, seq, list(prompt))
     return verifier.seqs[seq].generated
 
 

@@ -220,10 +220,10 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
     from specsched.runtime import app
     from specsched.runtime.cli import main
 
-    def interrupted_while_loading(config):
+    def interrupted_while_loading(config):  # the engine checks the models and loads the tokenizer first
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(app, "prepare", interrupted_while_loading)
+    monkeypatch.setattr(app, "Engine", interrupted_while_loading)
     out = tmp_path / "run.json"
     argv = ["run", "--backend", "sim", "--prompt", "a b", "--workers", "2", "--json", str(out), "--no-live"]
     assert main(argv) == 130

@@ -8,6 +8,7 @@ checks after it exits that none of them is still running.
 
 from __future__ import annotations
 
+import _thread
 import signal
 import subprocess
 import sys
@@ -228,7 +229,7 @@ def test_in_process_runs_leave_no_child_of_the_caller(tmp_path):
 
 
 def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent(tmp_path):
-    """Ctrl-C lands while the supervisor is busy (say, drawing a live view) and the verifier keeps
+    """Ctrl-C lands while the engine's thread is busy (say, drawing a live view) and the verifier keeps
     verifying: every commit it sent before it was stopped belongs in the record."""
     # fcfs that appends a byte to a file at every pick: the verifier's progress, seen from outside
     picks = tmp_path / "picks"
@@ -251,7 +252,7 @@ def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent(tmp_path):
         received = sum(len(t) for t in collected.tokens.values())
         if received and "before" not in seen:
             seen["before"] = received
-            # The supervisor reads nothing while it is in here. Wait until the verifier has picked 5
+            # The engine reads nothing while it is in here. Wait until the verifier has picked 5
             # more times: it sent the commits of at least 4 verifications that started after
             # `received` was counted, and then went on verifying.
             start = picks.stat().st_size
@@ -259,7 +260,8 @@ def test_ctrl_c_keeps_the_commits_the_verifier_had_already_sent(tmp_path):
             while picks.stat().st_size < start + 5:
                 assert time.monotonic() < deadline, "the verifier made no progress in 60 s"
                 time.sleep(0.01)
-            raise KeyboardInterrupt
+            _thread.interrupt_main()  # Ctrl-C reaches the main thread, waiting for the record
+
 
     config = sim_config(prompts=[words(VOCAB, p) for p in ENDLESS], max_new_tokens=1_000_000, k=K,
                         sim_draft_ms=3.0, sim_verify_ms=15.0, policy=f"{policy}:Counted")

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.style import Style
 
 from specsched.runtime.config import RunConfig
+from specsched.runtime.engine.collected import Collected
 from specsched.runtime.events import VERIFIER, Event
-from specsched.runtime.supervisor import Collected
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.gantt import GLYPHS, STYLES, Gantt
 from specsched.runtime.view.monitor import Monitor

@@ -14,8 +14,8 @@ import pytest
 import zmq
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
-from specsched.runtime import supervisor
 from specsched.runtime.app import run
+from specsched.runtime.engine import dispatcher
 from specsched.runtime.messages import Draft, Verdict
 from specsched.runtime.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
 
@@ -166,7 +166,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
     reference = outputs(run_ok(sim_config(workers=2, max_new_tokens=200, k=3, sim_verify_ms=5)))
 
     threads = []
-    make_endpoints = supervisor.make_endpoints
+    make_endpoints = dispatcher.make_endpoints
 
     def intercept(transport, run_dir):
         endpoints = make_endpoints(transport, run_dir)
@@ -186,7 +186,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
         threads[-1].start()
         return endpoints
 
-    monkeypatch.setattr(supervisor, "make_endpoints", intercept)
+    monkeypatch.setattr(dispatcher, "make_endpoints", intercept)
     record = run_ok(config)
     threads[0].join(timeout=30)
     assert not threads[0].is_alive() and sent.exists()
@@ -217,7 +217,7 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
                 return super().pick(ready)
     """))
     endpoints = {}
-    make_endpoints = supervisor.make_endpoints
+    make_endpoints = dispatcher.make_endpoints
 
     def intercept(transport, run_dir):
         endpoints["e"] = make_endpoints(transport, run_dir)
@@ -235,7 +235,7 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
             ctx.term()                            # returns once the draft has been handed over
             sent.touch()
 
-    monkeypatch.setattr(supervisor, "make_endpoints", intercept)
+    monkeypatch.setattr(dispatcher, "make_endpoints", intercept)
     record = run(sim_config(workers=2, prompts=[words(vocab, p) for p in prompts], max_new_tokens=200, k=3,
                             sim_verify_ms=5, policy=f"{policy}:AfterStranger"), on_update=on_update)
     assert record.status == "ok" and sent.exists()

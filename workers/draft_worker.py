@@ -1,14 +1,15 @@
-"""The draft-worker process: draft, enqueue, wait for the verdict, roll back, repeat.
+"""The draft-worker process: wait for an assignment, then draft, enqueue, wait for the verdict, roll back.
 
-In ``seed`` mode each worker owns one sequence (one thought); in ``sd`` mode a single worker runs
-every sequence one after another, which is plain serial speculative decoding.
+A worker lives as long as the engine keeps it: it loads its draft model once, says ``ready``, and then
+serves assignments from the engine's control socket - one sequence (a thought, in ``seed`` mode) or a
+job's sequences one after another (``sd``: serial speculative decoding). After each assignment it says
+``idle`` and waits, parked, for the next one, or for ``stop``.
 """
 
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import zmq
 
 from specsched.runtime.config import RunConfig
@@ -22,61 +23,85 @@ from specsched.workers.drafter import make_drafter
 
 
 class Stopped(Exception):
-    """The supervisor went away: stop quietly."""
+    """The engine went away: stop quietly."""
 
 
-def serve(config: RunConfig, model: LanguageModel, worker: int, sequences: list[tuple[int, list[int]]],
-          ctx: zmq.Context, endpoint: str, telemetry: Telemetry, parent_alive) -> None:
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.IDENTITY, worker_identity(worker))
-    sock.setsockopt(zmq.LINGER, 1000)
-    sock.connect(endpoint)
-    sock.send_multipart(pack("hello", {"worker": worker}))
-    try:
-        _expect(sock, "start", parent_alive)
-        recorder = Recorder("draft", worker)
-        for seq, prompt in sequences:
-            _run_sequence(config, model, worker, seq, prompt, sock, recorder, telemetry, parent_alive)
-    except Stopped:
-        pass
-    finally:
-        sock.close()
+class DraftWorker:
+    """One draft worker: its model, its socket to the verifier (a DEALER named ``w<id>``), its events."""
+
+    def __init__(self, model: LanguageModel, worker: int, verify: zmq.Socket, telemetry: Telemetry,
+                 parent_alive=lambda: True) -> None:
+        self.model, self.worker, self.sock = model, worker, verify
+        self.telemetry, self.parent_alive = telemetry, parent_alive
+        self.recorder = Recorder("draft", worker)
+        self.retitle = lambda job: None  # the process's name for `ps` (job id, or None when parked)
+
+    @classmethod
+    def connect(cls, model: LanguageModel, worker: int, ctx: zmq.Context, endpoint: str, telemetry: Telemetry,
+                parent_alive) -> DraftWorker:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, worker_identity(worker))
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.connect(endpoint)
+        return cls(model, worker, sock, telemetry, parent_alive)
+
+    def serve(self, control: zmq.Socket) -> None:
+        """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt), ...])."""
+        control.send_multipart(pack("ready", {"role": "draft", "worker": self.worker}))  # the engine can reach us
+        try:
+            while True:
+                msg = _expect(control, ("assign", "stop"), self.parent_alive)
+                if msg.kind == "stop":
+                    return
+                config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
+                self.retitle(job)
+                for seq, local, prompt in msg.fields["sequences"]:
+                    self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
+                self.telemetry.send("idle", {"worker": self.worker, "job": job})
+                self.retitle(None)
+        except Stopped:
+            pass
+        finally:
+            self.sock.close()
+
+    def run_sequence(self, config: RunConfig, seq: int, local: int, prompt: list[int]) -> None:
+        """Draft `seq` until the verifier says it is done. Its random stream is keyed by the job's seed and
+        the sequence's index in its job, never by what this worker did before."""
+        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft"), prompt,
+                               k_config=config.tree_shape, replacement=config.replacement,
+                               lookup=config.draft_lookup, min_confidence=config.min_confidence)
+        generated, rnd = 0, 0
+        while True:
+            # never draft deeper than the token limit allows: a verdict adds one target token after the draft
+            budget = config.max_new_tokens - generated - 1
+            with self.recorder.span("draft", seq):
+                proposal = drafter.propose(budget)
+            draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
+                          sent_at=time.monotonic())
+            self.sock.send_multipart(draft.to_frames(), copy=False)
+            verdict = Verdict.from_message(_expect(self.sock, ("verdict",), self.parent_alive))
+            if verdict.seq != seq or verdict.round != rnd:
+                raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
+                                    f"expected {seq} round {rnd}")
+            self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
+            self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
+            committed = verdict.tokens.tolist()
+            drafter.observe(committed, verdict.path.tolist())
+            generated += len(committed)
+            rnd += 1
+            self.telemetry.events(self.recorder.drain())
+            if verdict.done:
+                return
 
 
-def _run_sequence(config: RunConfig, model: LanguageModel, worker: int, seq: int, prompt: list[int],
-                  sock: zmq.Socket, recorder: Recorder, telemetry: Telemetry, parent_alive) -> None:
-    drafter = make_drafter(model, config.sampling, stream(config.seed, seq, "draft"), prompt,
-                           k_config=config.tree_shape, replacement=config.replacement, lookup=config.draft_lookup,
-                           min_confidence=config.min_confidence)
-    generated, rnd = 0, 0
-    while True:
-        # never draft deeper than the token limit allows: a verdict adds one target token after the draft
-        budget = config.max_new_tokens - generated - 1
-        with recorder.span("draft", seq):
-            proposal = drafter.propose(budget)
-        draft = Draft(seq, worker, rnd, proposal.tokens, proposal.parents, proposal.q,
-                      prompt=np.asarray(prompt, np.int32) if rnd == 0 else None, sent_at=time.monotonic())
-        sock.send_multipart(draft.to_frames(), copy=False)
-        verdict = Verdict.from_message(_expect(sock, "verdict", parent_alive))
-        if verdict.seq != seq or verdict.round != rnd:
-            raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
-                                f"expected {seq} round {rnd}")
-        recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
-        recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
-        committed = verdict.tokens.tolist()
-        drafter.observe(committed, verdict.path.tolist())
-        generated += len(committed)
-        rnd += 1
-        telemetry.events(recorder.drain())
-        if verdict.done:
-            return
-
-
-def _expect(sock: zmq.Socket, kind: str, parent_alive):
+def _expect(sock: zmq.Socket, kinds: tuple[str, ...], parent_alive):
     while not sock.poll(100):
         if not parent_alive():
             raise Stopped
     msg = unpack(sock.recv_multipart(copy=False))
-    if msg.kind != kind:
-        raise ProtocolError(f"expected {kind!r}, got {msg.kind!r}")
+    if msg.kind not in kinds:
+        raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")
     return msg
+
+
+__all__ = ["DraftWorker", "Stopped"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from specsched.runtime.app import RunRecord
 from specsched.runtime.config import RunConfig
+from specsched.runtime.record import RunRecord
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE, Node, Phase, Tree
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.live import Live
 
-from specsched.runtime.supervisor import Collected
+from specsched.runtime.engine.collected import Collected
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.monitor import Monitor, Snapshot
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specsched.runtime.app import worker_of
 from specsched.runtime.config import RunConfig
+from specsched.runtime.engine.collected import Collected
 from specsched.runtime.events import VERIFIER
-from specsched.runtime.supervisor import Collected
+from specsched.runtime.record import worker_of
 from specsched.runtime.view.timeline import Row, Timeline
 from specsched.runtime.view.usage import Usage
 

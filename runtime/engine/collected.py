@@ -1,0 +1,33 @@
+"""What a job's processes reported, and the ways a job can end other than well.
+
+Everything committed is final even if the job then fails: the record keeps it (nothing verified is lost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specsched.runtime.events import Event
+
+
+class RunFailed(RuntimeError):
+    """A child reported an error or died: one line for the user (exit status 1)."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM, turned into an exception so that teardown runs (like KeyboardInterrupt; exit status 143)."""
+
+
+@dataclass
+class Collected:
+    tokens: dict[int, list[int]] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+    events: list[Event] = field(default_factory=list)
+    counters: dict = field(default_factory=dict)
+    verifier_finished: bool = False
+    rejected_telemetry: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view
+    threads: dict[str, int] = field(default_factory=dict)     # child name -> torch threads it was given
+    commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)

@@ -1,0 +1,327 @@
+"""The engine's thread: it owns every socket and the process table, and moves jobs along.
+
+One loop, like a kernel's: take submissions (woken through a pipe), hear the children (their ``ready``
+on the control socket, everything else on telemetry), notice the dead, admit pending jobs, retire
+workers idle too long, refresh the live views. A job is admitted once its workers are loaded and its
+scheduling agrees with the speculative jobs already running (scheduler/verifier.scheduling_key); it
+is announced to the verifier, and only after the verifier acknowledges it are its workers told to
+draft, so no draft ever arrives for a sequence the verifier does not know.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import zmq
+
+from specsched.runtime.config import RunConfig
+from specsched.runtime.engine.collected import RunFailed
+from specsched.runtime.engine.jobs import JobRun, Phase
+from specsched.runtime.engine.process_table import Child, ProcessTable, State, last_line
+from specsched.runtime.events import Event
+from specsched.runtime.transport import make_endpoints
+from specsched.runtime.wire import ProtocolError, pack, unpack
+from specsched.scheduler.verifier import scheduling_key
+
+TICK_S = 0.1          # longest wait between two looks at the children and the views
+STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
+
+
+class Dispatcher:
+    def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float) -> None:
+        self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
+        self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.wake_r, self.wake_w = os.pipe()
+        self.jobs: list[JobRun] = []               # not finished, in submission order
+        self.by_seq: dict[int, JobRun] = {}        # global sequence id -> its job, while it runs
+        self.broken: str | None = None             # set once the verifier is gone: no job can run
+        self.started = threading.Event()
+        self.table: ProcessTable | None = None
+        self.thread = threading.Thread(target=self._main, name="specsched-engine", daemon=True)
+        self.thread.start()
+
+    # -- called from other threads ------------------------------------------------------------------
+    def submit(self, job: JobRun) -> None:
+        self.inbox.put(("submit", job))
+        os.write(self.wake_w, b"s")
+
+    def stop(self, reason: str | None) -> None:
+        """Stop every process; unfinished jobs end with `reason` ("interrupted (Ctrl-C)") or as failed."""
+        if self.thread.is_alive():
+            self.inbox.put(("stop", reason))
+            os.write(self.wake_w, b"x")
+            self.thread.join()
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _main(self) -> None:
+        run_dir = Path(tempfile.mkdtemp(prefix="specsched-"))
+        os.chmod(run_dir, 0o700)  # private: the ipc sockets live here
+        ctx = zmq.Context()
+        self.sink, self.control = ctx.socket(zmq.PULL), ctx.socket(zmq.ROUTER)
+        reason: str | None = "the engine stopped"
+        try:
+            endpoints = make_endpoints(self.config.transport, run_dir)
+            self.sink.bind(endpoints.telemetry)
+            self.control.bind(endpoints.control)
+            base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid()}
+            self.table = ProcessTable(run_dir, base)
+            self.table.spawn("verifier", self.config.verifier_threads or os.cpu_count() or 1)
+            self.started.set()
+            reason = self._loop()
+        except BaseException as exc:  # the loop itself broke: no job may hang on it
+            reason = f"engine failure: {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._shutdown(reason)
+            self.sink.close(linger=0)
+            self.control.close(linger=0)
+            ctx.term()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _loop(self) -> str | None:
+        poller = zmq.Poller()
+        for s in (self.sink, self.control):
+            poller.register(s, zmq.POLLIN)
+        poller.register(self.wake_r, zmq.POLLIN)
+        last_view = 0.0
+        while True:
+            ready = dict(poller.poll(TICK_S * 1000))
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+            while not self.inbox.empty():
+                kind, arg = self.inbox.get()
+                if kind == "stop":
+                    return arg
+                self._accept(arg)
+            while self.control.poll(0):
+                self._hello(self.control.recv_multipart())
+            while self.sink.poll(0):
+                self._telemetry(self.sink.recv_multipart(copy=False))
+            self._reap()
+            self._admit()
+            self._retire_idle()
+            now = time.monotonic()
+            if now - last_view >= TICK_S:   # live views keep their clocks moving on quiet ticks too
+                last_view = now
+                for job in self.jobs:
+                    if job.on_update and job.phase is Phase.RUNNING:
+                        self._update(job)
+
+    @staticmethod
+    def _update(job: JobRun) -> None:
+        """A job's view callback; one that raises is dropped (a broken view must not stop the engine)."""
+        try:
+            job.on_update(job.collected)
+        except Exception as exc:
+            job.on_update = None
+            job.view_error = f"{type(exc).__name__}: {exc}"
+
+    def _accept(self, job: JobRun) -> None:
+        if self.broken:
+            job.status, job.error = "failed", self.broken
+            self.finish(job)
+            return
+        self.jobs.append(job)
+
+    # -- children ------------------------------------------------------------------------------------
+    def _hello(self, frames: list) -> None:
+        """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it."""
+        try:
+            msg = unpack(frames[1:])
+            child = self.table.children[frames[0].decode()]
+        except (ProtocolError, KeyError, UnicodeDecodeError):
+            return
+        if msg.kind == "ready" and child.state is State.STARTING:
+            child.become(State.READY)
+
+    def _send(self, child: Child, kind: str, fields: dict) -> None:
+        self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
+
+    def _reap(self) -> None:
+        for child, code in self.table.dead():
+            self._child_failed(child, f"{child.name} exited with status {code}: {last_line(child.log)}")
+
+    def _child_failed(self, child: Child, error: str) -> None:
+        """A verifier failure ends every job (and the engine); a worker's ends the jobs it serves."""
+        if child.role == "verifier":
+            self.broken = error
+            for job in list(self.jobs):
+                self._end(job, "failed", error)
+            return
+        for job in [j for j in self.jobs if child.worker in j.workers]:
+            self._end(job, "failed", error)
+
+    def _end(self, job: JobRun, status: str, error: str | None) -> None:
+        """Finish a job that did not complete: the verifier forgets it, its workers (mid-draft, waiting for
+        verdicts that will not come) are stopped, and its record keeps every token committed so far."""
+        if job.phase in (Phase.ANNOUNCED, Phase.RUNNING) and self.table.verifier.state is not State.EXITED:
+            self._send(self.table.verifier, "cancel", {"job": job.id})
+        busy = [self.table.by_worker(w) for w in job.workers if w not in job.idle]
+        self.table.stop([c for c in busy if c.state is not State.EXITED], grace=STOP_GRACE_S)
+        for w in job.workers:
+            if (c := self.table.by_worker(w)).state is not State.EXITED:
+                c.become(State.PARKED)
+        job.status, job.error = status, error
+        self._complete(job)
+
+    # -- telemetry -----------------------------------------------------------------------------------
+    def _telemetry(self, frames: list) -> None:
+        try:
+            msg = unpack(frames)
+        except ProtocolError:
+            return
+        f = msg.fields
+        if msg.kind == "commit":
+            job = self.by_seq.get(int(f["seq"]))
+            if job is not None:
+                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")))
+        elif msg.kind == "events":
+            for row in f["rows"]:
+                self._event(Event.from_row(row))
+        elif msg.kind == "job_ack":
+            job = self._job(int(f["job"]))
+            if job is not None and job.phase is Phase.ANNOUNCED:
+                job.phase = Phase.RUNNING
+                for worker, sequences in job.assignments():
+                    self._send(self.table.by_worker(worker), "assign",
+                               {"job": job.id, "config": job.config.to_dict(), "sequences": sequences})
+        elif msg.kind == "job_done":
+            job = self._job(int(f["job"]))
+            if job is not None:
+                job.collected.counters = dict(f["counters"])
+                job.collected.verifier_finished = True
+                self._maybe_complete(job)
+        elif msg.kind == "idle":
+            worker, job = int(f["worker"]), self._job(int(f["job"]))
+            child = self.table.by_worker(worker)
+            if child.state is not State.EXITED:
+                child.become(State.PARKED)
+            if job is not None:
+                job.idle.add(worker)
+                self._maybe_complete(job)
+        elif msg.kind == "error":
+            name = "verifier" if f.get("role") == "verifier" else f"draft-{int(f.get('worker', -1))}"
+            child = self.table.children.get(name)
+            if child is not None:
+                self._child_failed(child, str(f.get("message", f"{name} failed")))
+
+    def _event(self, e: Event) -> None:
+        if e.seq >= 0:
+            job = self.by_seq.get(e.seq)
+            if job is not None:
+                job.event(e)
+            return
+        for job in self.jobs:  # the verifier's shared time (idle, a batch across jobs): every running job
+            if job.phase is Phase.RUNNING:
+                job.event(e)
+
+    def _job(self, job_id: int) -> JobRun | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
+
+    def _maybe_complete(self, job: JobRun) -> None:
+        if job.complete:
+            self._complete(job)
+
+    def _complete(self, job: JobRun) -> None:
+        job.phase, job.collected.finished = Phase.DONE, time.monotonic()
+        for i in range(job.n):
+            self.by_seq.pop(job.first_seq + i, None)
+        if job in self.jobs:
+            self.jobs.remove(job)
+        self.finish(job)
+
+    # -- admission -----------------------------------------------------------------------------------
+    def _admit(self) -> None:
+        verifier = self.table.verifier
+        if verifier.state is not State.READY:
+            return
+        for job in [j for j in self.jobs if j.phase is Phase.PENDING]:
+            if job.speculative and not self._key_fits(job):
+                continue
+            if not self._reserve_workers(job):
+                continue
+            workers = [self.table.by_worker(w) for w in job.workers]
+            if any(c.state is State.STARTING for c in workers):
+                continue  # loading its model: admitted on a later tick
+            self._announce(job, workers)
+
+    def _key_fits(self, job: JobRun) -> bool:
+        key = scheduling_key(job.config)
+        running = [j for j in self.jobs if j.speculative and j.phase is not Phase.PENDING]
+        return all(scheduling_key(j.config) == key for j in running)
+
+    def _reserve_workers(self, job: JobRun) -> bool:
+        """Give the job its workers: parked ones first, new ones for the rest (within max_workers)."""
+        if job.workers or not job.workers_needed:
+            return True
+        reserved = {w for j in self.jobs for w in j.workers if j.phase is not Phase.DONE}
+        free = [c for c in self.table.workers() if c.idle and c.worker not in reserved]
+        short = job.workers_needed - len(free)
+        if short > 0 and len(self.table.workers()) + short > self.max_workers:
+            return False  # waits for workers to come free
+        chosen = sorted(free, key=lambda c: c.worker)[:job.workers_needed]
+        for _ in range(max(short, 0)):
+            chosen.append(self.table.spawn("draft", 1))
+            job.spawned += 1
+        job.workers = [c.worker for c in chosen]
+        return True
+
+    def _announce(self, job: JobRun, workers: list[Child]) -> None:
+        busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING) + len(workers)
+        threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy)
+        job.admitted, job.phase = time.monotonic(), Phase.ANNOUNCED
+        for c in workers:
+            c.become(State.DRAFTING, job.id)
+        verifier = self.table.verifier
+        job.collected.processes = {"verifier": verifier.proc.pid,
+                                   **{f"draft-{i}": c.proc.pid for i, c in enumerate(workers)}}
+        job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
+        for i in range(job.n):
+            self.by_seq[job.first_seq + i] = job
+        self._send(verifier, "job", job.job_message(threads))
+
+    def _retire_idle(self) -> None:
+        if len(self.jobs) and any(j.phase is Phase.PENDING for j in self.jobs):
+            return
+        now = time.monotonic()
+        stale = [c for c in self.table.workers() if c.state is State.PARKED and now - c.since > self.idle_timeout_s]
+        for c in stale:
+            self._send(c, "stop", {})
+            c.become(State.RETIRING)
+
+    # -- the end -------------------------------------------------------------------------------------
+    def _shutdown(self, reason: str | None) -> None:
+        """Stop every child (politely, then SIGTERM/SIGKILL), keep what was still in flight, end every job."""
+        if self.table is not None:
+            for c in self.table.children.values():
+                if c.state is not State.EXITED and c.proc.poll() is None:
+                    try:
+                        self._send(c, "stop", {})
+                    except zmq.ZMQError:
+                        pass
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline and any(c.proc.poll() is None for c in self.table.children.values()):
+                self._salvage(0.02)
+            self.table.teardown()
+        self._salvage(0.2)
+        for job in list(self.jobs):
+            job.status = "interrupted" if reason and reason.startswith("interrupted") else "failed"
+            job.error = reason
+            self._complete(job)
+
+    def _salvage(self, quiet_s: float) -> None:
+        """Keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""
+        while self.sink.poll(int(quiet_s * 1000)):
+            try:
+                self._telemetry(self.sink.recv_multipart(copy=False))
+            except RunFailed:
+                pass

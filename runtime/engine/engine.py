@@ -1,0 +1,171 @@
+"""``specsched.Engine``: start the processes once, run many jobs on them.
+
+    with Engine(backend="sim") as engine:
+        record = engine.generate(["Name three colours."], max_new_tokens=16)   # a RunRecord
+        a = engine.submit(["first"], policy="fcfs")                             # returns at once
+        b = engine.submit(["second"], policy="fcfs", priority=-1)               # served beside a
+        records = [a.result(), b.result()]
+
+The engine's settings are the models it loads (backend, target, draft, dtype and the sim backend's
+costs), the transport and the verifier's threads; every other RunConfig field is a job's own. A job
+needing more draft workers than are parked gets new ones; workers idle longer than ``idle_timeout_s``
+are retired. Jobs whose policy differs from the running speculative jobs' wait until those finish.
+A job's tokens never depend on what ran before or beside it: its random streams are keyed by its own
+seed and sequence numbers (tested against one-shot runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+from specsched.policies.loader import load_policy
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.collected import Collected
+from specsched.runtime.engine.dispatcher import Dispatcher
+from specsched.runtime.engine.jobs import JobMeta, JobRun
+from specsched.runtime.provenance import provenance
+from specsched.runtime.record import RunRecord, build_record
+from specsched.workers.backend import get_backend
+
+ENGINE_FIELDS = ("backend", "target", "draft", "dtype", "transport", "verifier_threads",
+                 "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
+
+
+class Job:
+    """A submitted job: a future whose result is the job's RunRecord."""
+
+    def __init__(self, run: JobRun) -> None:
+        self._run = run
+
+    @property
+    def id(self) -> int:
+        return self._run.id
+
+    @property
+    def collected(self) -> Collected:
+        """What the job's processes have reported so far (live; read-only)."""
+        return self._run.collected
+
+    def done(self) -> bool:
+        return self._run.finished.is_set()
+
+    def result(self, timeout: float | None = None) -> RunRecord:
+        """Wait for the record. Ctrl-C while waiting raises KeyboardInterrupt here; the job keeps running
+        until the engine is closed (then its record says interrupted and keeps every verified token)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._run.finished.wait(0.05):  # short waits: signals reach the waiting thread
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.id} still running after {timeout} s")
+        return self._run.record
+
+
+class Engine:
+    def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
+                 **settings) -> None:
+        """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
+        Bad input - unknown models, vocabularies that differ, a policy that does not load - raises
+        ConfigError/PolicyError here, before any process starts."""
+        self.config = config if config is not None else RunConfig(**settings)
+        if config is not None and settings:
+            self.config = dataclasses.replace(config, **settings)
+        self._backend = get_backend(self.config)
+        self._backend.check()
+        load_policy(self.config.policy)
+        self.tokenizer = self._backend.tokenizer()
+        self._lock = threading.Lock()
+        self._ids, self._next_seq = itertools.count(), 0
+        self._closed = False
+        self._dispatcher = Dispatcher(self.config, self._finish, max_workers=max_workers,
+                                      idle_timeout_s=idle_timeout_s)
+
+    # -- jobs ----------------------------------------------------------------------------------------
+    def submit(self, prompts: str | list[str] | None = None, *, config: RunConfig | None = None, priority: int = 0,
+               deadline_s: float | None = None, name: str = "",
+               on_update: Callable[[Collected], None] | None = None, **settings) -> Job:
+        """Queue a job and return at once. `prompts` (or `config.prompts`) as for `specsched run`: one
+        prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
+        cfg = self._job_config(prompts, config, settings)
+        load_policy(cfg.policy)  # a policy that cannot load is bad input, reported before the job runs
+        if not cfg.prompts:
+            cfg.prompts = [self._backend.default_prompt()]
+            RunConfig.__post_init__(cfg)
+        tokens = [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the engine is closed")
+            job_id, first = next(self._ids), self._next_seq
+            self._next_seq += len(tokens)
+        run = JobRun(job_id, cfg, tokens, JobMeta(priority, deadline_s, name), first, on_update=on_update)
+        self._dispatcher.submit(run)
+        return Job(run)
+
+    def generate(self, prompts: str | list[str] | None = None, **kwargs) -> RunRecord:
+        """Run one job and return its record (``submit(...).result()``)."""
+        return self.submit(prompts, **kwargs).result()
+
+    def _job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        cfg = config if config is not None else self.config
+        changes = dict(settings)
+        if prompts is not None:
+            changes["prompts"] = list(prompts)
+        try:
+            cfg = dataclasses.replace(cfg, **changes)
+        except TypeError as exc:
+            raise ConfigError(f"unknown job setting: {exc}") from None
+        for f in ENGINE_FIELDS:
+            if getattr(cfg, f) != getattr(self.config, f):
+                raise ConfigError(f"this engine runs {f}={getattr(self.config, f)!r}; a job cannot change it "
+                                  f"(asked for {getattr(cfg, f)!r}): start another Engine")
+        return cfg
+
+    def _finish(self, run: JobRun) -> None:
+        """In the engine's thread: the job's record, then its waiters wake."""
+        try:
+            prov = provenance(run.config, run.collected.threads)
+            record = build_record(run.config, run.collected, run.status, run.error, self.tokenizer.decode, prov)
+            queued = (run.admitted or run.submitted) - run.submitted
+            record.extra["engine"] = {
+                "job": run.id, "name": run.meta.name, "priority": run.meta.priority,
+                "deadline_s": run.meta.deadline_s, "queued_s": queued,
+                "models_loaded": run.spawned, "engine_models_loaded": self._dispatcher.table.spawned,
+            }
+            # what the engine itself cost this job: its whole time minus waiting for workers and decoding
+            record.extra["engine"]["overhead_s"] = max(
+                time.monotonic() - run.submitted - queued - record.metrics.wall_s, 0.0)
+            run.record = record
+        finally:
+            run.finished.set()
+
+    # -- the processes -------------------------------------------------------------------------------
+    @property
+    def processes(self) -> list[dict]:
+        """The process table now: name, pid, role, state, job."""
+        table = self._dispatcher.table
+        return table.snapshot() if table is not None else []
+
+    @property
+    def models_loaded(self) -> int:
+        table = self._dispatcher.table
+        return table.spawned if table is not None else 0
+
+    def close(self, reason: str | None = None) -> None:
+        """Stop every process (none is left behind). Jobs still running end with `reason` as their error
+        (status interrupted when it says so), keeping every token verified so far."""
+        with self._lock:
+            self._closed = True
+        self._dispatcher.stop(reason or "interrupted (the engine was closed)")
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is KeyboardInterrupt:
+            self.close("interrupted (Ctrl-C)")
+        else:
+            self.close()

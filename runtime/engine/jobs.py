@@ -1,0 +1,119 @@
+"""A job as the engine tracks it: from submission to its record.
+
+The verifier and the workers speak in engine-wide ids (global sequence ids, pool worker ids); a job's
+record speaks in its own (sequences 0..n-1, workers 0..n-1), exactly as a one-shot run's does, so
+everything downstream - metrics, the OS view of scheduling, the live view, traces - reads a job the
+same way whatever else the engine was doing. ``JobRun`` holds that translation and the job's
+``Collected`` (what its processes reported).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specsched.runtime.config import RunConfig
+from specsched.runtime.engine.collected import Collected
+from specsched.runtime.events import Event
+from specsched.runtime.record import worker_of
+
+
+class Phase(enum.Enum):
+    PENDING = "pending"      # submitted; waits for workers, or for jobs of another policy to finish
+    ANNOUNCED = "announced"  # sent to the verifier, waiting for its acknowledgement
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(slots=True)
+class JobMeta:
+    """What a job carries besides its run settings: when it arrived, how urgent it is, a name."""
+    priority: int = 0
+    deadline_s: float | None = None   # relative to submission
+    name: str = ""
+
+
+@dataclass
+class JobRun:
+    id: int
+    config: RunConfig
+    prompts: list[list[int]]           # tokenised, one per sequence
+    meta: JobMeta
+    first_seq: int                     # global id of sequence 0
+    submitted: float = field(default_factory=time.monotonic)
+    on_update: Callable[[Collected], None] | None = None
+    phase: Phase = Phase.PENDING
+    workers: list[int] = field(default_factory=list)    # pool ids; local worker i is workers[i]
+    idle: set[int] = field(default_factory=set)         # pool workers that finished their assignment
+    spawned: int = 0                   # workers started for this job (models it had to load)
+    admitted: float | None = None
+    collected: Collected = field(default_factory=Collected)
+    finished: threading.Event = field(default_factory=threading.Event)
+    status: str = "ok"
+    error: str | None = None
+    record: object = None              # the RunRecord, once finished
+    view_error: str | None = None      # on_update raised: the view stopped, the job went on
+
+    def __post_init__(self) -> None:
+        self.collected.started = self.submitted
+
+    @property
+    def n(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def speculative(self) -> bool:
+        return self.config.mode in ("sd", "seed")
+
+    @property
+    def workers_needed(self) -> int:
+        return {"seed": self.n, "sd": 1}.get(self.config.mode, 0)
+
+    def owns(self, seq: int) -> bool:
+        return self.first_seq <= seq < self.first_seq + self.n
+
+    def local_worker(self, worker: int) -> int:
+        return self.workers.index(worker)
+
+    def owner(self, local_seq: int) -> int:
+        """The pool worker whose drafts alone may extend this sequence (-1: target only)."""
+        return self.workers[worker_of(self.config, local_seq)] if self.speculative else -1
+
+    # -- what the processes report, in the job's own ids --------------------------------------------
+    def commit(self, seq: int, tokens: list[int], done: bool) -> None:
+        local = seq - self.first_seq
+        self.collected.tokens.setdefault(local, []).extend(tokens)
+        self.collected.commits.append((time.monotonic(), local, len(tokens)))
+        if done:
+            self.collected.done.add(local)
+
+    def event(self, e: Event) -> None:
+        """An event of this job's: ids translated; the verifier's shared events (idle, a batch across
+        jobs) are clipped to the job's life so an earlier idle stretch never widens its window."""
+        seq = e.seq - self.first_seq if e.seq >= 0 else -1
+        worker = self.local_worker(e.worker) if e.role == "draft" else e.worker
+        start = max(e.start, self.admitted or self.submitted)
+        if e.end > start:
+            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq))
+
+    def job_message(self, threads: int) -> dict:
+        """The verifier's ``job`` message: settings, and each sequence with its owner."""
+        deadline = None if self.meta.deadline_s is None else self.submitted + self.meta.deadline_s
+        return {"job": self.id, "config": self.config.to_dict(), "threads": threads, "arrival": self.submitted,
+                "priority": self.meta.priority, "deadline": deadline,
+                "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)]}
+
+    def assignments(self) -> list[tuple[int, list]]:
+        """(pool worker, its sequences) for each of the job's workers."""
+        out: dict[int, list] = {}
+        for i, p in enumerate(self.prompts):
+            out.setdefault(self.owner(i), []).append([self.first_seq + i, i, p])
+        return list(out.items()) if self.speculative else []
+
+    @property
+    def complete(self) -> bool:
+        """The verifier closed the job and every worker has reported its last events."""
+        return self.collected.verifier_finished and self.idle >= set(self.workers)

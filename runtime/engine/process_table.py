@@ -1,0 +1,167 @@
+"""The process table: every child the engine started, its state, and how it ends.
+
+A child is a fresh interpreter (``child_command``) that reads its spec as JSON on stdin, runs in its
+own session (Ctrl-C is the engine's), and dies with the engine's thread (PR_SET_PDEATHSIG). States:
+
+    starting -> ready -> drafting <-> waiting -> parked -> ... -> retiring -> exited
+                (verifier: starting -> ready -> exited)
+
+``ready`` is a loaded worker that has not served yet, ``parked`` an idle one kept for the next job,
+``drafting``/``waiting`` a worker serving a job (which of the two, the live view reads off its last
+event). Every change is timestamped, so traces show the table over time.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from specsched.runtime.child import die_with_parent
+from specsched.runtime.transport import process_name
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    DRAFTING = "drafting"
+    PARKED = "parked"
+    RETIRING = "retiring"    # told to stop after idling too long; exited once reaped
+    EXITED = "exited"
+
+
+@dataclass(slots=True)
+class Child:
+    name: str
+    role: str
+    worker: int                  # -1 for the verifier
+    proc: subprocess.Popen
+    log: Path
+    threads: int
+    state: State = State.STARTING
+    job: int | None = None       # the job it serves now
+    since: float = field(default_factory=time.monotonic)  # when it entered its state
+    history: list[tuple[float, str, int | None]] = field(default_factory=list)
+
+    def become(self, state: State, job: int | None = None) -> None:
+        self.state, self.job, self.since = state, job, time.monotonic()
+        self.history.append((self.since, state.value, job))
+
+    @property
+    def idle(self) -> bool:
+        return self.state in (State.READY, State.PARKED)
+
+
+class ProcessTable:
+    def __init__(self, run_dir: Path, base_spec: dict) -> None:
+        self.run_dir, self.base_spec = run_dir, base_spec
+        self.children: dict[str, Child] = {}
+        self.spawned = 0  # models loaded over the engine's life (one per child)
+
+    @property
+    def verifier(self) -> Child:
+        return self.children["verifier"]
+
+    def workers(self) -> list[Child]:
+        return [c for c in self.children.values() if c.role == "draft" and c.state is not State.EXITED]
+
+    def by_worker(self, worker: int) -> Child:
+        return self.children[process_name("draft", worker)]
+
+    def spawn(self, role: str, threads: int) -> Child:
+        worker = -1 if role == "verifier" else self._take_worker_id()
+        name = process_name(role, worker)
+        log = self.run_dir / f"{name}.log"
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(child_command(), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True, preexec_fn=die_with_parent)
+        child = Child(name, role, worker, proc, log, threads)
+        child.become(State.STARTING)
+        self.children[name] = child
+        self.spawned += 1
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({**self.base_spec, "role": role, "worker": worker}).encode())
+        proc.stdin.close()
+        return child
+
+    def _take_worker_id(self) -> int:
+        """The lowest id no live worker holds: a fresh engine numbers its workers 0..n-1, as runs always did."""
+        taken = {c.worker for c in self.workers()}
+        return next(w for w in range(len(taken) + 1) if w not in taken)
+
+    def dead(self) -> list[tuple[Child, int]]:
+        """Children that exited unasked since last looked at, with their exit status; retired ones that
+        have exited are reaped quietly."""
+        out = []
+        for c in self.children.values():
+            if c.state is not State.EXITED and (code := c.proc.poll()) is not None:
+                if not (c.state is State.RETIRING and code == 0):
+                    out.append((c, code))
+                c.become(State.EXITED)
+        return out
+
+    def stop(self, children: list[Child], grace: float = 3.0) -> None:
+        """SIGTERM each child and anything it started, a grace period, SIGKILL, then reap: no orphans,
+        no zombies."""
+        procs = []
+        for child in children:
+            try:
+                p = psutil.Process(child.proc.pid)
+                procs += [p, *p.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=grace)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=grace)
+        for child in children:
+            child.proc.wait()
+            if child.state is not State.EXITED:
+                child.become(State.EXITED)
+
+    def teardown(self) -> None:
+        self.stop(list(self.children.values()))
+
+    def snapshot(self) -> list[dict]:
+        """The table as a user sees it (`Engine.processes`): name, pid, role, state, job."""
+        return [{"name": c.name, "pid": c.proc.pid, "role": c.role, "state": c.state.value, "job": c.job,
+                 "since": c.since} for c in self.children.values()]
+
+
+def child_command() -> list[str]:
+    """A fresh interpreter that imports specsched from wherever this process found it.
+
+    That covers a wheel, an editable install and bin/specsched running from a checkout alike.
+    """
+    pkg = sys.modules["specsched"]
+    boot = ("import importlib.util as u, sys; "
+            f"s = u.spec_from_file_location('specsched', {pkg.__file__!r}, "
+            f"submodule_search_locations={list(pkg.__path__)!r}); "
+            "m = u.module_from_spec(s); sys.modules['specsched'] = m; s.loader.exec_module(m); "
+            "from specsched.runtime.child import main; sys.exit(main())")
+    return [sys.executable, "-c", boot]
+
+
+def last_line(log: Path) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1].strip() if lines else "(no output)"

@@ -1,0 +1,88 @@
+"""The record of one job (a run): its sequences, metrics, counters, events - what `--json` writes.
+
+A one-shot `specsched run` and a job on a long-lived engine produce the same record: sequences and
+workers are numbered inside the job, so nothing in it depends on what else the engine ran.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specsched.runtime.config import RunConfig
+from specsched.runtime.engine.collected import Collected
+from specsched.runtime.metrics import Metrics, compute
+from specsched.runtime.osmetrics import OsMetrics
+from specsched.runtime.osmetrics import measure as measure_os
+
+
+@dataclass
+class SequenceResult:
+    id: int
+    worker: int
+    prompt: str
+    tokens: list[int]
+    text: str
+    finished: bool
+
+
+@dataclass
+class RunRecord:
+    config: RunConfig
+    sequences: list[SequenceResult]
+    metrics: Metrics
+    collected: Collected
+    status: str = "ok"              # ok | failed | interrupted
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+    os_metrics: OsMetrics | None = None
+    provenance: dict | None = None  # what produced it: runtime/provenance.py
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "config": self.config.to_dict(),
+            "sequences": [s.__dict__ for s in self.sequences],
+            "metrics": self.metrics.to_json(),
+            "counters": self.collected.counters,
+            "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
+            **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
+            "provenance": self.provenance,
+            **self.extra,
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+
+def build_record(config: RunConfig, collected: Collected, status: str, error: str | None,
+                 decode: Callable[[list[int]], str] = lambda tokens: "", provenance: dict | None = None) -> RunRecord:
+    """What a run leaves: each sequence's committed tokens and text, and the metrics of what was reported."""
+    sequences = []
+    for i in range(config.n_sequences):
+        tokens = collected.tokens.get(i, [])
+        prompt = config.prompt_for(i) if config.prompts else ""  # interrupted before the default prompt was set
+        sequences.append(SequenceResult(i, worker_of(config, i), prompt, tokens, decode(tokens), i in collected.done))
+    metrics, os_metrics = measure(config, collected)
+    return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics,
+                     provenance=provenance)
+
+
+def worker_of(config: RunConfig, seq: int) -> int:
+    """The draft worker (numbered inside the job) that drafts sequence ``seq``: its own in seed mode, the
+    single one in sd. The one place this rule is written."""
+    return seq if config.mode == "seed" else 0
+
+
+def measure(config: RunConfig, collected: Collected) -> tuple[Metrics, OsMetrics]:
+    """The run's metrics from what the children reported; a replayed trace goes through here too."""
+    committed = sum(len(t) for t in collected.tokens.values())
+    metrics = compute(collected.events, collected.counters, committed, collected.started)
+    per_worker: dict[int, int] = {}
+    for seq, tokens in collected.tokens.items():
+        w = worker_of(config, seq)
+        per_worker[w] = per_worker.get(w, 0) + len(tokens)
+    return metrics, measure_os(collected.events, per_worker)

@@ -1,0 +1,98 @@
+"""What the verifier knows of each job: its settings, its sequences and which worker owns each one.
+
+The engine announces a job (``job`` message) before any of its drafts can arrive, with every
+sequence's global id, its index inside the job, its tokenised prompt and its owner - the draft worker
+whose drafts alone may extend it (none for target-only jobs). Global ids are unique over the engine's
+life, so drafts of concurrent jobs share one run queue without ambiguity; RNG streams are keyed by the
+job's seed and the sequence's index *inside* the job, so a job's output never depends on what ran
+before it or beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specsched.runtime.config import RunConfig
+from specsched.runtime.sampling import stream
+from specsched.workers.backend import Cache, LanguageModel
+
+
+@dataclass(slots=True)
+class SequenceState:
+    seq: int                     # global id (unique in the engine)
+    local: int                   # index inside its job: 0..n-1
+    job: int
+    prompt: list[int]
+    cache: Cache
+    rng: np.random.Generator
+    owner: int = -1              # the draft worker allowed to extend it; -1 = target only
+    generated: list[int] = field(default_factory=list)
+    rounds: int = 0
+    done: bool = False
+
+    @property
+    def context(self) -> list[int]:
+        return self.prompt + self.generated
+
+
+@dataclass(slots=True)
+class Counters:
+    verifications: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    committed: int = 0
+    rejected_messages: int = 0
+    batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
+
+
+@dataclass(slots=True)
+class JobState:
+    id: int
+    config: RunConfig
+    sequences: list[SequenceState]
+    arrival: float = 0.0         # when the job was submitted (time.monotonic())
+    priority: int = 0            # the job's priority (lower = more urgent)
+    deadline: float | None = None  # absolute time.monotonic() deadline, if any
+    counters: Counters = field(default_factory=Counters)
+    rejected_before: int = 0     # the verifier's rejected-message count when the job arrived
+
+    @property
+    def target_only(self) -> bool:
+        return self.config.mode in ("ar", "parallel")
+
+    @property
+    def done(self) -> bool:
+        return all(st.done for st in self.sequences)
+
+    def owing(self) -> int:
+        """Drafts this job still owes the run queue at a time: one per unfinished sequence in seed mode,
+        at most one in sd mode (its single worker drafts its sequences one after another)."""
+        unfinished = sum(not st.done for st in self.sequences)
+        return unfinished if self.config.mode == "seed" else min(unfinished, 1)
+
+    @classmethod
+    def from_message(cls, fields: dict, target: LanguageModel) -> JobState:
+        config = RunConfig.from_dict(fields["config"])
+        purpose = "target" if config.mode in ("ar", "parallel") else "verify"
+        seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
+                              stream(config.seed, int(local), purpose), int(owner))
+                for g, local, owner, prompt in fields["sequences"]]
+        deadline = fields.get("deadline")
+        return cls(int(fields["job"]), config, seqs, float(fields.get("arrival", 0.0)),
+                   int(fields.get("priority", 0)), None if deadline is None else float(deadline))
+
+
+def commit(st: SequenceState, tokens: list[int], eos: int | None, limit: int) -> list[int]:
+    """Append verified tokens, stopping at EOS (kept) or at the token limit. Returns what was kept."""
+    kept = []
+    for t in tokens:
+        if len(st.generated) >= limit:
+            break
+        st.generated.append(t)
+        kept.append(t)
+        if t == eos:
+            break
+    st.done = len(st.generated) >= limit or (eos is not None and bool(kept) and kept[-1] == eos)
+    return kept

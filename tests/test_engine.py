@@ -1,0 +1,121 @@
+"""The engine keeps its processes: many jobs, arriving over time, on one verifier and one worker pool.
+
+What a user notices: a job's tokens are those of a one-shot run of it whatever ran before or beside it;
+jobs submitted together are served together; the models load once; `ps` names every process; nothing is
+left behind by close(), idle retirement or a failure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import psutil
+import pytest
+from helpers import outputs, run_ok, sim_config, words
+
+from specsched.runtime.config import ConfigError
+from specsched.runtime.engine.engine import Engine
+
+VOCAB = 64
+PROMPTS = [words(VOCAB, (5, 7)), words(VOCAB, (3, 9)), words(VOCAB, (11, 13))]
+SAMPLED = dict(temperature=1.0, top_k=20, seed=5)
+
+
+def engine(**kw) -> Engine:
+    return Engine(sim_config(**kw))
+
+
+def _children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("sampling", [{}, SAMPLED], ids=["greedy", "sampled"])
+def test_a_job_gives_the_one_shot_tokens_after_other_jobs_and_beside_them(sampling):
+    job = dict(prompts=PROMPTS, max_new_tokens=20, k=3, **sampling)
+    one_shot = outputs(run_ok(sim_config(**job)))
+    with engine() as e:
+        e.generate(["lo mi"] * 2, max_new_tokens=9, seed=1)                 # history: another job first
+        again = e.generate(config=sim_config(**job))
+        beside = e.submit(config=sim_config(**job))  # the same job twice, running side by side
+        mine = e.submit(config=sim_config(**job))
+        assert outputs(again) == one_shot and outputs(mine.result()) == one_shot
+        assert outputs(beside.result()) == one_shot
+        sd = e.generate(config=sim_config(**{**job, "mode": "sd"}))       # same streams, another mode
+        assert outputs(sd) == one_shot
+        ar = e.generate(config=sim_config(**{**job, "mode": "ar"}))
+        if not sampling:
+            assert outputs(ar) == one_shot
+
+
+def test_jobs_submitted_together_are_served_together_and_models_load_once():
+    with engine(sim_draft_ms=2, sim_verify_ms=4) as e:
+        first = e.generate(PROMPTS[:2], max_new_tokens=8)
+        loaded = e.models_loaded  # the verifier and two workers
+        assert loaded == 3 and first.extra["engine"]["models_loaded"] == 2
+        a = e.submit(PROMPTS[:2], max_new_tokens=40)
+        b = e.submit(PROMPTS[2:], workers=1, max_new_tokens=40)
+        ra, rb = a.result(), b.result()
+        # b needed a third worker: only that one was started
+        assert e.models_loaded == loaded + 1 and rb.extra["engine"]["models_loaded"] == 1
+        span = lambda r: (min(ev.start for ev in r.collected.events), max(ev.end for ev in r.collected.events))  # noqa: E731
+        (a0, a1), (b0, b1) = span(ra), span(rb)
+        assert b0 < a1 and a0 < b1, "the second job waited for the first instead of running beside it"
+        assert ra.status == rb.status == "ok" and ra.extra["engine"]["job"] != rb.extra["engine"]["job"]
+
+
+def test_a_job_under_another_policy_waits_for_the_running_ones():
+    with engine(sim_draft_ms=2, sim_verify_ms=4) as e:
+        a = e.submit(PROMPTS, max_new_tokens=30, policy="fcfs")
+        b = e.submit(PROMPTS, max_new_tokens=10, policy="rr")
+        ra, rb = a.result(), b.result()
+        assert min(ev.start for ev in rb.collected.events) >= max(ev.end for ev in ra.collected.events)
+        assert rb.extra["engine"]["queued_s"] > 0 and outputs(rb) == [t[:10] for t in outputs(ra)]
+
+
+def test_ps_names_every_process_and_close_leaves_none():
+    with engine() as e:
+        e.generate(PROMPTS[:2], max_new_tokens=4)
+        names = {p["name"]: p for p in e.processes}
+        assert set(names) == {"verifier", "draft-0", "draft-1"}
+        assert {p["state"] for p in names.values()} <= {"ready", "parked"}
+        titles = subprocess.run(["ps", "-o", "args=", "-p", ",".join(str(p["pid"]) for p in names.values())],
+                                capture_output=True, text=True).stdout.splitlines()
+        assert sorted(t.strip() for t in titles) == ["specsched: draft 0 (parked)", "specsched: draft 1 (parked)",
+                                                     "specsched: verifier"]
+    assert _children() == []
+
+
+def test_idle_workers_are_retired_and_new_ones_started_on_demand():
+    with Engine(sim_config(), idle_timeout_s=0.2) as e:
+        e.generate(PROMPTS[:2], max_new_tokens=4)
+        deadline = time.monotonic() + 30
+        while any(p["role"] == "draft" and p["state"] != "exited" for p in e.processes):
+            assert time.monotonic() < deadline, e.processes
+            time.sleep(0.05)
+        assert len(_children()) == 1  # the verifier stays
+        assert outputs(e.generate(PROMPTS[:2], max_new_tokens=4)) == outputs(
+            run_ok(sim_config(prompts=PROMPTS[:2], max_new_tokens=4)))
+    assert _children() == []
+
+
+def test_a_dead_worker_fails_its_job_keeps_its_tokens_and_the_engine_goes_on():
+    with engine(sim_draft_ms=2, sim_verify_ms=4) as e:
+        job = e.submit(PROMPTS[:2], max_new_tokens=100_000)
+        deadline = time.monotonic() + 60
+        while not job.collected.tokens:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        victim = next(p for p in e.processes if p["name"] == "draft-1")
+        psutil.Process(victim["pid"]).kill()
+        record = job.result(timeout=60)
+        assert record.status == "failed" and "draft-1 exited with status -9" in record.error
+        assert sum(len(s.tokens) for s in record.sequences) > 0
+        assert outputs(e.generate(PROMPTS[:2], max_new_tokens=6)) == outputs(
+            run_ok(sim_config(prompts=PROMPTS[:2], max_new_tokens=6)))
+    assert _children() == []
+
+
+def test_a_job_cannot_change_the_engines_models():
+    with engine() as e, pytest.raises(ConfigError, match="sim_agreement"):
+        e.submit(PROMPTS, sim_agreement=0.1)
