@@ -19,6 +19,7 @@ from rich.text import Text
 
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.engine import Engine
 from specsched.runtime.export import chart_svg
 from specsched.runtime.view.gantt import Gantt, legend
 from specsched.runtime.view.monitor import Monitor
@@ -44,13 +45,23 @@ def policy_configs(config: RunConfig, policies: list[str]) -> list[RunConfig]:
 
 
 def compare(configs: list[RunConfig], console: Console | None = None) -> list[RunRecord]:
-    records = []
-    for c in configs:
-        if console is not None:
-            console.print(Text(f"running policy {c.policy} …", style="dim"))
-        records.append(run(c))
-        if records[-1].status == "interrupted":  # Ctrl-C / SIGTERM: the policies not yet run are skipped
-            break
+    """Each policy's job on one engine: the processes start once, the policy is swapped between jobs."""
+    records: list[RunRecord] = []
+    engine: Engine | None = None
+    try:
+        for c in configs:
+            if console is not None:
+                console.print(Text(f"running policy {c.policy} …", style="dim"))
+            if engine is None or engine.broken:  # a verifier that died takes its engine with it
+                if engine is not None:
+                    engine.close()
+                engine = Engine(c)
+            records.append(run(c, engine=engine))
+            if records[-1].status == "interrupted":  # Ctrl-C / SIGTERM: the policies not yet run are skipped
+                break
+    finally:
+        if engine is not None:
+            engine.close()
     return records
 
 

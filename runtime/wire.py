@@ -36,6 +36,7 @@ KINDS = frozenset({
     "job_ack",   # verifier -> engine: the job is known; its drafts may come
     "idle",      # worker -> engine: my assignment is done
     "job_done",  # verifier -> engine: every sequence of a job is done, with the job's counters
+    "job_failed",  # verifier -> engine: a job ended early (its policy failed), one line
     "events",    # any -> engine: timeline events
     "commit",    # verifier -> engine: tokens now final for a sequence
     "error",     # any -> engine: a fatal error, one line

@@ -156,7 +156,11 @@ class Verifier:
         Returns the verdicts to send (empty when nothing was ready)."""
         if self.ready_to_pick():
             self.recorder.add("idle", idle_since, self.ready_since())
-            picked = self.queue.pick()
+            try:
+                picked = self.queue.pick()
+            except PolicyFailure as exc:  # a broken plug-in ends the jobs it schedules, not the verifier
+                self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
+                return []
             return [Reply(v, e.reply_to, e.draft.worker) for e, v in zip(picked, self.verify(picked))]
         for job in self.jobs.values():
             if job.target_only and not job.done:
@@ -240,6 +244,12 @@ class Verifier:
                                 {"tokens": np.asarray(kept, np.int32)})
         self.telemetry.events(self.recorder.drain())
 
+    def fail_speculative_jobs(self, message: str) -> None:
+        for job in [j for j in self.jobs.values() if not j.target_only]:
+            self.finish_job(job)
+            self.telemetry.send("job_failed", {"job": job.id, "message": message})
+        self.queue, self.key = None, None
+
     def close_finished_jobs(self) -> None:
         for job in self.finished_jobs():
             self.finish_job(job)
@@ -296,7 +306,11 @@ def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry, set_threads
             if set_threads is not None and msg.fields.get("threads"):
                 set_threads(int(msg.fields["threads"]))
             job = JobState.from_message(msg.fields, v.target)
-            v.add_job(job)
+            try:
+                v.add_job(job)
+            except PolicyFailure as exc:  # its policy cannot start: that job fails, the others go on
+                telemetry.send("job_failed", {"job": job.id, "message": f"verifier: PolicyFailure: {exc}"})
+                continue
             telemetry.send("job_ack", {"job": job.id})
         elif msg.kind == "cancel":
             job = v.jobs.get(int(msg.fields["job"]))

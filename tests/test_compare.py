@@ -99,7 +99,7 @@ def test_an_interrupted_policy_run_ends_the_comparison(monkeypatch):
 
     started = []
 
-    def fake_run(config):
+    def fake_run(config, engine=None):
         started.append(config.policy)
         return types.SimpleNamespace(status="interrupted" if config.policy == "priority" else "ok")
 
@@ -107,3 +107,11 @@ def test_an_interrupted_policy_run_ends_the_comparison(monkeypatch):
     configs = policy_configs(RunConfig(backend="sim", workers=2), ["fcfs", "priority", "rr"])
     records = compare(configs)
     assert started == ["fcfs", "priority"] and [r.status for r in records] == ["ok", "interrupted"]
+
+
+def test_compare_starts_the_processes_once():
+    configs = policy_configs(RunConfig(backend="sim", workers=3, max_new_tokens=6, sim_draft_ms=1, sim_verify_ms=2),
+                             ["fcfs", "priority", "rr"])
+    records = compare(configs)
+    loaded = [r.extra["engine"]["models_loaded"] for r in records]
+    assert loaded == [3, 0, 0] and {r.extra["engine"]["engine_models_loaded"] for r in records} == {4}

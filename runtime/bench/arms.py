@@ -66,15 +66,17 @@ def shared(config: RunConfig) -> dict:
 
 @dataclass(slots=True)
 class RuntimeArm:
-    """One of our modes, run end to end by `specsched.runtime.app.run` (processes and all)."""
+    """One of our modes, run as a job on the benchmark's engine (or end to end, processes and all, without
+    one). Either way a sample's timings are its decode window: process start-up is never in them."""
 
     name: str
     description: str
     config: RunConfig
     skipped: str | None = None
+    engine: object = None
 
     def run(self) -> Sample:
-        return sample_of(run(dataclasses.replace(self.config)))
+        return sample_of(run(dataclasses.replace(self.config), engine=self.engine))
 
 
 @dataclass(slots=True)
@@ -106,10 +108,12 @@ def sample_of(record: RunRecord) -> Sample:
 
 
 def build_arms(names: list[str], base: RunConfig,
-               peers: Callable[[list[str], RunConfig], list] | None = None) -> list:
-    """The arms to measure, in order. Peers are built by ``peers`` (default: peers.build_peers, which
-    loads the models once); on the sim backend they are skipped, with the reason."""
-    arms: list = [RuntimeArm(n, RUNTIME_ARMS[n][0], runtime_config(n, base)) for n in names if n in RUNTIME_ARMS]
+               peers: Callable[[list[str], RunConfig], list] | None = None, engine=None) -> list:
+    """The arms to measure, in order; runtime arms run on `engine` when given. Peers are built by ``peers``
+    (default: peers.build_peers, which loads the models once); on the sim backend they are skipped, with
+    the reason."""
+    arms: list = [RuntimeArm(n, RUNTIME_ARMS[n][0], runtime_config(n, base), engine=engine)
+                  for n in names if n in RUNTIME_ARMS]
     wanted = [n for n in names if n in PEER_ARMS]
     if wanted and base.backend != "hf":
         reason = "needs transformers models: run with --backend hf"

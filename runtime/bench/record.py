@@ -33,6 +33,7 @@ class BenchRecord:
     sweep_axis: str | None = None
     sweep: list[SweepPoint] = field(default_factory=list)
     smoke: bool = False
+    models_loaded: int = 0               # processes (one model each) the benchmark's engine started
 
     @property
     def all_results(self) -> list[ArmResult]:
@@ -50,7 +51,8 @@ class BenchRecord:
         return {
             "schema": SCHEMA,
             "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
-                       "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host()},
+                       "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host(),
+                       "models_loaded": self.models_loaded},
             "provenance": provenance(self.config, dirty=True),
             "arms": [a.to_json() for a in self.arms],
             "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],

@@ -12,6 +12,7 @@ from specsched.runtime.bench.measure import ArmResult, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.engine import Engine
 
 
 @dataclass(slots=True)
@@ -36,11 +37,20 @@ class BenchSettings:
 
 
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchRecord:
-    s = settings
-    prepare(dataclasses.replace(s.base))  # bad policy, model pair or prompts: one line, before any process
+    """Every runtime arm of every point runs as a job on one engine: the models load once per benchmark."""
+    prepare(dataclasses.replace(settings.base))  # bad policy, model pair or prompts: one line, before any process
+    engine = Engine(dataclasses.replace(settings.base))
+    try:
+        record = _run_bench(settings, engine, progress)
+    finally:
+        engine.close()
+    record.models_loaded = engine.models_loaded
+    return record
 
+
+def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None] | None) -> BenchRecord:
     def measure_point(config: RunConfig) -> list[ArmResult]:
-        arms = build_arms(s.arms, config)
+        arms = build_arms(s.arms, config, engine=engine)
         return measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
                        progress=progress)
 

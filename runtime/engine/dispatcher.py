@@ -160,10 +160,11 @@ class Dispatcher:
         for job in [j for j in self.jobs if child.worker in j.workers]:
             self._end(job, "failed", error)
 
-    def _end(self, job: JobRun, status: str, error: str | None) -> None:
+    def _end(self, job: JobRun, status: str, error: str | None, *, forgotten: bool = False) -> None:
         """Finish a job that did not complete: the verifier forgets it, its workers (mid-draft, waiting for
         verdicts that will not come) are stopped, and its record keeps every token committed so far."""
-        if job.phase in (Phase.ANNOUNCED, Phase.RUNNING) and self.table.verifier.state is not State.EXITED:
+        live = job.phase in (Phase.ANNOUNCED, Phase.RUNNING)
+        if live and not forgotten and self.table.verifier.state is not State.EXITED:
             self._send(self.table.verifier, "cancel", {"job": job.id})
         busy = [self.table.by_worker(w) for w in job.workers if w not in job.idle]
         self.table.stop([c for c in busy if c.state is not State.EXITED], grace=STOP_GRACE_S)
@@ -200,6 +201,10 @@ class Dispatcher:
                 job.collected.counters = dict(f["counters"])
                 job.collected.verifier_finished = True
                 self._maybe_complete(job)
+        elif msg.kind == "job_failed":
+            job = self._job(int(f["job"]))
+            if job is not None:
+                self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
         elif msg.kind == "idle":
             worker, job = int(f["worker"]), self._job(int(f["job"]))
             child = self.table.by_worker(worker)

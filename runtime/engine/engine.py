@@ -150,6 +150,11 @@ class Engine:
         return table.snapshot() if table is not None else []
 
     @property
+    def broken(self) -> str | None:
+        """Why no job can run any more (the verifier died), or None."""
+        return self._dispatcher.broken
+
+    @property
     def models_loaded(self) -> int:
         table = self._dispatcher.table
         return table.spawned if table is not None else 0

@@ -93,7 +93,8 @@ def problems(task: Task, args: argparse.Namespace) -> list[Problem]:
 
 
 def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
-    from specsched.runtime.app import prepare
+    from specsched.runtime.cli import EXIT_INTERRUPTED, _fail
+    from specsched.runtime.engine.engine import Engine
     from specsched.runtime.tot.report import summary
     from specsched.runtime.tot.tasks import get_task
 
@@ -102,19 +103,27 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     todo = problems(task, args)
     if args.temperature is None:
         base = dataclasses.replace(base, temperature=TOT_TEMPERATURE)
-    prepare(dataclasses.replace(base, prompts=["check"], workers=1))  # policy, models, vocab: before any process
+    # policy, models, vocabularies: checked before any process starts, then one engine for every phase
+    try:
+        engine = Engine(dataclasses.replace(base, prompts=["check"], workers=1))
+    except KeyboardInterrupt:
+        _fail("interrupted (Ctrl-C) before any process started")
+        return EXIT_INTERRUPTED
     trees: list[Tree] = []
-    for problem in todo:
-        tree = search(task, problem, base, cfg, _phase_runner(args, console, base))
-        trees.append(tree)
-        console.print(summary(tree))
-        if tree.status != "ok":
-            break
+    try:
+        for problem in todo:
+            tree = search(task, problem, base, cfg, _phase_runner(args, console, engine))
+            trees.append(tree)
+            console.print(summary(tree))
+            if tree.status != "ok":
+                break
+    finally:
+        engine.close()
     if args.json:
         Path(args.json).write_text(
             json.dumps(
                 {"config": base.to_dict(), "search": dataclasses.asdict(cfg), "provenance": provenance(base),
-                 "trees": [t.to_json() for t in trees]},
+                 "engine": {"models_loaded": engine.models_loaded}, "trees": [t.to_json() for t in trees]},
                 indent=1,
             )
         )
@@ -124,7 +133,7 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     failed = next((t for t in trees if t.status != "ok"), None)
     if failed is None:
         return 0
-    from specsched.runtime.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, _fail
+    from specsched.runtime.cli import EXIT_FAILED, EXIT_TERMINATED
 
     _fail(f"{failed.error}; the tree built so far is shown above")
     if failed.status == "failed":
@@ -132,8 +141,9 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     return EXIT_TERMINATED if "SIGTERM" in (failed.error or "") else EXIT_INTERRUPTED
 
 
-def _phase_runner(args: argparse.Namespace, console: Console, base: RunConfig):
-    """A phase = one `app.run` under its own live view (or progress lines), titled with where it is."""
+def _phase_runner(args: argparse.Namespace, console: Console, engine):
+    """A phase = one job on the tree's engine, under its own live view (or progress lines), titled with
+    where it is."""
     from specsched.runtime.app import run
     from specsched.runtime.trace import write_trace
     from specsched.runtime.view.live import choose_view
@@ -148,7 +158,7 @@ def _phase_runner(args: argparse.Namespace, console: Console, base: RunConfig):
         view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live, transient=True)
         on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
         with view or contextlib.nullcontext():
-            record = run(config, on_update=on_update)
+            record = run(config, on_update=on_update, engine=engine)
         m = record.metrics
         alpha = "" if m.acceptance_rate is None else f", α {m.acceptance_rate:.2f}"
         console.print(f"{label}: {m.tokens} tokens in {m.wall_s:.1f} s ({m.tokens_per_s:.1f} tok/s{alpha}, "
