@@ -1,4 +1,5 @@
-"""Static priorities (--priorities): lower value = more urgent; ties by arrival, then counter.
+"""Static priorities: the job's priority first (a workload's "priority"), then the worker's (--priorities);
+lower value = more urgent; ties by arrival, then counter.
 
 Like OS priority scheduling it can starve: a low-priority worker waits while urgent ones keep
 arriving. The run's metrics show that waiting time.
@@ -15,4 +16,4 @@ class Priority(Policy):
     name = "priority"
 
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft:
-        return min(ready, key=lambda d: (d.priority, *by_arrival(d)))
+        return min(ready, key=lambda d: (d.job_priority, d.priority, *by_arrival(d)))

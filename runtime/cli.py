@@ -18,6 +18,7 @@ from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, 
 from specsched.runtime.output_paths import check_outputs
 from specsched.runtime.provenance import summary as provenance_summary
 from specsched.runtime.view.console import make_console
+from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     from specsched.runtime.tot.cli import add_tot_flags
 
     add_tot_flags(run)
+    add_workload_flags(run)
     run.add_argument("--trace", default=None, metavar="PATH",
                      help="record the whole run (config, events, results) for `specsched replay`")
     run.add_argument("--no-live", action="store_true",
@@ -75,6 +77,7 @@ def add_watch_commands(sub) -> None:
     compare.add_argument("--policies", type=name_list, default=["fcfs", "priority", "rr"],
                          metavar="P1,P2,...", help="policies to compare")
     add_run_flags(compare, policy=False)
+    add_workload_flags(compare)
     compare.add_argument("--svg", default=None, metavar="DIR", help="write each policy's Gantt chart here")
     compare.set_defaults(func=cmd_compare, policy="fcfs")   # each run gets one of --policies
 
@@ -89,6 +92,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     from specsched.runtime.tot.cli import cmd_tot, wants_tot
 
+    if wants_workload(args):
+        from specsched.runtime.workload_cli import cmd_run_workload
+
+        return cmd_run_workload(args, console, config)
     if wants_tot(args):
         return cmd_tot(args, console, config)
     usage = UsageSampler()
@@ -192,6 +199,10 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     for c in policy_configs(config_from_args(args), args.policies):
         as_run = argparse.Namespace(**{**vars(args), "policy": c.policy})   # what `run --policy` would do
         configs.append(dataclasses.replace(c, max_batch=max_batch(as_run)))
+    if wants_workload(args):
+        from specsched.runtime.workload_cli import cmd_compare_workload
+
+        return cmd_compare_workload(args, console, configs)
     for c in configs:   # every policy loads before any process starts: bad input costs one line
         prepare_check(c)
     records = compare(configs, console)

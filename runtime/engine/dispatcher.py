@@ -52,6 +52,10 @@ class Dispatcher:
         self.inbox.put(("submit", job))
         os.write(self.wake_w, b"s")
 
+    def prestart(self, n: int) -> None:
+        self.inbox.put(("workers", n))
+        os.write(self.wake_w, b"w")
+
     def stop(self, reason: str | None) -> None:
         """Stop every process; unfinished jobs end with `reason` ("interrupted (Ctrl-C)") or as failed."""
         if self.thread.is_alive():
@@ -101,7 +105,10 @@ class Dispatcher:
                 kind, arg = self.inbox.get()
                 if kind == "stop":
                     return arg
-                self._accept(arg)
+                if kind == "workers":
+                    self._prestart(arg)
+                else:
+                    self._accept(arg)
             while self.control.poll(0):
                 self._hello(self.control.recv_multipart())
             while self.sink.poll(0):
@@ -124,6 +131,11 @@ class Dispatcher:
         except Exception as exc:
             job.on_update = None
             job.view_error = f"{type(exc).__name__}: {exc}"
+
+    def _prestart(self, n: int) -> None:
+        """Have at least `n` draft workers (within max_workers), so jobs do not wait for models to load."""
+        for _ in range(min(n, self.max_workers) - len(self.table.workers())):
+            self.table.spawn("draft", 1)
 
     def _accept(self, job: JobRun) -> None:
         if self.broken:

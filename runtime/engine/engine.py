@@ -143,6 +143,19 @@ class Engine:
             run.finished.set()
 
     # -- the processes -------------------------------------------------------------------------------
+    def start_workers(self, n: int, timeout: float = 600.0) -> None:
+        """Start draft workers until `n` are up (within max_workers) and wait until every one has loaded
+        its model: what a benchmark or a workload does so that no job's times include a model load."""
+        self._dispatcher.prestart(n)
+        deadline = time.monotonic() + timeout
+        while True:
+            states = [p["state"] for p in self.processes if p["role"] == "draft" and p["state"] != "exited"]
+            if len(states) >= min(n, self._dispatcher.max_workers) and "starting" not in states:
+                return
+            if self.broken or time.monotonic() > deadline:
+                raise RuntimeError(self.broken or f"draft workers not ready after {timeout} s")
+            time.sleep(0.02)
+
     @property
     def processes(self) -> list[dict]:
         """The process table now: name, pid, role, state, job."""

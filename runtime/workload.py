@@ -1,0 +1,156 @@
+"""Jobs arriving over time: a workload file or a seeded Poisson process, played against an engine.
+
+With every sequence starting at once, FCFS, priority and round-robin differ only in tie-breaks; with
+jobs arriving while others run, the policy decides who waits. A workload is a list of jobs, each with an
+arrival time (seconds after the start), its prompt(s), a priority (lower = more urgent), and optionally a
+deadline (seconds after its arrival) and its own token budget:
+
+    {"arrival": 0.0, "prompt": "Name three colours.", "priority": 1}
+    {"arrival": 0.4, "prompts": ["a", "b"], "priority": 0, "deadline": 2.0, "max_new_tokens": 16}
+
+`--arrivals poisson:RATE --jobs N` draws N jobs with exponential gaps of mean 1/RATE seconds (seeded by
+--seed), cycling through the run's prompts. Job i decodes with seed --seed + i whatever the policy, so the
+texts are the same under every policy; only the times differ.
+
+Per job, the OSTEP measures, taken from its arrival: response = its first verification - arrival,
+turnaround = its last token - arrival, waiting = time its drafts spent in the run queue plus time it
+waited to be admitted (workers loading, or jobs of another policy running).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.record import RunRecord
+
+KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
+
+
+@dataclass(slots=True)
+class WorkloadJob:
+    arrival: float                     # seconds after the workload starts
+    prompts: list[str]
+    priority: int = 0
+    deadline: float | None = None      # seconds after its arrival
+    max_new_tokens: int | None = None
+    name: str = ""
+
+
+def load_workload(path: str | Path) -> list[WorkloadJob]:
+    """A JSONL workload; anything off is one line naming the file and the line (ConfigError)."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"--workload {path}: {exc.strerror or exc}") from None
+    jobs = []
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            jobs.append(_job(line, f"--workload {path}, line {n}", len(jobs)))
+    if not jobs:
+        raise ConfigError(f"--workload {path}: no jobs in it")
+    return sorted(jobs, key=lambda j: j.arrival)
+
+
+def _job(line: str, where: str, index: int) -> WorkloadJob:
+    try:
+        d = json.loads(line)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: a job is a JSON object")
+    unknown = sorted(set(d) - KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KEYS))})")
+    prompts = d.get("prompts", [d["prompt"]] if "prompt" in d else None)
+    if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
+        raise ConfigError(f"{where}: give a non-empty \"prompt\" or a list of them as \"prompts\"")
+    arrival, deadline, budget = d.get("arrival", 0.0), d.get("deadline"), d.get("max_new_tokens")
+    if not (isinstance(arrival, int | float) and math.isfinite(arrival) and arrival >= 0):
+        raise ConfigError(f"{where}: \"arrival\" must be seconds >= 0, got {arrival!r}")
+    if deadline is not None and not (isinstance(deadline, int | float) and deadline > 0):
+        raise ConfigError(f"{where}: \"deadline\" must be seconds > 0, got {deadline!r}")
+    if budget is not None and not (isinstance(budget, int) and budget >= 1):
+        raise ConfigError(f"{where}: \"max_new_tokens\" must be an integer >= 1, got {budget!r}")
+    if not isinstance(d.get("priority", 0), int):
+        raise ConfigError(f"{where}: \"priority\" must be an integer, got {d['priority']!r}")
+    return WorkloadJob(float(arrival), prompts, d.get("priority", 0), deadline, budget, str(d.get("name", "")) or
+                       f"job {index}")
+
+
+def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> list[WorkloadJob]:
+    """`poisson:RATE`: `jobs` arrivals with exponential gaps of mean 1/RATE s, priorities 0-2, seeded."""
+    kind, _, rate_text = spec.partition(":")
+    try:
+        rate = float(rate_text)
+    except ValueError:
+        rate = float("nan")
+    if kind != "poisson" or not (math.isfinite(rate) and rate > 0):
+        raise ConfigError(f"--arrivals {spec!r}: give poisson:RATE with RATE > 0 jobs per second")
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    rng, t, out = random.Random(seed), 0.0, []
+    for i in range(jobs):
+        out.append(WorkloadJob(round(t, 6), [prompts[i % len(prompts)]], rng.randrange(3), name=f"job {i}"))
+        t += rng.expovariate(rate)
+    return out
+
+
+def job_config(base: RunConfig, job: WorkloadJob, index: int) -> RunConfig:
+    """Job `index` of the workload: its prompt(s) (one worker per prompt), budget and its own seed."""
+    changes = {"prompts": list(job.prompts), "workers": len(job.prompts) if len(job.prompts) > 1 else
+               (base.workers or 1), "seed": base.seed + index}
+    if job.max_new_tokens is not None:
+        changes["max_new_tokens"] = job.max_new_tokens
+    if base.priorities:
+        changes["priorities"] = []  # per-worker priorities mean nothing across jobs: the job's own rule
+    return dataclasses.replace(base, **changes)
+
+
+def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> list[RunRecord]:
+    """Submit each job at its arrival time (relative to now) and wait for all; records in workload order."""
+    start = time.monotonic()
+    handles = []
+    for i, job in enumerate(jobs):
+        delay = start + job.arrival - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
+                                     deadline_s=job.deadline, name=job.name))
+    return [h.result() for h in handles]
+
+
+@dataclass(slots=True)
+class JobMetrics:
+    name: str
+    arrival_s: float           # after the first job's arrival
+    priority: int
+    tokens: int
+    response_s: float | None
+    turnaround_s: float
+    waiting_s: float
+    deadline_met: bool | None
+
+
+def job_metrics(records: list[RunRecord]) -> list[JobMetrics]:
+    """Each job's OSTEP measures from its own arrival (the record's `collected.started`)."""
+    t0 = min(r.collected.started for r in records)
+    out = []
+    for r in records:
+        c, e = r.collected, r.extra.get("engine", {})
+        arrival = c.started
+        verifies = [ev.start for ev in c.events if ev.role == "verifier" and ev.kind == "verify"]
+        last = max([t for t, _, _ in c.commits] or [c.finished])
+        queued = sum(ev.duration for ev in c.events if ev.kind == "queued")
+        deadline = e.get("deadline_s")
+        out.append(JobMetrics(e.get("name", ""), arrival - t0, e.get("priority", 0), r.metrics.tokens,
+                              min(verifies) - arrival if verifies else None, last - arrival,
+                              queued + e.get("queued_s", 0.0),
+                              None if deadline is None else last - arrival <= deadline))
+    return out

@@ -1,0 +1,149 @@
+"""`run` and `compare` with jobs arriving over time (`--workload FILE.jsonl`, `--arrivals poisson:RATE`).
+
+`run` plays the workload under its policy and prints each job's response, turnaround and waiting from
+its arrival; `compare` plays it once per policy on one engine and puts those side by side, checking that
+every job's text is the same under every policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.engine import Engine
+from specsched.runtime.provenance import provenance
+from specsched.runtime.record import RunRecord
+from specsched.runtime.workload import (
+    JobMetrics,
+    WorkloadJob,
+    job_config,
+    job_metrics,
+    load_workload,
+    play,
+    poisson_workload,
+)
+
+
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", default=None, metavar="FILE.jsonl",
+                   help="jobs arriving over time, one JSON object a line: arrival, prompt(s), priority, "
+                        "deadline, max_new_tokens")
+    p.add_argument("--arrivals", default=None, metavar="poisson:RATE",
+                   help="draw --jobs jobs arriving as a Poisson process of RATE jobs/s (seeded by --seed), "
+                        "prompts cycling through --prompt")
+    p.add_argument("--jobs", type=int, default=8, metavar="N", help="jobs drawn by --arrivals")
+
+
+def wants_workload(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "workload", None) or getattr(args, "arrivals", None))
+
+
+def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob]:
+    if args.workload and args.arrivals:
+        raise ConfigError("give --workload or --arrivals, not both")
+    if getattr(args, "trace", None):
+        raise ConfigError("--trace records one job; with --workload or --arrivals use --json")
+    if args.workload:
+        if args.prompts:
+            raise ConfigError("--workload brings its own prompts: drop --prompt")
+        return load_workload(args.workload)
+    return poisson_workload(args.arrivals, args.jobs, config.prompts or ["Name three colours."], config.seed)
+
+
+def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConfig) -> int:
+    jobs = workload_of(args, config)
+    with Engine(_engine_config(config, jobs)) as engine:
+        engine.start_workers(_pool(jobs, config))
+        console.print(Text(f"playing {len(jobs)} jobs under policy {config.policy} …", style="dim"))
+        records = play(engine, config, jobs)
+    metrics = job_metrics(records)
+    console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(_json(config, jobs, {config.policy: (records, metrics)}), indent=1))
+    return 0 if all(r.status == "ok" for r in records) else 1
+
+
+def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: list[RunConfig]) -> int:
+    jobs = workload_of(args, configs[0])
+    results: dict[str, tuple[list[RunRecord], list[JobMetrics]]] = {}
+    with Engine(_engine_config(configs[0], jobs)) as engine:
+        engine.start_workers(_pool(jobs, configs[0]))
+        for c in configs:
+            console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))
+            records = play(engine, c, jobs)
+            results[c.policy] = (records, job_metrics(records))
+    console.print(response_table(jobs, results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(_json(configs[0], jobs, results), indent=1))
+    texts = [[s.tokens for r in recs for s in r.sequences] for recs, _ in results.values()]
+    if any(t != texts[0] for t in texts[1:]):
+        console.print("[bold red]✗ the jobs' texts differ between policies: a runtime bug[/]")
+        return 1
+    console.print(f"[green]✓ every job's text is identical across {', '.join(results)}[/]")
+    return 0 if all(r.status == "ok" for recs, _ in results.values() for r in recs) else 1
+
+
+def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:
+    """Workers to start before the first arrival, so that no job's response includes a model load: enough
+    for every job at once, up to 16 (beyond that a job may still wait for a worker to come free)."""
+    need = {"seed": lambda j: job_config(config, j, 0).n_sequences, "sd": lambda j: 1}.get(config.mode)
+    return min(sum(need(j) for j in jobs), 16) if need else 0
+
+
+def _engine_config(config: RunConfig, jobs: list[WorkloadJob]) -> RunConfig:
+    """The engine's settings; its default job must load (its prompt is the first job's)."""
+    return dataclasses.replace(config, prompts=list(jobs[0].prompts), workers=0)
+
+
+def jobs_table(metrics: list[JobMetrics], *, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in ("job", "arrival", "priority", "tokens", "response", "turnaround", "waiting", "deadline"):
+        table.add_column(name, justify="left" if name == "job" else "right")
+    for m in metrics:
+        met = "—" if m.deadline_met is None else ("met" if m.deadline_met else "MISSED")
+        table.add_row(Text(m.name), _s(m.arrival_s), str(m.priority), str(m.tokens), _s(m.response_s),
+                      _s(m.turnaround_s), _s(m.waiting_s), met)
+    n = len(metrics)
+    table.add_row("mean", "", "", "", _s(_mean([m.response_s for m in metrics])),
+                  _s(sum(m.turnaround_s for m in metrics) / n), _s(sum(m.waiting_s for m in metrics) / n), "",
+                  style="bold", end_section=True)
+    return table
+
+
+def response_table(jobs: list[WorkloadJob], results: dict) -> Table:
+    table = Table(title="response time per job (from its arrival), by policy", title_justify="left")
+    table.add_column("job")
+    table.add_column("arrival", justify="right")
+    table.add_column("priority", justify="right")
+    for policy in results:
+        table.add_column(Text(policy), justify="right")
+    for i, job in enumerate(jobs):
+        table.add_row(Text(job.name), _s(job.arrival), str(job.priority),
+                      *(_s(ms[i].response_s) for _, ms in results.values()))
+    for label, key in (("mean response", "response_s"), ("mean turnaround", "turnaround_s"),
+                       ("mean waiting", "waiting_s")):
+        table.add_row(label, "", "", *(_s(_mean([getattr(m, key) for m in ms])) for _, ms in results.values()),
+                      style="bold", end_section=label == "mean response")
+    return table
+
+
+def _json(config: RunConfig, jobs: list[WorkloadJob], results: dict) -> dict:
+    return {"provenance": provenance(config), "workload": [dataclasses.asdict(j) for j in jobs],
+            "policies": {policy: {"jobs": [dataclasses.asdict(m) for m in ms], "records": [r.to_json() for r in recs]}
+                         for policy, (recs, ms) in results.items()}}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _s(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:.3f} s"

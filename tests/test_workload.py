@@ -1,0 +1,96 @@
+"""Jobs arriving over time: workload files, seeded Poisson arrivals, per-job OS measures, policies compared."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import read_json, specsched
+
+from specsched.policies.base import ReadyDraft
+from specsched.policies.priority import Priority
+from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.workload import job_config, load_workload, poisson_workload
+
+FAST = ["--backend", "sim", "--sim-draft-ms", "2", "--sim-verify-ms", "4"]
+
+
+def _write(path, *jobs) -> str:
+    path.write_text("\n".join(json.dumps(j) if isinstance(j, dict) else j for j in jobs) + "\n")
+    return str(path)
+
+
+def test_a_workload_file_is_read_in_arrival_order(tmp_path):
+    jobs = load_workload(_write(tmp_path / "w.jsonl", {"arrival": 0.5, "prompt": "b", "priority": 1},
+                                {"arrival": 0.0, "prompts": ["a", "c"], "deadline": 2, "max_new_tokens": 5}))
+    assert [j.prompts for j in jobs] == [["a", "c"], ["b"]]
+    assert jobs[0].deadline == 2 and jobs[0].max_new_tokens == 5 and jobs[1].priority == 1
+    config = job_config(RunConfig(backend="sim", seed=7), jobs[0], 3)
+    assert config.n_sequences == 2 and config.seed == 10 and config.max_new_tokens == 5
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("not json", "line 2: not JSON"),
+    ('{"arrival": -1, "prompt": "a"}', '"arrival" must be seconds >= 0'),
+    ('{"prompt": ""}', 'give a non-empty "prompt"'),
+    ('{"prompt": "a", "colour": 1}', "unknown key 'colour'"),
+    ('{"prompt": "a", "max_new_tokens": 0}', '"max_new_tokens" must be an integer >= 1'),
+    ('{"prompt": "a", "deadline": 0}', '"deadline" must be seconds > 0'),
+])
+def test_a_bad_job_line_is_named_by_file_and_line(tmp_path, line, fragment):
+    with pytest.raises(ConfigError, match=fragment.replace("(", r"\(")):
+        load_workload(_write(tmp_path / "w.jsonl", {"prompt": "ok"}, line))
+
+
+def test_poisson_arrivals_are_seeded_and_cycle_the_prompts():
+    a, b = poisson_workload("poisson:4", 6, ["x", "y"], seed=3), poisson_workload("poisson:4", 6, ["x", "y"], seed=3)
+    assert a == b and a != poisson_workload("poisson:4", 6, ["x", "y"], seed=4)
+    assert [j.prompts[0] for j in a] == ["x", "y"] * 3 and a[0].arrival == 0.0
+    assert all(later.arrival > earlier.arrival for earlier, later in zip(a, a[1:]))
+    for spec in ("poisson:0", "poisson:x", "uniform:2"):
+        with pytest.raises(ConfigError, match="poisson:RATE"):
+            poisson_workload(spec, 3, ["x"], seed=0)
+
+
+def test_the_priority_policy_serves_the_more_urgent_job_first():
+    ready = [ReadyDraft(0, 0, 1.0, 0, 3, 0, priority=0, job=1, job_priority=2),
+             ReadyDraft(1, 5, 2.0, 1, 3, 0, priority=0, job=2, job_priority=0)]
+    assert Priority().pick(ready).job == 2
+
+
+def test_compare_plays_the_workload_under_each_policy_with_identical_texts(tmp_path):
+    workload = _write(tmp_path / "w.jsonl", {"arrival": 0.0, "prompt": "lo mi", "priority": 2, "name": "first"},
+                      {"arrival": 0.0, "prompt": "ka ri", "priority": 2},
+                      {"arrival": 0.1, "prompts": ["su te", "na ko"], "priority": 0, "deadline": 30})
+    out = specsched("compare", "--workload", workload, "--workers", "1", "--max-new-tokens", "24", *FAST,
+                    "--json", str(tmp_path / "c.json"), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "every job's text is identical across fcfs, priority, rr" in out.stdout
+    record = read_json(tmp_path / "c.json")
+    assert record["provenance"]["models"]["backend"] == "sim"
+    for policy, result in record["policies"].items():
+        assert [j["name"] for j in result["jobs"]] == ["first", "job 1", "job 2"], policy
+        assert all(j["response_s"] is not None and j["turnaround_s"] >= j["response_s"] for j in result["jobs"])
+        assert result["jobs"][2]["deadline_met"] is True
+        assert [len(r["sequences"]) for r in result["records"]] == [1, 1, 2]
+    # the two jobs arriving together ran side by side, not one after the other
+    first, second = (r["events"] for r in record["policies"]["fcfs"]["records"][:2])
+    assert min(e["start"] for e in second) < max(e["end"] for e in first)
+
+
+def test_run_with_poisson_arrivals_prints_a_row_per_job(tmp_path):
+    out = specsched("run", "--arrivals", "poisson:20", "--jobs", "4", "--prompt", "lo mi", "--workers", "1",
+                    "--max-new-tokens", "8", *FAST, "--json", str(tmp_path / "r.json"), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert all(f"job {i}" in out.stdout for i in range(4)) and "mean" in out.stdout
+    assert len(read_json(tmp_path / "r.json")["policies"]["fcfs"]["jobs"]) == 4
+
+
+def test_workload_flags_refuse_what_they_cannot_mean(tmp_path):
+    workload = _write(tmp_path / "w.jsonl", {"prompt": "a"})
+    for flags, fragment in ((["--workload", workload, "--arrivals", "poisson:1"], "not both"),
+                            (["--workload", workload, "--prompt", "x"], "drop --prompt"),
+                            (["--workload", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+                            (["--arrivals", "poisson:-1"], "poisson:RATE")):
+        out = specsched("run", *flags, *FAST)
+        assert out.returncode == 2 and fragment in out.stderr, (flags, out.stderr)
