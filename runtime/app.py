@@ -59,7 +59,9 @@ def run(config: RunConfig, on_update=None, *, engine: Engine | None = None) -> R
     try:
         engine = Engine(config)
     except KeyboardInterrupt:  # Ctrl-C while models load: no process started, but --json still says so
-        return build_record(config, Collected(), "interrupted", "interrupted (Ctrl-C) before any process started")
+        record = build_record(config, Collected(), "interrupted", "interrupted (Ctrl-C) before any process started")
+        record.stopped_by = "SIGINT"
+        return record
     return _run_job(engine, config, on_update, close=True)
 
 
@@ -73,10 +75,10 @@ def _run_job(engine: Engine, config: RunConfig, on_update, *, close: bool) -> Ru
                 engine.close()
             return record
         except KeyboardInterrupt:
-            reason = "interrupted (Ctrl-C)"
+            reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
         except Interrupted:
-            reason = "interrupted (SIGTERM)"
+            reason, signal_name = "interrupted (SIGTERM)", "SIGTERM"
     engine.close(reason)  # stops every process; the job's record keeps what was verified
-    if job is None:
-        return build_record(config, Collected(), "interrupted", reason)
-    return job.result()
+    record = build_record(config, Collected(), "interrupted", reason) if job is None else job.result()
+    record.stopped_by = signal_name
+    return record

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from specsched.policies.loader import PolicyError
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.output_paths import check_outputs
 from specsched.runtime.provenance import summary as provenance_summary
@@ -128,13 +129,13 @@ def _finish(record, console: Console, *, texts: bool = True) -> int:
         return EXIT_FAILED
     if record.status == "interrupted":
         _fail(f"{record.error}; the tokens verified so far are shown above")
-        return _interrupted(record.error)
+        return stopped_status(record.stopped_by)
     return 0
 
 
-def _interrupted(error: str | None) -> int:
-    """The exit status of an interrupted run: 143 after SIGTERM, else 130 (Ctrl-C)."""
-    return EXIT_TERMINATED if "SIGTERM" in (error or "") else EXIT_INTERRUPTED
+def stopped_status(signal_name: str | None) -> int:
+    """The exit status of a run stopped by a signal: 128 + its number (143 SIGTERM, 130 Ctrl-C)."""
+    return EXIT_TERMINATED if signal_name == "SIGTERM" else EXIT_INTERRUPTED
 
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
@@ -218,7 +219,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     identical = print_comparison(records, console, svg_dir=args.svg)
     interrupted = [r for r in records if r.status == "interrupted"]
     if interrupted:
-        return _interrupted(interrupted[-1].error)
+        return stopped_status(interrupted[-1].stopped_by)
     return 0 if identical else EXIT_FAILED
 
 
@@ -267,9 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
             _fail(" ".join(str(exc).split()))
             return EXIT_FAILED
-        except KeyboardInterrupt as exc:  # Ctrl-C, or a bench run's record saying how it was interrupted
+        except Interrupted:  # SIGTERM, raised through a command (bench ends on a run stopped by it)
+            _fail("interrupted (SIGTERM)")
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
             _fail("interrupted")
-            return _interrupted(str(exc))
+            return EXIT_INTERRUPTED
 
 
 def _fail(message: str) -> None:

@@ -39,6 +39,7 @@ class RunRecord:
     extra: dict = field(default_factory=dict)
     os_metrics: OsMetrics | None = None
     provenance: dict | None = None  # what produced it: runtime/provenance.py
+    stopped_by: str | None = None   # "SIGINT" or "SIGTERM" for an interrupted run: its exit status
 
     def to_json(self) -> dict:
         return {
@@ -51,6 +52,7 @@ class RunRecord:
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,
+            **({"stopped_by": self.stopped_by} if self.stopped_by else {}),
             **self.extra,
         }
 

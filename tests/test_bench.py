@@ -283,8 +283,12 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
 
     from specsched.runtime.bench.arms import sample_of
 
+    from specsched.runtime.engine.collected import Interrupted
+
     with pytest.raises(KeyboardInterrupt):
-        sample_of(SimpleNamespace(status="interrupted", error="interrupted (Ctrl-C)"))
+        sample_of(SimpleNamespace(status="interrupted", error="interrupted (Ctrl-C)", stopped_by="SIGINT"))
+    with pytest.raises(Interrupted):  # SIGTERM keeps its identity up to the exit status (143)
+        sample_of(SimpleNamespace(status="interrupted", error="interrupted (SIGTERM)", stopped_by="SIGTERM"))
 
     class Stopped:
         name, description, skipped = "ar", "", None

@@ -16,6 +16,7 @@ from specsched.runtime.app import RunRecord, run
 from specsched.runtime.bench.measure import BASELINE, Sample
 from specsched.runtime.bench.overhead import verifier_overhead
 from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.engine.collected import Interrupted
 
 # name -> (what it is, the RunConfig fields it sets)
 RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
@@ -92,7 +93,7 @@ class SkippedArm:
 def sample_of(record: RunRecord) -> Sample:
     """A run's record as one measurement: the metrics `specsched run` prints, plus the overhead."""
     if record.status == "interrupted":  # Ctrl-C / SIGTERM ends the whole benchmark, not one sample
-        raise KeyboardInterrupt(record.error)
+        raise Interrupted(record.error) if record.stopped_by == "SIGTERM" else KeyboardInterrupt(record.error)
     m = record.metrics
     drafts = record.config.mode in ("sd", "seed")
     return Sample(

@@ -133,12 +133,12 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     failed = next((t for t in trees if t.status != "ok"), None)
     if failed is None:
         return 0
-    from specsched.runtime.cli import EXIT_FAILED, EXIT_TERMINATED
+    from specsched.runtime.cli import EXIT_FAILED, stopped_status
 
     _fail(f"{failed.error}; the tree built so far is shown above")
     if failed.status == "failed":
         return EXIT_FAILED
-    return EXIT_TERMINATED if "SIGTERM" in (failed.error or "") else EXIT_INTERRUPTED
+    return stopped_status(failed.stopped_by)
 
 
 def _phase_runner(args: argparse.Namespace, console: Console, engine):

@@ -67,7 +67,7 @@ def search(task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run
     try:
         _grow(tree, task, problem, base, cfg, run_phase)
     except KeyboardInterrupt:  # between two phases: no process is running, the tree is complete so far
-        tree.status, tree.error = "interrupted", "interrupted (Ctrl-C)"
+        tree.status, tree.error, tree.stopped_by = "interrupted", "interrupted (Ctrl-C)", "SIGINT"
     return tree
 
 
@@ -157,5 +157,5 @@ def _phase(tree: Tree, run_phase: RunPhase, config: RunConfig, level: int, name:
         )
     )
     if record.status != "ok":
-        tree.status, tree.error = record.status, record.error
+        tree.status, tree.error, tree.stopped_by = record.status, record.error, record.stopped_by
     return [s.text for s in record.sequences]

@@ -62,6 +62,7 @@ class Tree:
     correct: bool | None = None
     status: str = "ok"  # ok | failed | interrupted
     error: str | None = None
+    stopped_by: str | None = None  # the signal that interrupted it (its exit status)
 
     def path(self, node_id: int) -> list[Node]:
         """The nodes from the root to `node_id`."""
