@@ -282,7 +282,6 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
     from types import SimpleNamespace
 
     from specsched.runtime.bench.arms import sample_of
-
     from specsched.runtime.engine.collected import Interrupted
 
     with pytest.raises(KeyboardInterrupt):

@@ -90,6 +90,7 @@ def test_dashboard_frame():
                     Usage("draft-1", 13, 14.0, 81 * 2**20), Usage("supervisor", 10, 1.0, 60 * 2**20))
 
     collected = finished_run()
+    collected.states = {"verifier": "ready", "draft-0": "parked", "draft-1": "drafting"}  # the engine's table
     monitor = Monitor(CONFIG, FixedUsage())
     monitor.feed(collected)
     text = render(Dashboard(monitor.snapshot(collected, 7.0, final=True)), 72)
@@ -97,11 +98,11 @@ def test_dashboard_frame():
     assert text.splitlines()[-7:] == [
         "tokens 16/16 · 2.3 tok/s · α 0.750 · sequences done 2/2",
         "verifier busy 57.1 % · 4 verifications · run queue mean 0.14",
-        "process          pid  tokens   waiting   CPU %       RSS",
-        "verifier          11      16                97   300 MiB",
-        "draft 0           12       8   0.000 s      12    80 MiB",
-        "draft 1           13       8   1.000 s      14    81 MiB",
-        "supervisor        10                         1    60 MiB",
+        "process          pid     state  tokens   waiting   CPU %       RSS",
+        "verifier          11     ready      16                97   300 MiB",
+        "draft 0           12    parked       8   0.000 s      12    80 MiB",
+        "draft 1           13  drafting       8   1.000 s      14    81 MiB",
+        "supervisor        10                                   1    60 MiB",
     ]
 
 

@@ -31,3 +31,4 @@ class Collected:
     processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view
     threads: dict[str, int] = field(default_factory=dict)     # child name -> torch threads it was given
     commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)
+    states: dict[str, str] = field(default_factory=dict)      # child name -> its process-table state now

@@ -120,8 +120,15 @@ class Dispatcher:
             if now - last_view >= TICK_S:   # live views keep their clocks moving on quiet ticks too
                 last_view = now
                 for job in self.jobs:
-                    if job.on_update and job.phase is Phase.RUNNING:
-                        self._update(job)
+                    if job.phase is Phase.RUNNING:
+                        self._note_states(job)
+                        if job.on_update:
+                            self._update(job)
+
+    def _note_states(self, job: JobRun) -> None:
+        """The job's processes' states, by the job's own names, for its live view."""
+        job.collected.states = {name: self.table.by_name(pool).state.value
+                                for name, pool in job.process_names().items()}
 
     @staticmethod
     def _update(job: JobRun) -> None:
@@ -250,6 +257,9 @@ class Dispatcher:
 
     def _complete(self, job: JobRun) -> None:
         job.phase, job.collected.finished = Phase.DONE, time.monotonic()
+        job.history = {name: [[t, state] for t, state, j in self.table.by_name(pool).history
+                              if job.submitted <= t <= job.collected.finished and (j in (None, job.id))]
+                       for name, pool in job.process_names().items()}
         for i in range(job.n):
             self.by_seq.pop(job.first_seq + i, None)
         if job in self.jobs:

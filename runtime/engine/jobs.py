@@ -56,6 +56,11 @@ class JobRun:
     error: str | None = None
     record: object = None              # the RunRecord, once finished
     view_error: str | None = None      # on_update raised: the view stopped, the job went on
+    history: dict = field(default_factory=dict)  # its processes' state changes during the job
+
+    def process_names(self) -> dict[str, str]:
+        """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
+        return {"verifier": "verifier", **{f"draft-{i}": f"draft-{w}" for i, w in enumerate(self.workers)}}
 
     def __post_init__(self) -> None:
         self.collected.started = self.submitted

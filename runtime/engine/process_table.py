@@ -72,6 +72,9 @@ class ProcessTable:
     def workers(self) -> list[Child]:
         return [c for c in self.children.values() if c.role == "draft" and c.state is not State.EXITED]
 
+    def by_name(self, name: str) -> Child:
+        return self.children[name]
+
     def by_worker(self, worker: int) -> Child:
         return self.children[process_name("draft", worker)]
 

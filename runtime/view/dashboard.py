@@ -51,7 +51,7 @@ class Dashboard:
         names = ["verifier", *(f"draft-{w}" for w in sorted(s.tokens_by_worker)), "supervisor"]
         if len(names) > MAX_PROCESS_LINES:
             names = names[:MAX_PROCESS_LINES - 2] + names[-1:]
-        header = f"{'process':<12}{'pid':>8}{'tokens':>8}{'waiting':>10}{'CPU %':>8}{'RSS':>10}"
+        header = f"{'process':<12}{'pid':>8}{'state':>10}{'tokens':>8}{'waiting':>10}{'CPU %':>8}{'RSS':>10}"
         yield from _line(width, header, _DIM)
         for name in names:
             u = usage.get(name)
@@ -59,7 +59,7 @@ class Dashboard:
             tokens = s.tokens if name == "verifier" else s.tokens_by_worker.get(worker)
             waiting = s.waiting.get(worker) if worker != VERIFIER else None
             yield from _line(width,
-                f"{name.replace('-', ' '):<12}{u.pid if u else '':>8}"
+                f"{name.replace('-', ' '):<12}{u.pid if u else '':>8}{s.states.get(name, ''):>10}"
                 f"{'' if tokens is None else tokens:>8}"
                 f"{'' if waiting is None else f'{waiting:.3f} s':>10}"
                 f"{f'{u.cpu_percent:.0f}' if u else '':>8}"

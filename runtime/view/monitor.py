@@ -7,7 +7,7 @@ without touching the run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specsched.runtime.config import RunConfig
 from specsched.runtime.engine.collected import Collected
@@ -57,6 +57,7 @@ class Snapshot:
     sequences: int
     usage: tuple[Usage, ...] = ()
     label: str = ""                   # where a multi-run job is (a ToT level and phase); in the title too
+    states: dict[str, str] = field(default_factory=dict)  # process name -> process-table state (live runs)
 
     @property
     def tokens_per_s(self) -> float:
@@ -135,7 +136,7 @@ class Monitor:
             queue_mean=tl.queued_time / decode if decode else 0.0,
             done=len(collected.done), sequences=c.n_sequences,
             usage=self.usage.sample(collected.processes, now) if self.usage else (),
-            label=self.label,
+            label=self.label, states=dict(collected.states),
         )
 
     def _done_workers(self, collected: Collected) -> set[int]:
