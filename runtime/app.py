@@ -78,7 +78,10 @@ def _run_job(engine: Engine, config: RunConfig, on_update, *, close: bool) -> Ru
             reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
         except Interrupted:
             reason, signal_name = "interrupted (SIGTERM)", "SIGTERM"
-    engine.close(reason)  # stops every process; the job's record keeps what was verified
+    if close:
+        engine.close(reason)  # stops every process; the job's record keeps what was verified
+    elif job is not None:
+        engine.cancel(job, reason)  # the caller's engine stays up; only this job ends
     record = build_record(config, Collected(), "interrupted", reason) if job is None else job.result()
     record.stopped_by = signal_name
     return record

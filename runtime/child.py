@@ -33,6 +33,7 @@ def set_title(text: str) -> None:
 
 
 def main() -> int:
+    die_with_parent()  # here, not in a preexec_fn: the engine forks from a threaded process
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     spec = json.load(sys.stdin)
     ppid = spec["ppid"]
@@ -54,7 +55,8 @@ def main() -> int:
     except Exception as exc:
         traceback.print_exc()  # into this child's log file
         where = "verifier" if role == "verifier" else f"draft worker {worker}"
-        telemetry.send("error", {"role": role, "worker": worker, "message": f"{where}: {_one_line(exc)}"})
+        telemetry.send("error", {"role": role, "worker": worker, "pid": os.getpid(),
+                                 "message": f"{where}: {_one_line(exc)}"})
         code = 1
     finally:
         control.close()
@@ -94,7 +96,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def die_with_parent() -> None:
-    """preexec_fn: ask Linux to SIGKILL this child when the thread that spawned it ends (the engine's)."""
+    """Ask Linux to SIGKILL this child when the thread that spawned it ends (the engine's thread)."""
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6", use_errno=True)

@@ -29,20 +29,21 @@ class Event:
     start: float
     end: float
     seq: int = -1
+    job: int = -1          # the job it served, when the process knows and it was one job (the verifier)
 
     @property
     def duration(self) -> float:
         return self.end - self.start
 
     def to_row(self) -> list:
-        return [self.pid, self.role, self.worker, self.kind, self.start, self.end, self.seq]
+        return [self.pid, self.role, self.worker, self.kind, self.start, self.end, self.seq, self.job]
 
     @classmethod
     def from_row(cls, row: list) -> Event:
-        pid, role, worker, kind, start, end, seq = row
-        if role not in ("verifier", "draft") or kind not in KINDS:
+        pid, role, worker, kind, start, end, seq, *job = row  # recorded traces have no job column
+        if role not in ("verifier", "draft") or kind not in KINDS or len(job) > 1:
             raise ValueError(f"bad event row {row!r}")
-        return cls(int(pid), role, int(worker), kind, float(start), float(end), int(seq))
+        return cls(int(pid), role, int(worker), kind, float(start), float(end), int(seq), int(job[0]) if job else -1)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -57,9 +58,9 @@ class Recorder:
         self.pid = os.getpid()
         self._events: list[Event] = []
 
-    def add(self, kind: Kind, start: float, end: float, seq: int = -1) -> None:
+    def add(self, kind: Kind, start: float, end: float, seq: int = -1, job: int = -1) -> None:
         if end > start:
-            self._events.append(Event(self.pid, self.role, self.worker, kind, start, end, seq))
+            self._events.append(Event(self.pid, self.role, self.worker, kind, start, end, seq, job))
 
     def span(self, kind: Kind, seq: int = -1) -> _Span:
         return _Span(self, kind, seq)

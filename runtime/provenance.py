@@ -11,6 +11,7 @@ the file's path, size and modification time, so later runs pay nothing.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -116,7 +117,13 @@ def sha256(path: Path) -> str:
     return memo[key]["sha256"]
 
 
+@functools.lru_cache(maxsize=2)
 def software(*, dirty: bool = False) -> dict:
+    """Versions and commit: read once per process (eight package metadata files cost ~3 ms a record)."""
+    return _software(dirty)
+
+
+def _software(dirty: bool) -> dict:
     versions = {}
     for pkg in PACKAGES:
         try:
@@ -165,6 +172,11 @@ def _head_commit(git: Path) -> str | None:
 
 
 def machine() -> dict:
+    return {**_machine(), "torch_cpu_capability": _torch_capability()}
+
+
+@functools.lru_cache(maxsize=1)
+def _machine() -> dict:
     info = _cpuinfo()
     flags = set(info.get("flags", "").split())
     try:
@@ -172,8 +184,7 @@ def machine() -> dict:
     except AttributeError:  # not Linux
         usable = os.cpu_count()
     return {"cpu_model": info.get("model name") or None, "cores": os.cpu_count(),
-            "usable_cores": usable, "cpu_flags": [f for f in CPU_FLAGS if f in flags],
-            "torch_cpu_capability": _torch_capability(), "platform": _platform(),
+            "usable_cores": usable, "cpu_flags": [f for f in CPU_FLAGS if f in flags], "platform": _platform(),
             "memory_bytes": _memory()}
 
 

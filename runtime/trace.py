@@ -20,7 +20,7 @@ from specsched.runtime.events import Event
 from specsched.runtime.record import RunRecord, SequenceResult, measure
 
 TRACE_VERSION = 1
-_EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq")
+_EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq", "job")
 
 
 class TraceError(ConfigError):
@@ -60,7 +60,8 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
     """The events of a trace or of a ``--json`` record (all that ``export`` needs)."""
     try:
         data = json.loads(Path(path).read_text())
-        events = [Event.from_row([e[k] for k in _EVENT_FIELDS]) for e in data["events"]]
+        events = [Event.from_row([e.get(k, -1) if k == "job" else e[k] for k in _EVENT_FIELDS])
+                  for e in data["events"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TraceError(f"{path}: not a specsched record ({type(exc).__name__}: {exc})") from None
     for i, e in enumerate(events):  # an edited or damaged file: its charts and metrics would be nonsense

@@ -26,6 +26,8 @@ KINDS = frozenset({
     # the run queue (verifier's ROUTER <-> workers' DEALERs)
     "draft",     # worker -> verifier: a draft to verify (runtime/messages.py)
     "verdict",   # verifier -> worker: what was accepted
+    "hello",     # worker -> verifier: I am connected (sent once, before the worker says ready)
+    "welcome",   # verifier -> worker: your connection works; drafts will reach the run queue
     # control (engine's ROUTER -> each child's DEALER)
     "job",       # engine -> verifier: a job's settings and sequences (with their owners)
     "cancel",    # engine -> verifier: forget a job

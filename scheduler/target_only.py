@@ -31,5 +31,5 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder) -
         job.counters.committed += len(kept)
         out.append((st, kept))
     job.counters.verifications += 1
-    recorder.add("verify", t0, time.monotonic(), active[0].seq if len(active) == 1 else -1)
+    recorder.add("verify", t0, time.monotonic(), active[0].seq if len(active) == 1 else -1, job.id)
     return out

@@ -209,12 +209,16 @@ class Verifier:
         for st in states:
             self.jobs[st.job].counters.batched_drafts += 1
         t2 = time.monotonic()
+        # a single draft names its sequence; a forward that served one job names the job (the engine files
+        # it there); a batch across jobs names neither, and every running job shares it
         seq = entries[0].draft.seq if len(entries) == 1 else -1
+        jobs = {st.job for st in states}
+        job = next(iter(jobs)) if len(jobs) == 1 else -1
         if resampled:
-            self.recorder.add("verify", t0, t1, seq)
-            self.recorder.add("resample", t1, t2, seq)
+            self.recorder.add("verify", t0, t1, seq, job)
+            self.recorder.add("resample", t1, t2, seq, job)
         else:
-            self.recorder.add("verify", t0, t2, seq)
+            self.recorder.add("verify", t0, t2, seq, job)
         for v in verdicts:
             v.verify_end = t2
         return verdicts
@@ -327,6 +331,9 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
         now = time.monotonic()
         try:
             msg = unpack(frames[1:])
+            if msg.kind == "hello":  # a worker checking its connection before it says ready
+                router.send_multipart([frames[0], *pack("welcome")])
+                continue
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")
             v.admit(Draft.from_message(msg), frames[0].bytes, now)

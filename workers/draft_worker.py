@@ -8,6 +8,7 @@ job's sequences one after another (``sd``: serial speculative decoding). After e
 
 from __future__ import annotations
 
+import os
 import time
 
 import zmq
@@ -47,6 +48,13 @@ class DraftWorker:
 
     def serve(self, control: zmq.Socket) -> None:
         """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt), ...])."""
+        # ready only once the verifier has answered: a first draft must not wait for a connection to form
+        # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
+        self.sock.send_multipart(pack("hello", {"worker": self.worker}))
+        try:
+            _expect(self.sock, ("welcome",), self.parent_alive)
+        except Stopped:
+            return
         control.send_multipart(pack("ready", {"role": "draft", "worker": self.worker}))  # the engine can reach us
         try:
             while True:
@@ -57,7 +65,7 @@ class DraftWorker:
                 self.retitle(job)
                 for seq, local, prompt in msg.fields["sequences"]:
                     self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
-                self.telemetry.send("idle", {"worker": self.worker, "job": job})
+                self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})
                 self.retitle(None)
         except Stopped:
             pass

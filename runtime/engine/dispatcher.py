@@ -39,6 +39,8 @@ class Dispatcher:
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.wake_r, self.wake_w = os.pipe()
+        self.gate = threading.Lock()   # submit vs. the loop's end: a job is either queued in time or refused
+        self.closing = False
         self.jobs: list[JobRun] = []               # not finished, in submission order
         self.by_seq: dict[int, JobRun] = {}        # global sequence id -> its job, while it runs
         self.broken: str | None = None             # set once the verifier is gone: no job can run
@@ -49,19 +51,28 @@ class Dispatcher:
 
     # -- called from other threads ------------------------------------------------------------------
     def submit(self, job: JobRun) -> None:
-        self.inbox.put(("submit", job))
-        os.write(self.wake_w, b"s")
+        self._post("submit", job)
 
     def prestart(self, n: int) -> None:
-        self.inbox.put(("workers", n))
-        os.write(self.wake_w, b"w")
+        self._post("workers", n)
+
+    def cancel(self, job: JobRun, reason: str) -> None:
+        self._post("cancel", (job, reason))
+
+    def _post(self, kind: str, arg) -> None:
+        with self.gate:
+            if self.closing:
+                raise RuntimeError(self.broken or "the engine is closed")
+            self.inbox.put((kind, arg))
+            os.write(self.wake_w, b".")
 
     def stop(self, reason: str | None) -> None:
         """Stop every process; unfinished jobs end with `reason` ("interrupted (Ctrl-C)") or as failed."""
-        if self.thread.is_alive():
-            self.inbox.put(("stop", reason))
-            os.write(self.wake_w, b"x")
-            self.thread.join()
+        with self.gate:
+            if not self.closing:
+                self.inbox.put(("stop", reason))
+                os.write(self.wake_w, b"x")
+        self.thread.join()
 
     # -- the loop ------------------------------------------------------------------------------------
     def _main(self) -> None:
@@ -69,6 +80,8 @@ class Dispatcher:
         os.chmod(run_dir, 0o700)  # private: the ipc sockets live here
         ctx = zmq.Context()
         self.sink, self.control = ctx.socket(zmq.PULL), ctx.socket(zmq.ROUTER)
+        self.control.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a child it cannot reach raises, never vanishes
+        self.control.setsockopt(zmq.ROUTER_HANDOVER, 1)   # a new process under a reused name takes the name over
         reason: str | None = "the engine stopped"
         try:
             endpoints = make_endpoints(self.config.transport, run_dir)
@@ -83,6 +96,12 @@ class Dispatcher:
             reason = f"engine failure: {type(exc).__name__}: {exc}"
             raise
         finally:
+            with self.gate:  # from here on submit refuses: nothing queued later could ever run
+                self.closing = True
+            while not self.inbox.empty():
+                kind, arg = self.inbox.get()
+                if kind == "submit":
+                    self.jobs.append(arg)
             self._shutdown(reason)
             self.sink.close(linger=0)
             self.control.close(linger=0)
@@ -107,6 +126,10 @@ class Dispatcher:
                     return arg
                 if kind == "workers":
                     self._prestart(arg)
+                elif kind == "cancel":
+                    job, why = arg
+                    if job in self.jobs:
+                        self._end(job, "interrupted", why)
                 else:
                     self._accept(arg)
             while self.control.poll(0):
@@ -135,7 +158,7 @@ class Dispatcher:
         """A job's view callback; one that raises is dropped (a broken view must not stop the engine)."""
         try:
             job.on_update(job.collected)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit too: a view must never take the engine's thread down
             job.on_update = None
             job.view_error = f"{type(exc).__name__}: {exc}"
 
@@ -145,11 +168,17 @@ class Dispatcher:
             self.table.spawn("draft", 1)
 
     def _accept(self, job: JobRun) -> None:
-        if self.broken:
-            job.status, job.error = "failed", self.broken
-            self.finish(job)
-            return
-        self.jobs.append(job)
+        if job.workers_needed > self.max_workers:
+            self.broken_job(job, f"the job needs {job.workers_needed} draft workers; this engine runs at most "
+                                 f"{self.max_workers} (max_workers)")
+        elif self.broken:
+            self.broken_job(job, self.broken)
+        else:
+            self.jobs.append(job)
+
+    def broken_job(self, job: JobRun, error: str) -> None:
+        job.status, job.error = "failed", error
+        self.finish(job)
 
     # -- children ------------------------------------------------------------------------------------
     def _hello(self, frames: list) -> None:
@@ -163,7 +192,17 @@ class Dispatcher:
             child.become(State.READY)
 
     def _send(self, child: Child, kind: str, fields: dict) -> None:
+        """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error)."""
         self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
+
+    def _incarnation(self, fields: dict) -> Child | None:
+        """The live child that sent a message: by name and pid, so a late message of a dead process whose
+        name was reused is not taken for its successor's."""
+        name = "verifier" if fields.get("role") == "verifier" else f"draft-{int(fields.get('worker', -1))}"
+        child = self.table.children.get(name)
+        if child is None or (fields.get("pid") is not None and int(fields["pid"]) != child.proc.pid):
+            return None
+        return child
 
     def _reap(self) -> None:
         for child, code in self.table.dead():
@@ -176,7 +215,9 @@ class Dispatcher:
             for job in list(self.jobs):
                 self._end(job, "failed", error)
             return
-        for job in [j for j in self.jobs if child.worker in j.workers]:
+        serves = [j for j in self.jobs
+                  if child.job == j.id or (j.phase is Phase.PENDING and child.worker in j.workers)]
+        for job in serves:
             self._end(job, "failed", error)
 
     def _end(self, job: JobRun, status: str, error: str | None, *, forgotten: bool = False) -> None:
@@ -185,11 +226,8 @@ class Dispatcher:
         live = job.phase in (Phase.ANNOUNCED, Phase.RUNNING)
         if live and not forgotten and self.table.verifier.state is not State.EXITED:
             self._send(self.table.verifier, "cancel", {"job": job.id})
-        busy = [self.table.by_worker(w) for w in job.workers if w not in job.idle]
-        self.table.stop([c for c in busy if c.state is not State.EXITED], grace=STOP_GRACE_S)
-        for w in job.workers:
-            if (c := self.table.by_worker(w)).state is not State.EXITED:
-                c.become(State.PARKED)
+        mine = [c for c in self.table.workers() if c.job == job.id]
+        self.table.stop([c for c in mine if c.state is State.DRAFTING], grace=STOP_GRACE_S)
         job.status, job.error = status, error
         self._complete(job)
 
@@ -225,20 +263,24 @@ class Dispatcher:
             if job is not None:
                 self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
         elif msg.kind == "idle":
-            worker, job = int(f["worker"]), self._job(int(f["job"]))
-            child = self.table.by_worker(worker)
-            if child.state is not State.EXITED:
-                child.become(State.PARKED)
+            child, job = self._incarnation({**f, "role": "draft"}), self._job(int(f["job"]))
+            if child is None or child.state is not State.DRAFTING or child.job != int(f["job"]):
+                return
+            child.become(State.PARKED)
             if job is not None:
-                job.idle.add(worker)
+                job.idle.add(child.worker)
                 self._maybe_complete(job)
         elif msg.kind == "error":
-            name = "verifier" if f.get("role") == "verifier" else f"draft-{int(f.get('worker', -1))}"
-            child = self.table.children.get(name)
+            child = self._incarnation(f)
             if child is not None:
-                self._child_failed(child, str(f.get("message", f"{name} failed")))
+                self._child_failed(child, str(f.get("message", f"{child.name} failed")))
 
     def _event(self, e: Event) -> None:
+        if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)
+            job = self._job(e.job)
+            if job is not None and job.phase is not Phase.PENDING:
+                job.event(e)
+            return
         if e.seq >= 0:
             job = self.by_seq.get(e.seq)
             if job is not None:
@@ -268,17 +310,15 @@ class Dispatcher:
 
     # -- admission -----------------------------------------------------------------------------------
     def _admit(self) -> None:
-        verifier = self.table.verifier
-        if verifier.state is not State.READY:
-            return
+        verifier_ready = self.table.verifier.state is State.READY
         for job in [j for j in self.jobs if j.phase is Phase.PENDING]:
             if job.speculative and not self._key_fits(job):
                 continue
-            if not self._reserve_workers(job):
+            if not self._reserve_workers(job):  # workers load while the verifier loads the target
                 continue
             workers = [self.table.by_worker(w) for w in job.workers]
-            if any(c.state is State.STARTING for c in workers):
-                continue  # loading its model: admitted on a later tick
+            if not verifier_ready or any(c.state is State.STARTING for c in workers):
+                continue  # models still loading: admitted on a later tick
             self._announce(job, workers)
 
     def _key_fits(self, job: JobRun) -> bool:
@@ -320,7 +360,9 @@ class Dispatcher:
         if len(self.jobs) and any(j.phase is Phase.PENDING for j in self.jobs):
             return
         now = time.monotonic()
-        stale = [c for c in self.table.workers() if c.state is State.PARKED and now - c.since > self.idle_timeout_s]
+        reserved = {w for j in self.jobs for w in j.workers}  # a live job's worker stays, idle or not
+        stale = [c for c in self.table.workers()
+                 if c.state is State.PARKED and c.worker not in reserved and now - c.since > self.idle_timeout_s]
         for c in stale:
             self._send(c, "stop", {})
             c.become(State.RETIRING)

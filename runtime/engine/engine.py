@@ -173,6 +173,10 @@ class Engine:
         table = self._dispatcher.table
         return table.spawned if table is not None else 0
 
+    def cancel(self, job: Job, reason: str = "interrupted (cancelled)") -> None:
+        """End one job now (its processes stop; the engine goes on); its record keeps what was verified."""
+        self._dispatcher.cancel(job._run, reason)
+
     def close(self, reason: str | None = None) -> None:
         """Stop every process (none is left behind). Jobs still running end with `reason` as their error
         (status interrupted when it says so), keeping every token verified so far."""

@@ -102,7 +102,7 @@ class JobRun:
         worker = self.local_worker(e.worker) if e.role == "draft" else e.worker
         start = max(e.start, self.admitted or self.submitted)
         if e.end > start:
-            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq))
+            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id))
 
     def job_message(self, threads: int) -> dict:
         """The verifier's ``job`` message: settings, and each sequence with its owner."""

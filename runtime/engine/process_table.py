@@ -24,8 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from specsched.runtime.child import die_with_parent
 from specsched.runtime.transport import process_name
+
+HISTORY = 256  # state changes kept per child (records show those within each job's window)
 
 
 class State(enum.Enum):
@@ -53,6 +54,7 @@ class Child:
     def become(self, state: State, job: int | None = None) -> None:
         self.state, self.job, self.since = state, job, time.monotonic()
         self.history.append((self.since, state.value, job))
+        del self.history[:-HISTORY]
 
     @property
     def idle(self) -> bool:
@@ -86,7 +88,7 @@ class ProcessTable:
                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
         with open(log, "wb") as out:
             proc = subprocess.Popen(child_command(), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, preexec_fn=die_with_parent)
+                                    env=env, start_new_session=True)
         child = Child(name, role, worker, proc, log, threads)
         child.become(State.STARTING)
         self.children[name] = child
@@ -109,7 +111,7 @@ class ProcessTable:
             if c.state is not State.EXITED and (code := c.proc.poll()) is not None:
                 if not (c.state is State.RETIRING and code == 0):
                     out.append((c, code))
-                c.become(State.EXITED)
+                c.become(State.EXITED, c.job)  # the job it was serving, for whoever must fail it
         return out
 
     def stop(self, children: list[Child], grace: float = 3.0) -> None:
@@ -140,12 +142,12 @@ class ProcessTable:
                 child.become(State.EXITED)
 
     def teardown(self) -> None:
-        self.stop(list(self.children.values()))
+        self.stop([c for c in self.children.values() if c.proc.returncode is None])  # never a reaped pid
 
     def snapshot(self) -> list[dict]:
         """The table as a user sees it (`Engine.processes`): name, pid, role, state, job."""
         return [{"name": c.name, "pid": c.proc.pid, "role": c.role, "state": c.state.value, "job": c.job,
-                 "since": c.since} for c in self.children.values()]
+                 "since": c.since} for c in tuple(self.children.values())]  # the engine's thread may add one
 
 
 def child_command() -> list[str]:
