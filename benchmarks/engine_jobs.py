@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 
 from specsched import Engine
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 
 MIB = 1024 * 1024
 

@@ -12,11 +12,11 @@ import signal
 import threading
 
 from specsched.policies.loader import load_policy
-from specsched.runtime.config import RunConfig
+from specsched.runtime.backends.backend import get_backend
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected, Interrupted
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.record import RunRecord, SequenceResult, build_record, measure, worker_of
-from specsched.workers.backend import get_backend
 
 __all__ = ["RunRecord", "SequenceResult", "measure", "prepare", "run", "sigterm_interrupts", "worker_of"]
 

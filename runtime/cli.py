@@ -13,7 +13,7 @@ import threading
 from rich.console import Console
 
 from specsched.policies.loader import PolicyError
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.output_paths import check_outputs

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specsched.runtime.app import RunRecord, run
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.export import chart_svg
 from specsched.runtime.view.gantt import Gantt, legend

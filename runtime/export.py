@@ -13,9 +13,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import VERIFIER, Event
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.monitor import Monitor
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from specsched.runtime.config import BACKENDS, MODES, ConfigError, RunConfig
+from specsched.runtime.core.config import BACKENDS, MODES, ConfigError, RunConfig
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 
 FILE_OUTPUTS = ("json", "trace", "markdown", "chrome")  # and export's --svg; compare's --svg is a folder
 DIR_OUTPUTS = ("plots",)

@@ -21,7 +21,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.metrics import Metrics, compute
 from specsched.runtime.osmetrics import OsMetrics

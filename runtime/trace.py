@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import Event
 from specsched.runtime.record import RunRecord, SequenceResult, measure
 
 TRACE_VERSION = 1

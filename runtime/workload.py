@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.record import RunRecord
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.sampling import SamplingParams, distribution, normalised, sample
+from specsched.runtime.core.sampling import SamplingParams, distribution, normalised, sample
 
 
 @dataclass(slots=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsched.runtime.config import RunConfig
-from specsched.runtime.sampling import stream
-from specsched.workers.backend import Cache, LanguageModel
+from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import stream
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specsched.policies.base import Policy, ReadyDraft
-from specsched.runtime.messages import Draft
+from specsched.runtime.core.messages import Draft
 
 
 class PolicyFailure(RuntimeError):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from specsched.runtime.events import Recorder
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.events import Recorder
 from specsched.scheduler.acceptance import next_token
 from specsched.scheduler.jobs import JobState, SequenceState, commit
-from specsched.workers.backend import LanguageModel
 
 
 def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder) -> list[tuple[SequenceState, list[int]]]:

@@ -19,16 +19,16 @@ import zmq
 
 from specsched.policies.base import PolicySettings
 from specsched.policies.loader import load_policy
-from specsched.runtime.config import RunConfig
-from specsched.runtime.events import VERIFIER, Recorder
-from specsched.runtime.messages import Draft, Verdict
-from specsched.runtime.transport import Telemetry, worker_identity
-from specsched.runtime.wire import ProtocolError, pack, unpack
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import VERIFIER, Recorder
+from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.transport import Telemetry, worker_identity
+from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
 from specsched.scheduler.target_only import target_only_step
-from specsched.workers.backend import LanguageModel
 
 __all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "serve", "start_policy"]
 

@@ -24,15 +24,15 @@ import numpy as np
 import psutil
 
 from specsched.runtime.app import RunRecord, run
-from specsched.runtime.config import RunConfig
-from specsched.runtime.messages import Draft
-from specsched.runtime.sampling import SamplingParams, distribution
-from specsched.runtime.wire import unpack
+from specsched.runtime.backends.backend import get_backend
+from specsched.runtime.backends.sim import EOS, SimBackend, SimModel, SimTokenizer
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.sampling import SamplingParams, distribution
+from specsched.runtime.core.wire import unpack
 from specsched.scheduler.jobs import JobState
 from specsched.scheduler.verifier import Verifier
-from specsched.workers.backend import get_backend
 from specsched.workers.draft_worker import DraftWorker
-from specsched.workers.sim import EOS, SimBackend, SimModel, SimTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

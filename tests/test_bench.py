@@ -25,8 +25,8 @@ from specsched.runtime.bench.overhead import verifier_overhead
 from specsched.runtime.bench.report import print_report
 from specsched.runtime.bench.runner import run_bench
 from specsched.runtime.bench.sweep import parse_values, point_config, run_sweep
-from specsched.runtime.config import ConfigError, RunConfig
-from specsched.runtime.events import VERIFIER, Event
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.events import VERIFIER, Event
 
 STABLE = {"name", "tokens_per_s", "speedup_vs_ar", "acceptance_rate", "mean_tokens_per_verify", "verifier_busy",
           "outputs_match_ar"}

@@ -15,8 +15,8 @@ import textwrap
 import pytest
 from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, specsched, stderr_lines, words
 
+from specsched.runtime.backends.sim import EOS, SimTokenizer
 from specsched.runtime.cli import _sigint_enabled
-from specsched.workers.sim import EOS, SimTokenizer
 
 FAST_FLAGS = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2"]
 

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from specsched.runtime.cli import main
 from specsched.runtime.compare import compare, differing_sequences, policy_configs, print_comparison
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 
 WORKLOAD = RunConfig(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
                      temperature=0.8)

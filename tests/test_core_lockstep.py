@@ -14,10 +14,10 @@ from collections import Counter, defaultdict
 import pytest
 from helpers import greedy_reference, outputs, read_json, run_cli, run_ok, sim_config, words
 
+from specsched.runtime.backends.sim import EOS
 from specsched.runtime.cli import build_parser
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.flags import config_from_args
-from specsched.workers.sim import EOS
 
 VOCAB = 64
 MAX_NEW = 16

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
-from specsched.workers.sim import EOS, SimTokenizer
+from specsched.runtime.backends.sim import EOS, SimTokenizer
 
 VOCAB = 64
 MAX_NEW = 16

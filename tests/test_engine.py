@@ -14,7 +14,7 @@ import psutil
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.engine.engine import Engine
 
 VOCAB = 64

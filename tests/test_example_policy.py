@@ -6,7 +6,7 @@ from pathlib import Path
 
 from specsched.policies import ReadyDraft, load_policy
 from specsched.runtime.app import run
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "least_progress.py"
 

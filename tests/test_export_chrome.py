@@ -15,7 +15,7 @@ import pytest
 from helpers import PLAIN_PROMPT
 
 from specsched.runtime.cli import main
-from specsched.runtime.events import VERIFIER, Event
+from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.export import chrome_trace
 
 

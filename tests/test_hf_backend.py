@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from specsched.runtime.app import run
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from tests.fp32 import assert_close, assert_greedy_equal
 from tests.tiny_hf import logits_after, make_pair
 
@@ -64,7 +64,7 @@ def test_sampled_seed_and_sd_share_per_sequence_streams(pair):
 
 
 def test_rollback_and_batching_agree_with_a_fresh_forward(pair):
-    from specsched.workers.hf import HFModel
+    from specsched.runtime.backends.hf import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
     fresh = model.new_cache()
@@ -132,7 +132,7 @@ def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, k_config, po
 
 
 def test_tree_rollback_keeps_only_the_accepted_path(pair):
-    from specsched.workers.hf import HFModel
+    from specsched.runtime.backends.hf import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
     reference = model.forward(model.new_cache(), [2, 3, 4, 6, 8])

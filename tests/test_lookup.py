@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
-from specsched.runtime.config import ConfigError, RunConfig
-from specsched.runtime.sampling import SamplingParams
+from specsched.runtime.backends.sim import SimModel
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.sampling import SamplingParams
 from specsched.workers.drafter import TreeDrafter
 from specsched.workers.lookup import NgramIndex
-from specsched.workers.sim import SimModel
 
 
 def test_the_index_answers_with_the_follower_of_the_latest_longest_match():

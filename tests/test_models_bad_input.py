@@ -34,9 +34,9 @@ def guarded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> types.SimpleName
     monkeypatch.setattr(pull_mod, "convert_gguf", _guard)
     # `models distill` imports its recipe only once the input is accepted; this stand-in records that.
     started = types.SimpleNamespace(args=None)
-    fake = types.ModuleType("specsched.runtime.models.distill")
+    fake = types.ModuleType("specsched.runtime.models.training.distill")
     fake.run = lambda args: (setattr(started, "args", args), _guard())
-    monkeypatch.setitem(sys.modules, "specsched.runtime.models.distill", fake)
+    monkeypatch.setitem(sys.modules, "specsched.runtime.models.training.distill", fake)
     return started
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specsched.runtime.models.evaluate import Decode, Row, by_family
+from specsched.runtime.models.evaluation.evaluate import Decode, Row, by_family
 
 
 def _rows() -> dict[str, Row]:

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from specsched.runtime.events import VERIFIER, Event
+from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import jain, measure, starvation_bound
 
 

@@ -16,9 +16,9 @@ from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
 from specsched.runtime.cli import build_parser
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.messages import Draft
 from specsched.runtime.flags import config_from_args
-from specsched.runtime.messages import Draft
 from specsched.scheduler.run_queue import PolicyFailure, RunQueue
 from specsched.scheduler.verifier import start_policy
 

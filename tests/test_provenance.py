@@ -9,7 +9,7 @@ import pytest
 from helpers import REPO, specsched
 
 from specsched.runtime import provenance as prov
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 
 
 @pytest.fixture(autouse=True)

@@ -17,9 +17,9 @@ import pytest
 from chi2 import chi2_goodness_of_fit, chi2_sf, markov_chi2
 from helpers import decode_in_process, draft_model, outcome_probabilities, sim_config, target_model, transition_table
 
-from specsched.runtime.sampling import SamplingParams, distribution, sample, stream
+from specsched.runtime.backends.sim import EOS
+from specsched.runtime.core.sampling import SamplingParams, distribution, sample, stream
 from specsched.scheduler.acceptance import next_token, verify_chain
-from specsched.workers.sim import EOS
 
 ALPHA = 1e-4  # false-failure probability of each statistical test (see the module docstring)
 
@@ -64,7 +64,7 @@ def _nucleus_by_full_sort(probs: np.ndarray, top_p: float) -> np.ndarray:
 def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
     """The nucleus ranks only a few hundred candidates when they settle top_p: same kept set, same
     renormalisation, including ties at the boundary (lower id first), flat rows and peaked ones."""
-    from specsched.runtime.sampling import _nucleus
+    from specsched.runtime.core.sampling import _nucleus
 
     rng = np.random.default_rng(0)
     rows = [rng.standard_normal(49152) * s for s in (0.5, 2.0, 6.0)]        # flat to peaked

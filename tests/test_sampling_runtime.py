@@ -25,8 +25,8 @@ import pytest
 from chi2 import markov_chi2
 from helpers import decode_in_process, outputs, run_ok, sim_config, target_model, transition_table, words
 
-from specsched.runtime.sampling import SamplingParams
-from specsched.workers.sim import SimTokenizer
+from specsched.runtime.backends.sim import SimTokenizer
+from specsched.runtime.core.sampling import SamplingParams
 
 ALPHA = 1e-4
 VOCAB = 8

@@ -9,7 +9,7 @@ import sys
 from helpers import assert_one_error_line
 
 from specsched.runtime.app import run
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.tot.blocksworld import Blocksworld
 from specsched.runtime.tot.gsm8k import Gsm8k
 from specsched.runtime.tot.search import SearchConfig, search

@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from specsched.runtime.app import run
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.tot.search import SearchConfig, phase_seed, search
 from specsched.runtime.tot.task import Problem, Score, Task
 from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.tot.blocksworld import Blocksworld
 from specsched.runtime.tot.creative import Creative
 from specsched.runtime.tot.gsm8k import SAMPLES as GSM8K_SAMPLES

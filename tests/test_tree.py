@@ -10,12 +10,12 @@ import pytest
 from chi2 import chi2_sf
 
 from specsched.runtime.app import run
-from specsched.runtime.config import RunConfig
-from specsched.runtime.sampling import SamplingParams, distribution, stream
+from specsched.runtime.backends.backend import Cache
+from specsched.runtime.backends.sim import SimModel
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import SamplingParams, distribution, stream
 from specsched.scheduler.acceptance import verify_tree
-from specsched.workers.backend import Cache
 from specsched.workers.drafter import TreeDrafter
-from specsched.workers.sim import SimModel
 
 # SEED Figure 6: k_config (2, 2, 1) in level order - two roots, two children each, one grandchild each.
 FIG6_PARENTS = [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5]

@@ -11,9 +11,9 @@ import sys
 from helpers import PLAIN_PROMPT
 from rich.console import Console
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import Event
 from specsched.runtime.view.live import LiveView, ProgressLines, choose_view, progress_line
 from specsched.runtime.view.monitor import Monitor
 

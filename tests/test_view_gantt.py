@@ -12,9 +12,9 @@ import io
 from rich.console import Console
 from rich.style import Style
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import VERIFIER, Event
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.gantt import GLYPHS, STYLES, Gantt
 from specsched.runtime.view.monitor import Monitor

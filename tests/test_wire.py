@@ -15,9 +15,9 @@ import zmq
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.app import run
+from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
 from specsched.runtime.engine import dispatcher
-from specsched.runtime.messages import Draft, Verdict
-from specsched.runtime.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
 
 _ADDRESSES = itertools.count()
 

@@ -9,7 +9,7 @@ from helpers import read_json, specsched
 
 from specsched.policies.base import ReadyDraft
 from specsched.policies.priority import Priority
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.workload import job_config, load_workload, poisson_workload
 
 FAST = ["--backend", "sim", "--sim-draft-ms", "2", "--sim-verify-ms", "4"]

@@ -13,13 +13,13 @@ import time
 
 import zmq
 
-from specsched.runtime.config import RunConfig
-from specsched.runtime.events import Recorder
-from specsched.runtime.messages import Draft, Verdict
-from specsched.runtime.sampling import stream
-from specsched.runtime.transport import Telemetry, worker_identity
-from specsched.runtime.wire import ProtocolError, pack, unpack
-from specsched.workers.backend import LanguageModel
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import Recorder
+from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.sampling import stream
+from specsched.runtime.core.transport import Telemetry, worker_identity
+from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.workers.drafter import make_drafter
 
 

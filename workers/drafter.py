@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.sampling import SamplingParams, distribution, sample, top_tokens
-from specsched.workers.backend import LanguageModel
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
 from specsched.workers.lookup import NgramIndex, delta
 
 

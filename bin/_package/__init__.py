@@ -15,7 +15,7 @@ def __getattr__(name: str):
 
         return getattr(engine, name)
     if name == "RunConfig":
-        from specsched.runtime.config import RunConfig
+        from specsched.runtime.core.config import RunConfig
 
         return RunConfig
     if name == "RunRecord":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.bench.measure import BASELINE, Sample
 from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 
 # name -> (what it is, the RunConfig fields it sets)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specsched.runtime.config import BACKENDS, ConfigError, RunConfig
+from specsched.runtime.core.config import BACKENDS, ConfigError, RunConfig
 
 # --smoke: the harness end to end on the sim backend in seconds (CI), not a speed measurement.
 SMOKE = {"backend": "sim", "workers": 3, "max_new_tokens": 16, "warmup": 1, "repeats": 1}

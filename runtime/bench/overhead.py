@@ -29,7 +29,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specsched.runtime.events import Event
+from specsched.runtime.core.events import Event
 
 COVERED = ("idle", "verify", "resample")
 BUSY = ("verify", "resample")

@@ -28,7 +28,7 @@ from transformers.utils import logging as hf_logging
 from specsched.runtime.app import prepare
 from specsched.runtime.bench.arms import PEER_ARMS
 from specsched.runtime.bench.measure import Sample
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.models.draft_model import DraftLM
 
 
@@ -114,7 +114,7 @@ def as_assistant(draft: nn.Module, k: int) -> PreTrainedModel:
 
 def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:
     """The hf backend's own target and draft, loaded as `specsched run` loads them."""
-    from specsched.workers.hf import HFModel
+    from specsched.runtime.backends.hf import HFModel
 
     backend, _, prompts = prepare(dataclasses.replace(base))
     target_path, draft_path = backend.paths()

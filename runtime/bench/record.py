@@ -18,7 +18,7 @@ from specsched.runtime.bench import targets
 from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult, mismatches
 from specsched.runtime.bench.sweep import SweepPoint
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.provenance import provenance
 
 SCHEMA = "specsched-bench/1"

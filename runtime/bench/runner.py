@@ -11,7 +11,7 @@ from specsched.runtime.bench.arms import build_arms
 from specsched.runtime.bench.measure import ArmResult, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 
 

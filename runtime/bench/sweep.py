@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from specsched.runtime.bench import workload
 from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 
 AXES = ("n", "k", "k-config", "temperature", "task")
 DEFAULT_VALUES = {

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from specsched.runtime.bench.arms import SEED_ARM
 from specsched.runtime.bench.measure import ArmResult
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 
 Results = dict[str, ArmResult]
 

@@ -8,9 +8,9 @@ state evaluation), or one prompt shared by all of them (thought generation, c1 =
 
 from __future__ import annotations
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 
-# ToT task -> the held-out prompt family of specsched.runtime.models.prompts it draws from.
+# ToT task -> the held-out prompt family of specsched.runtime.models.training.prompts it draws from.
 TASKS = {"gsm8k": "math", "creative": "passage", "blocksworld": "blocks"}
 _SIM_WORDS = ["ka", "lo", "mi", "ne", "ru", "sa", "to", "vi"]
 
@@ -25,7 +25,7 @@ def prompts(backend: str, n_prompts: int, *, task: str | None = None, seed: int 
         if task is not None:
             raise ConfigError("ToT task prompts need real models: use --backend hf with --task / --sweep task")
         return [_sim_prompt(i) for i in range(n_prompts)]
-    from specsched.runtime.models import prompts as heldout
+    from specsched.runtime.models.training import prompts as heldout
 
     if task is None:
         return heldout.heldout_prompts(n_prompts, seed=seed)

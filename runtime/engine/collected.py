@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specsched.runtime.events import Event
+from specsched.runtime.core.events import Event
 
 
 class RunFailed(RuntimeError):

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import zmq
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import Event
+from specsched.runtime.core.transport import make_endpoints
+from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.runtime.engine.collected import RunFailed
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.process_table import Child, ProcessTable, State, last_line
-from specsched.runtime.events import Event
-from specsched.runtime.transport import make_endpoints
-from specsched.runtime.wire import ProtocolError, pack, unpack
 from specsched.scheduler.verifier import scheduling_key
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views

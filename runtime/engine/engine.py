@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable
 
 from specsched.policies.loader import load_policy
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.backends.backend import get_backend
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
 from specsched.runtime.engine.jobs import JobMeta, JobRun
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
-from specsched.workers.backend import get_backend
 
 ENGINE_FIELDS = ("backend", "target", "draft", "dtype", "transport", "verifier_threads",
                  "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")

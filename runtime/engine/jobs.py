@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import Event
 from specsched.runtime.record import worker_of
 
 

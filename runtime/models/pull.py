@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import PARTIAL_PREFIX, cache_root, is_complete, model_dir
-from .errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
+from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, is_complete, model_dir
+from specsched.runtime.models.errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
 
 
 @dataclass(frozen=True, slots=True)

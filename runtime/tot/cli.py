@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.provenance import provenance
 from specsched.runtime.tot.search import SearchConfig, search
 from specsched.runtime.tot.task import Problem, Task

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.record import RunRecord
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE, Node, Phase, Tree

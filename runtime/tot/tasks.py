@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.tot.blocksworld import Blocksworld
 from specsched.runtime.tot.creative import Creative
 from specsched.runtime.tot.gsm8k import Gsm8k

@@ -10,7 +10,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.style import Style
 
-from specsched.runtime.events import VERIFIER
+from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.view.gantt import Gantt
 from specsched.runtime.view.monitor import Snapshot
 

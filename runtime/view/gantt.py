@@ -16,7 +16,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from specsched.runtime.events import VERIFIER
+from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.view.monitor import Snapshot
 from specsched.runtime.view.timeline import ORDER, grid, queue_depth
 
@@ -57,6 +57,7 @@ class Gantt:
             codes = g.states[r]
             if row.worker == VERIFIER and s.mode in ("seed", "sd"):
                 # the verifier's verify cells show whose draft: code len(ORDER) + worker id
+                # record.worker_of, vectorised: its own sequence's worker in seed mode, the single one in sd
                 workers = g.seqs[r] if s.mode == "seed" else np.zeros_like(g.seqs[r])
                 marked = (g.seqs[r] >= 0) & (workers < len(WORKER_MARKS))
                 codes = np.where(marked, len(ORDER) + workers, codes)

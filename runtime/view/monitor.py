@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specsched.runtime.config import RunConfig
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.events import VERIFIER
 from specsched.runtime.record import worker_of
 from specsched.runtime.view.timeline import Row, Timeline
 from specsched.runtime.view.usage import Usage

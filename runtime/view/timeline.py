@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.events import VERIFIER, Event
+from specsched.runtime.core.events import VERIFIER, Event
 
 # What a cell can show: the event kinds, plus "unknown" for time the process has not reported yet
 # (a worker sends its draft / queued / verify events together, after each verdict). Ties in a cell

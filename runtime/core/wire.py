@@ -24,7 +24,7 @@ PROTOCOL_VERSION = 1
 # Every message kind the runtime speaks. Unknown kinds are rejected.
 KINDS = frozenset({
     # the run queue (verifier's ROUTER <-> workers' DEALERs)
-    "draft",     # worker -> verifier: a draft to verify (runtime/messages.py)
+    "draft",     # worker -> verifier: a draft to verify (runtime/core/messages.py)
     "verdict",   # verifier -> worker: what was accepted
     "hello",     # worker -> verifier: I am connected (sent once, before the worker says ready)
     "welcome",   # verifier -> worker: your connection works; drafts will reach the run queue

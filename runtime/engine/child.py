@@ -18,9 +18,9 @@ import traceback
 
 import zmq
 
-from specsched.runtime.config import RunConfig
-from specsched.runtime.transport import Telemetry, connect_control, process_name
-from specsched.workers.backend import get_backend
+from specsched.runtime.backends.backend import get_backend
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.transport import Telemetry, connect_control, process_name
 
 
 def set_title(text: str) -> None:

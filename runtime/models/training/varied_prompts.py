@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from . import prompts as P
+from specsched.runtime.models.training import prompts as P
 
 OPENERS = ["", "", "Hi! ", "Quick question. ", "Please help. ", "Math time: ", "My teacher gave us this: ",
            "From a worksheet: ", "Here's one for you. ", "Try this one. ", "Homework problem: ", "Okay, ",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from specsched.runtime.sampling import SamplingParams
+from specsched.runtime.core.sampling import SamplingParams
 
 MODES = ("ar", "sd", "seed", "parallel")
 BACKENDS = ("sim", "hf")

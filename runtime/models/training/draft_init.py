@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .draft_model import DraftConfig, DraftLM
+from specsched.runtime.models.draft_model import DraftConfig, DraftLM
 
 
 def residual_basis(hidden: Sequence[torch.Tensor], d: int) -> torch.Tensor:

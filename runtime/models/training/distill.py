@@ -16,12 +16,12 @@ from pathlib import Path
 
 import torch
 
-from .draft_model import load_draft
-from .evaluate import evaluate
-from .pull import pull
-from .registry import default_draft_dir
-from .teacher import TeacherConfig, generate, label_corpus
-from .train import TrainConfig, train
+from specsched.runtime.models.draft_model import load_draft
+from specsched.runtime.models.evaluation.evaluate import evaluate
+from specsched.runtime.models.pull import pull
+from specsched.runtime.models.registry import default_draft_dir
+from specsched.runtime.models.training.teacher import TeacherConfig, generate, label_corpus
+from specsched.runtime.models.training.train import TrainConfig, train
 
 
 def ship(final: Path, dest: Path) -> None:
@@ -70,12 +70,11 @@ def distill(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m specsched.runtime.models.distill WORK ...`), same flags as the CLI."""
+    """Standalone entry (`python -m specsched.runtime.models.training.distill WORK ...`), same flags as the CLI."""
     import argparse
 
-    from specsched.runtime.config import ConfigError
-
-    from .cli import add_distill_arguments, check_distill_args
+    from specsched.runtime.core.config import ConfigError
+    from specsched.runtime.models.cli import add_distill_arguments, check_distill_args
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_distill_arguments(ap)

@@ -8,7 +8,7 @@ import time
 import torch
 from transformers.cache_utils import DynamicCache
 
-from .growing_cache import GrowingCache
+from specsched.runtime.models.growing_cache import GrowingCache
 
 
 def crop_to(cache: DynamicCache, keep: int) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .distill_data import Example, choose_vocab, collate, load_records, to_example
-from .draft_init import compress_target, residual_basis
-from .draft_model import DraftConfig, DraftLM, save_draft
-from .prompts import train_prompts
-from .teacher import PROMPTS
+from specsched.runtime.models.draft_model import DraftConfig, DraftLM, save_draft
+from specsched.runtime.models.training.distill_data import Example, choose_vocab, collate, load_records, to_example
+from specsched.runtime.models.training.draft_init import compress_target, residual_basis
+from specsched.runtime.models.training.prompts import train_prompts
+from specsched.runtime.models.training.teacher import PROMPTS
 
 
 @dataclass(slots=True)

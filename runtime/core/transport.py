@@ -14,7 +14,7 @@ from pathlib import Path
 
 import zmq
 
-from specsched.runtime.wire import pack
+from specsched.runtime.core.wire import pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
 

@@ -1,6 +1,6 @@
 """What speculative decoding gains with the shipped `tiny` pair (run once; the numbers are in docs/models.md).
 
-    python -m specsched.runtime.models.tiny_eval --texts DIR [--threads 1] [--json PATH]
+    python -m specsched.runtime.models.evaluation.tiny_eval --texts DIR [--threads 1] [--json PATH]
 
 1. Serial greedy SD in process (`evaluate.decode`, k = 4, fp32) on prompts cut from the held-out passages:
    alpha = accepted / proposed, tokens per verification = emitted / target forwards; SD output is checked
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from .evaluate import ModelProposer, Row, decode
-from .forward_costs import forward_costs
-from .tiny import ASSET_DIR, heldout_prompts, split
+from specsched.runtime.models.evaluation.evaluate import ModelProposer, Row, decode
+from specsched.runtime.models.evaluation.forward_costs import forward_costs
+from specsched.runtime.models.training.tiny import ASSET_DIR, heldout_prompts, split
 
 MODES = ("ar", "sd", "seed")
 
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--texts", type=Path, required=True, help="the Shakespeare texts (see runtime/models/corpus.py)")
+    ap.add_argument("--texts", type=Path, required=True,
+                    help="the Shakespeare texts (see runtime/models/training/corpus.py)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="also write the result here")
     args = ap.parse_args(argv)

@@ -17,12 +17,11 @@ from typing import Protocol
 
 import torch
 
-from specsched.runtime.config import AUTO_LOOKUP
+from specsched.runtime.core.config import AUTO_LOOKUP
+from specsched.runtime.models.evaluation.forward_costs import crop_to, forward_costs
+from specsched.runtime.models.growing_cache import GrowingCache
 from specsched.workers.drafter import confidence
 from specsched.workers.lookup import NgramIndex
-
-from .forward_costs import crop_to, forward_costs
-from .growing_cache import GrowingCache
 
 
 class Proposer(Protocol):
@@ -170,7 +169,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
     """Run AR, SD with `draft` and SD with prompt lookup on held-out prompts; return the measurements."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .prompts import heldout_tagged
+    from specsched.runtime.models.training.prompts import heldout_tagged
 
     tok = AutoTokenizer.from_pretrained(target_dir)
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
@@ -223,14 +222,14 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
 
 
 def main() -> None:
-    """`python -m specsched.runtime.models.evaluate [--draft DIR]`: print the quality-bar measurements."""
+    """`python -m specsched.runtime.models.evaluation.evaluate [--draft DIR]`: print the quality-bar measurements."""
     import argparse
     import json
     from pathlib import Path
 
-    from .draft_model import load_draft
-    from .pull import pull
-    from .registry import default_draft_dir
+    from specsched.runtime.models.draft_model import load_draft
+    from specsched.runtime.models.pull import pull
+    from specsched.runtime.models.registry import default_draft_dir
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--draft", type=Path, default=None, help="draft directory (default: the shipped draft)")

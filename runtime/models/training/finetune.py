@@ -6,7 +6,7 @@
 2. train: from the given draft, each batch mixes the new answers, the earlier teacher shards and the
    public corpus; the loss is `train.kd_loss` (forward KL on the teacher's top-8, plus --hard times the
    cross-entropy of its argmax), with a resumable checkpoint.
-`python -m specsched.runtime.models.finetune WORK --data OLD_TEACHER_DIR` (see docs/models.md).
+`python -m specsched.runtime.models.training.finetune WORK --data OLD_TEACHER_DIR` (see docs/models.md).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from .distill_data import collate, load_records, to_example
-from .draft_model import DraftLM, save_draft
-from .teacher import answer_shards
-from .train import kd_step, save_checkpoint, vocab_lut, warmup_cosine
-from .varied_prompts import varied_prompts
+from specsched.runtime.models.draft_model import DraftLM, save_draft
+from specsched.runtime.models.training.distill_data import collate, load_records, to_example
+from specsched.runtime.models.training.teacher import answer_shards
+from specsched.runtime.models.training.train import kd_step, save_checkpoint, vocab_lut, warmup_cosine
+from specsched.runtime.models.training.varied_prompts import varied_prompts
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +96,9 @@ def _recipe(cfg: FinetuneConfig) -> dict:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .draft_model import load_draft
-    from .pull import pull
-    from .registry import default_draft_dir
+    from specsched.runtime.models.draft_model import load_draft
+    from specsched.runtime.models.pull import pull
+    from specsched.runtime.models.registry import default_draft_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="varied teacher shards go to WORK/varied, the draft to WORK/final")

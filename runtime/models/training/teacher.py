@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from .corpus import fetch_texts, passages
-from .prompts import train_prompts
+from specsched.runtime.models.training.corpus import fetch_texts, passages
+from specsched.runtime.models.training.prompts import train_prompts
 
 TOPK = 8
 PROMPTS = 3200  # size of the seeded prompt list; generation walks it shard by shard
@@ -203,10 +203,10 @@ def label_corpus(cfg: TeacherConfig, log=print) -> None:
 
 
 def main() -> None:
-    """`python -m specsched.runtime.models.teacher OUT`: both stages with default settings (resumable)."""
+    """`python -m specsched.runtime.models.training.teacher OUT`: both stages with default settings (resumable)."""
     import argparse
 
-    from .pull import pull
+    from specsched.runtime.models.pull import pull
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("out", type=Path)

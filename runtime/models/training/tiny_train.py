@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .train import warmup_cosine
+from specsched.runtime.models.training.train import warmup_cosine
 
 Log = Callable[[str], None]
 Loss = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
