@@ -16,10 +16,13 @@ import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 trees = {}
-print("| mode | tree identical to ar | tokens | decode s | wall s (incl. start-up) | generator α | evaluator α |")
-print("|---|---|---|---|---|---|---|")
+print("| mode | tree identical to ar | tokens | decode s | wall s (incl. start-up) | start-up s (share) "
+      "| models loaded | generator α | evaluator α |")
+print("|---|---|---|---|---|---|---|---|---|")
 for mode in ("ar", "sd", "seed", "parallel"):
-    t = json.loads((out / f"greedy-{mode}.json").read_text())["trees"][0]
+    record = json.loads((out / f"greedy-{mode}.json").read_text())
+    t = record["trees"][0]
+    startup = sum(p["startup_s"] for p in t["phases"])
     trees[mode] = [(n["parent"], n["thought"], n["score"]) for n in t["nodes"]], t["answer"]
     pp = t["per_phase"]
     tok = sum(p["tokens"] for p in pp.values())
@@ -27,5 +30,6 @@ for mode in ("ar", "sd", "seed", "parallel"):
     wall = sum(p["wall_s"] for p in pp.values())
     a = lambda x: "n/a" if x is None else f"{x:.3f}"
     print(f"| {mode} | {trees[mode] == trees['ar']} | {tok} | {dec:.1f} | {wall:.1f} | "
+          f"{startup:.1f} ({100 * startup / wall:.1f} %) | {record['engine']['models_loaded']} | "
           f"{a(pp['thought generation']['acceptance_rate'])} | {a(pp['state evaluation']['acceptance_rate'])} |")
 PY

@@ -34,6 +34,8 @@ class BenchRecord:
     sweep: list[SweepPoint] = field(default_factory=list)
     smoke: bool = False
     models_loaded: int = 0               # processes (one model each) the benchmark's engine started
+    startup_s: float = 0.0               # starting them (loading every model), before the first arm
+    total_s: float = 0.0                 # the whole benchmark, start-up included
 
     @property
     def all_results(self) -> list[ArmResult]:
@@ -52,7 +54,8 @@ class BenchRecord:
             "schema": SCHEMA,
             "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
                        "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host(),
-                       "models_loaded": self.models_loaded},
+                       "models_loaded": self.models_loaded, "startup_s": self.startup_s,
+                       "total_s": self.total_s},
             "provenance": provenance(self.config, dirty=True),
             "arms": [a.to_json() for a in self.arms],
             "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -39,12 +40,16 @@ class BenchSettings:
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchRecord:
     """Every runtime arm of every point runs as a job on one engine: the models load once per benchmark."""
     prepare(dataclasses.replace(settings.base))  # bad policy, model pair or prompts: one line, before any process
+    t0 = time.monotonic()
     engine = Engine(dataclasses.replace(settings.base))
     try:
+        # every model loads before the first arm: no sample includes a load, and the record says what it cost
+        engine.start_workers(settings.base.n_sequences)
+        startup = time.monotonic() - t0
         record = _run_bench(settings, engine, progress)
     finally:
         engine.close()
-    record.models_loaded = engine.models_loaded
+    record.models_loaded, record.startup_s, record.total_s = engine.models_loaded, startup, time.monotonic() - t0
     return record
 
 

@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from specsched.policies.loader import load_policy
@@ -60,6 +61,8 @@ class Job:
         while not self._run.finished.wait(0.05):  # short waits: signals reach the waiting thread
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.id} still running after {timeout} s")
+        if self._run.record is None:
+            raise RuntimeError(f"job {self.id}: {self._run.error}")
         return self._run.record
 
 
@@ -81,6 +84,8 @@ class Engine:
         self._closed = False
         self._dispatcher = Dispatcher(self.config, self._finish, max_workers=max_workers,
                                       idle_timeout_s=idle_timeout_s)
+        # an engine nobody closed still stops its processes and removes its sockets at interpreter exit
+        weakref.finalize(self, self._dispatcher.stop, "interrupted (the engine was never closed)")
 
     # -- jobs ----------------------------------------------------------------------------------------
     def submit(self, prompts: str | list[str] | None = None, *, config: RunConfig | None = None, priority: int = 0,
@@ -140,6 +145,8 @@ class Engine:
             record.extra["engine"]["overhead_s"] = max(
                 time.monotonic() - run.submitted - queued - record.metrics.wall_s, 0.0)
             run.record = record
+        except Exception as exc:  # the job's waiters must wake whatever happened; result() says why
+            run.error = f"its record could not be built: {type(exc).__name__}: {exc}"
         finally:
             run.finished.set()
 
