@@ -119,3 +119,13 @@ def test_a_dead_worker_fails_its_job_keeps_its_tokens_and_the_engine_goes_on():
 def test_a_job_cannot_change_the_engines_models():
     with engine() as e, pytest.raises(ConfigError, match="sim_agreement"):
         e.submit(PROMPTS, sim_agreement=0.1)
+
+
+def test_a_view_that_raises_is_dropped_and_the_job_goes_on():
+    def broken_view(collected):
+        raise SystemExit("the view gave up")
+
+    with engine(sim_draft_ms=2, sim_verify_ms=4) as e:
+        record = e.generate(PROMPTS[:2], max_new_tokens=300, on_update=broken_view)  # long enough for a tick
+        assert record.status == "ok" and record.extra["engine"]["view_error"] == "SystemExit: the view gave up"
+        assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"  # the engine's thread lives

@@ -140,6 +140,7 @@ class Engine:
                 "deadline_s": run.meta.deadline_s, "queued_s": queued,
                 "models_loaded": run.spawned, "engine_models_loaded": self._dispatcher.table.spawned,
                 "processes": run.history,  # each process's state changes during the job: [time, state]
+                "view_error": run.view_error,  # the live view's callback raised this, and was dropped
             }
             # what the engine itself cost this job: its whole time minus waiting for workers and decoding
             record.extra["engine"]["overhead_s"] = max(
