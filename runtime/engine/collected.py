@@ -10,10 +10,6 @@ from dataclasses import dataclass, field
 from specsched.runtime.core.events import Event
 
 
-class RunFailed(RuntimeError):
-    """A child reported an error or died: one line for the user (exit status 1)."""
-
-
 class Interrupted(BaseException):
     """SIGTERM, turned into an exception so that teardown runs (like KeyboardInterrupt; exit status 143)."""
 

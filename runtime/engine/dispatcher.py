@@ -1,11 +1,9 @@
 """The engine's thread: it owns every socket and the process table, and moves jobs along.
 
-One loop, like a kernel's: take submissions (woken through a pipe), hear the children (their ``ready``
-on the control socket, everything else on telemetry), notice the dead, admit pending jobs, retire
-workers idle too long, refresh the live views. A job is admitted once its workers are loaded and its
-scheduling agrees with the speculative jobs already running (scheduler/verifier.scheduling_key); it
-is announced to the verifier, and only after the verifier acknowledges it are its workers told to
-draft, so no draft ever arrives for a sequence the verifier does not know.
+One loop, like a kernel's: take submissions (woken through a pipe), hear the children (reports.py),
+notice the dead, admit pending jobs and retire idle workers (admission.py), refresh the live views.
+Here too: how a job ends - complete, failed with the child that served it, cancelled, or at shutdown,
+always keeping every token verified so far.
 """
 
 from __future__ import annotations
@@ -21,19 +19,18 @@ from pathlib import Path
 import zmq
 
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.core.events import Event
 from specsched.runtime.core.transport import make_endpoints
-from specsched.runtime.core.wire import ProtocolError, pack, unpack
-from specsched.runtime.engine.collected import RunFailed
+from specsched.runtime.core.wire import pack
+from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.process_table import Child, ProcessTable, State, last_line
-from specsched.scheduler.verifier import scheduling_key
+from specsched.runtime.engine.reports import Reports
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
 STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
 
 
-class Dispatcher:
+class Dispatcher(Admission, Reports):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float) -> None:
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
@@ -162,11 +159,6 @@ class Dispatcher:
             job.on_update = None
             job.view_error = f"{type(exc).__name__}: {exc}"
 
-    def _prestart(self, n: int) -> None:
-        """Have at least `n` draft workers (within max_workers), so jobs do not wait for models to load."""
-        for _ in range(min(n, self.max_workers) - len(self.table.workers())):
-            self.table.spawn("draft", 1)
-
     def _accept(self, job: JobRun) -> None:
         if job.workers_needed > self.max_workers:
             self.broken_job(job, f"the job needs {job.workers_needed} draft workers; this engine runs at most "
@@ -181,28 +173,9 @@ class Dispatcher:
         self.finish(job)
 
     # -- children ------------------------------------------------------------------------------------
-    def _hello(self, frames: list) -> None:
-        """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it."""
-        try:
-            msg = unpack(frames[1:])
-            child = self.table.children[frames[0].decode()]
-        except (ProtocolError, KeyError, UnicodeDecodeError):
-            return
-        if msg.kind == "ready" and child.state is State.STARTING:
-            child.become(State.READY)
-
     def _send(self, child: Child, kind: str, fields: dict) -> None:
         """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error)."""
         self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
-
-    def _incarnation(self, fields: dict) -> Child | None:
-        """The live child that sent a message: by name and pid, so a late message of a dead process whose
-        name was reused is not taken for its successor's."""
-        name = "verifier" if fields.get("role") == "verifier" else f"draft-{int(fields.get('worker', -1))}"
-        child = self.table.children.get(name)
-        if child is None or (fields.get("pid") is not None and int(fields["pid"]) != child.proc.pid):
-            return None
-        return child
 
     def _reap(self) -> None:
         for child, code in self.table.dead():
@@ -232,64 +205,6 @@ class Dispatcher:
         self._complete(job)
 
     # -- telemetry -----------------------------------------------------------------------------------
-    def _telemetry(self, frames: list) -> None:
-        try:
-            msg = unpack(frames)
-        except ProtocolError:
-            return
-        f = msg.fields
-        if msg.kind == "commit":
-            job = self.by_seq.get(int(f["seq"]))
-            if job is not None:
-                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")))
-        elif msg.kind == "events":
-            for row in f["rows"]:
-                self._event(Event.from_row(row))
-        elif msg.kind == "job_ack":
-            job = self._job(int(f["job"]))
-            if job is not None and job.phase is Phase.ANNOUNCED:
-                job.phase = Phase.RUNNING
-                for worker, sequences in job.assignments():
-                    self._send(self.table.by_worker(worker), "assign",
-                               {"job": job.id, "config": job.config.to_dict(), "sequences": sequences})
-        elif msg.kind == "job_done":
-            job = self._job(int(f["job"]))
-            if job is not None:
-                job.collected.counters = dict(f["counters"])
-                job.collected.verifier_finished = True
-                self._maybe_complete(job)
-        elif msg.kind == "job_failed":
-            job = self._job(int(f["job"]))
-            if job is not None:
-                self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
-        elif msg.kind == "idle":
-            child, job = self._incarnation({**f, "role": "draft"}), self._job(int(f["job"]))
-            if child is None or child.state is not State.DRAFTING or child.job != int(f["job"]):
-                return
-            child.become(State.PARKED)
-            if job is not None:
-                job.idle.add(child.worker)
-                self._maybe_complete(job)
-        elif msg.kind == "error":
-            child = self._incarnation(f)
-            if child is not None:
-                self._child_failed(child, str(f.get("message", f"{child.name} failed")))
-
-    def _event(self, e: Event) -> None:
-        if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)
-            job = self._job(e.job)
-            if job is not None and job.phase is not Phase.PENDING:
-                job.event(e)
-            return
-        if e.seq >= 0:
-            job = self.by_seq.get(e.seq)
-            if job is not None:
-                job.event(e)
-            return
-        for job in self.jobs:  # the verifier's shared time (idle, a batch across jobs): every running job
-            if job.phase is Phase.RUNNING:
-                job.event(e)
-
     def _job(self, job_id: int) -> JobRun | None:
         return next((j for j in self.jobs if j.id == job_id), None)
 
@@ -307,65 +222,6 @@ class Dispatcher:
         if job in self.jobs:
             self.jobs.remove(job)
         self.finish(job)
-
-    # -- admission -----------------------------------------------------------------------------------
-    def _admit(self) -> None:
-        verifier_ready = self.table.verifier.state is State.READY
-        for job in [j for j in self.jobs if j.phase is Phase.PENDING]:
-            if job.speculative and not self._key_fits(job):
-                continue
-            if not self._reserve_workers(job):  # workers load while the verifier loads the target
-                continue
-            workers = [self.table.by_worker(w) for w in job.workers]
-            if not verifier_ready or any(c.state is State.STARTING for c in workers):
-                continue  # models still loading: admitted on a later tick
-            self._announce(job, workers)
-
-    def _key_fits(self, job: JobRun) -> bool:
-        key = scheduling_key(job.config)
-        running = [j for j in self.jobs if j.speculative and j.phase is not Phase.PENDING]
-        return all(scheduling_key(j.config) == key for j in running)
-
-    def _reserve_workers(self, job: JobRun) -> bool:
-        """Give the job its workers: parked ones first, new ones for the rest (within max_workers)."""
-        if job.workers or not job.workers_needed:
-            return True
-        reserved = {w for j in self.jobs for w in j.workers if j.phase is not Phase.DONE}
-        free = [c for c in self.table.workers() if c.idle and c.worker not in reserved]
-        short = job.workers_needed - len(free)
-        if short > 0 and len(self.table.workers()) + short > self.max_workers:
-            return False  # waits for workers to come free
-        chosen = sorted(free, key=lambda c: c.worker)[:job.workers_needed]
-        for _ in range(max(short, 0)):
-            chosen.append(self.table.spawn("draft", 1))
-            job.spawned += 1
-        job.workers = [c.worker for c in chosen]
-        return True
-
-    def _announce(self, job: JobRun, workers: list[Child]) -> None:
-        busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING) + len(workers)
-        threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy)
-        job.admitted, job.phase = time.monotonic(), Phase.ANNOUNCED
-        for c in workers:
-            c.become(State.DRAFTING, job.id)
-        verifier = self.table.verifier
-        job.collected.processes = {"verifier": verifier.proc.pid,
-                                   **{f"draft-{i}": c.proc.pid for i, c in enumerate(workers)}}
-        job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
-        for i in range(job.n):
-            self.by_seq[job.first_seq + i] = job
-        self._send(verifier, "job", job.job_message(threads))
-
-    def _retire_idle(self) -> None:
-        if len(self.jobs) and any(j.phase is Phase.PENDING for j in self.jobs):
-            return
-        now = time.monotonic()
-        reserved = {w for j in self.jobs for w in j.workers}  # a live job's worker stays, idle or not
-        stale = [c for c in self.table.workers()
-                 if c.state is State.PARKED and c.worker not in reserved and now - c.since > self.idle_timeout_s]
-        for c in stale:
-            self._send(c, "stop", {})
-            c.become(State.RETIRING)
 
     # -- the end -------------------------------------------------------------------------------------
     def _shutdown(self, reason: str | None) -> None:
@@ -390,7 +246,4 @@ class Dispatcher:
     def _salvage(self, quiet_s: float) -> None:
         """Keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""
         while self.sink.poll(int(quiet_s * 1000)):
-            try:
-                self._telemetry(self.sink.recv_multipart(copy=False))
-            except RunFailed:
-                pass
+            self._telemetry(self.sink.recv_multipart(copy=False))

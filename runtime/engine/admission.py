@@ -1,0 +1,85 @@
+"""Admission: when a submitted job may start, with which workers, and which idle workers retire.
+
+A job is admitted once its workers are loaded (parked ones first, new ones for the rest, within
+``max_workers``) and its scheduling agrees with the speculative jobs already running
+(scheduler/verifier.scheduling_key). It is then announced to the verifier; its workers are told to draft
+only after the verifier acknowledges it (reports.py), so no draft ever arrives for a sequence the
+verifier does not know. A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from specsched.runtime.engine.jobs import JobRun, Phase
+from specsched.runtime.engine.process_table import Child, State
+from specsched.scheduler.verifier import scheduling_key
+
+
+class Admission:
+    def _reserved(self) -> set[int]:
+        """Workers a live job holds, idle or not: never given to another job, never retired."""
+        return {w for j in self.jobs for w in j.workers}
+
+    def _prestart(self, n: int) -> None:
+        """Have at least `n` draft workers (within max_workers), so jobs do not wait for models to load."""
+        for _ in range(min(n, self.max_workers) - len(self.table.workers())):
+            self.table.spawn("draft", 1)
+
+    def _admit(self) -> None:
+        verifier_ready = self.table.verifier.state is State.READY
+        for job in [j for j in self.jobs if j.phase is Phase.PENDING]:
+            if job.speculative and not self._key_fits(job):
+                continue
+            if not self._reserve_workers(job):  # workers load while the verifier loads the target
+                continue
+            workers = [self.table.by_worker(w) for w in job.workers]
+            if not verifier_ready or any(c.state is State.STARTING for c in workers):
+                continue  # models still loading: admitted on a later tick
+            self._announce(job, workers)
+
+    def _key_fits(self, job: JobRun) -> bool:
+        key = scheduling_key(job.config)
+        running = [j for j in self.jobs if j.speculative and j.phase is not Phase.PENDING]
+        return all(scheduling_key(j.config) == key for j in running)
+
+    def _reserve_workers(self, job: JobRun) -> bool:
+        """Give the job its workers: parked ones first, new ones for the rest (within max_workers)."""
+        if job.workers or not job.workers_needed:
+            return True
+        reserved = self._reserved()
+        free = [c for c in self.table.workers() if c.idle and c.worker not in reserved]
+        short = job.workers_needed - len(free)
+        if short > 0 and len(self.table.workers()) + short > self.max_workers:
+            return False  # waits for workers to come free
+        chosen = sorted(free, key=lambda c: c.worker)[:job.workers_needed]
+        for _ in range(max(short, 0)):
+            chosen.append(self.table.spawn("draft", 1))
+            job.spawned += 1
+        job.workers = [c.worker for c in chosen]
+        return True
+
+    def _announce(self, job: JobRun, workers: list[Child]) -> None:
+        busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING) + len(workers)
+        threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy)
+        job.admitted, job.phase = time.monotonic(), Phase.ANNOUNCED
+        for c in workers:
+            c.become(State.DRAFTING, job.id)
+        verifier = self.table.verifier
+        job.collected.processes = {"verifier": verifier.proc.pid,
+                                   **{f"draft-{i}": c.proc.pid for i, c in enumerate(workers)}}
+        job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
+        for i in range(job.n):
+            self.by_seq[job.first_seq + i] = job
+        self._send(verifier, "job", job.job_message(threads))
+
+    def _retire_idle(self) -> None:
+        if any(j.phase is Phase.PENDING for j in self.jobs):
+            return  # a waiting job may want them
+        now, reserved = time.monotonic(), self._reserved()
+        stale = [c for c in self.table.workers()
+                 if c.state is State.PARKED and c.worker not in reserved and now - c.since > self.idle_timeout_s]
+        for c in stale:
+            self._send(c, "stop", {})
+            c.become(State.RETIRING)

@@ -1,0 +1,94 @@
+"""What the children say, and what the engine does about it.
+
+Over the control socket only ``ready`` (so the engine's ROUTER can reach the child from then on);
+over telemetry everything else: commits and events (filed under their job, in the job's own ids),
+the verifier's job_ack (the job's workers may draft), job_done / job_failed, a worker's ``idle`` and
+any child's ``error``. Messages are matched to the live incarnation of a child by its pid, so a late
+message of a dead process is never taken for its successor's. A mixin of the Dispatcher.
+"""
+
+from __future__ import annotations
+
+from specsched.runtime.core.events import Event
+from specsched.runtime.core.wire import ProtocolError, unpack
+from specsched.runtime.engine.jobs import Phase
+from specsched.runtime.engine.process_table import Child, State
+
+
+class Reports:
+    def _hello(self, frames: list) -> None:
+        """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it."""
+        try:
+            msg = unpack(frames[1:])
+            child = self.table.children[frames[0].decode()]
+        except (ProtocolError, KeyError, UnicodeDecodeError):
+            return
+        if msg.kind == "ready" and child.state is State.STARTING:
+            child.become(State.READY)
+
+    def _incarnation(self, fields: dict) -> Child | None:
+        """The live child that sent a message: by name and pid, so a late message of a dead process whose
+        name was reused is not taken for its successor's."""
+        name = "verifier" if fields.get("role") == "verifier" else f"draft-{int(fields.get('worker', -1))}"
+        child = self.table.children.get(name)
+        if child is None or (fields.get("pid") is not None and int(fields["pid"]) != child.proc.pid):
+            return None
+        return child
+
+    def _telemetry(self, frames: list) -> None:
+        try:
+            msg = unpack(frames)
+        except ProtocolError:
+            return
+        f = msg.fields
+        if msg.kind == "commit":
+            job = self.by_seq.get(int(f["seq"]))
+            if job is not None:
+                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")))
+        elif msg.kind == "events":
+            for row in f["rows"]:
+                self._event(Event.from_row(row))
+        elif msg.kind == "job_ack":
+            job = self._job(int(f["job"]))
+            if job is not None and job.phase is Phase.ANNOUNCED:
+                job.phase = Phase.RUNNING
+                for worker, sequences in job.assignments():
+                    self._send(self.table.by_worker(worker), "assign",
+                               {"job": job.id, "config": job.config.to_dict(), "sequences": sequences})
+        elif msg.kind == "job_done":
+            job = self._job(int(f["job"]))
+            if job is not None:
+                job.collected.counters = dict(f["counters"])
+                job.collected.verifier_finished = True
+                self._maybe_complete(job)
+        elif msg.kind == "job_failed":
+            job = self._job(int(f["job"]))
+            if job is not None:
+                self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
+        elif msg.kind == "idle":
+            child, job = self._incarnation({**f, "role": "draft"}), self._job(int(f["job"]))
+            if child is None or child.state is not State.DRAFTING or child.job != int(f["job"]):
+                return
+            child.become(State.PARKED)
+            if job is not None:
+                job.idle.add(child.worker)
+                self._maybe_complete(job)
+        elif msg.kind == "error":
+            child = self._incarnation(f)
+            if child is not None:
+                self._child_failed(child, str(f.get("message", f"{child.name} failed")))
+
+    def _event(self, e: Event) -> None:
+        if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)
+            job = self._job(e.job)
+            if job is not None and job.phase is not Phase.PENDING:
+                job.event(e)
+            return
+        if e.seq >= 0:
+            job = self.by_seq.get(e.seq)
+            if job is not None:
+                job.event(e)
+            return
+        for job in self.jobs:  # the verifier's shared time (idle, a batch across jobs): every running job
+            if job.phase is Phase.RUNNING:
+                job.event(e)
