@@ -11,7 +11,6 @@ import json
 import os
 import platform
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from specsched.runtime.bench import targets
@@ -19,7 +18,7 @@ from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult, mismatches
 from specsched.runtime.bench.sweep import SweepPoint
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.provenance import provenance
+from specsched.runtime.provenance import provenance, software
 
 SCHEMA = "specsched-bench/1"
 
@@ -70,11 +69,7 @@ class BenchRecord:
 
 
 def host() -> dict:
-    def version(pkg: str) -> str | None:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
-            "torch": version("torch"), "transformers": version("transformers")}
+    """The short machine summary bench records have always carried; the full story is `provenance`."""
+    s = software()
+    return {"cpus": os.cpu_count(), "machine": platform.machine(), "python": s["python"],
+            "torch": s["versions"]["torch"], "transformers": s["versions"]["transformers"]}

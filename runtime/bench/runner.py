@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specsched.runtime.app import prepare
 from specsched.runtime.bench.arms import build_arms
 from specsched.runtime.bench.measure import ArmResult, measure
 from specsched.runtime.bench.record import BenchRecord
@@ -39,8 +38,8 @@ class BenchSettings:
 
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchRecord:
     """Every runtime arm of every point runs as a job on one engine: the models load once per benchmark."""
-    prepare(dataclasses.replace(settings.base))  # bad policy, model pair or prompts: one line, before any process
     t0 = time.monotonic()
+    # bad policy, model pair or prompts: one line, before any process (the engine checks, then starts them)
     engine = Engine(dataclasses.replace(settings.base))
     try:
         # every model loads before the first arm: no sample includes a load, and the record says what it cost
