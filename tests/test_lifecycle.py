@@ -59,7 +59,7 @@ def test_a_normal_run_leaves_no_process_behind():
     w.watch_until_exit()
     code, _, err = w.finish()
     assert code == 0, err
-    assert len(w.seen) == 1 + len(ENDLESS)   # the verifier and one draft worker per prompt
+    assert len(w.seen) == 2 + len(ENDLESS)   # the zygote, the verifier and one draft worker per prompt
     assert w.survivors() == []
 
 
@@ -84,7 +84,7 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path):
     assert code == 1
     assert stderr_lines(err) == [
         "specsched: error: verifier: PolicyFailure: policy 'late-failure' raised RuntimeError: gave up"]
-    assert len(w.seen) == 1 + len(ENDLESS)
+    assert len(w.seen) == 2 + len(ENDLESS)  # the zygote, the verifier, a worker per prompt
     assert w.survivors() == []
 
 

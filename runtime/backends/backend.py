@@ -155,6 +155,15 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def preload_modules(config: RunConfig) -> list[str]:
+    """What every child of an engine on this backend imports: the zygote imports it once for all."""
+    serving = ["specsched.runtime.engine.child", "specsched.scheduler.verifier", "specsched.workers.draft_worker"]
+    if config.backend == "hf":
+        return [*serving, "specsched.runtime.backends.hf", "transformers.models.llama.modeling_llama",
+                "specsched.runtime.models.draft_model"]
+    return [*serving, "specsched.runtime.backends.sim"]
+
+
 def get_backend(config: RunConfig) -> Backend:
     # Imported lazily: a sim worker must never pay for importing torch.
     if config.backend == "sim":

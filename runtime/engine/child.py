@@ -1,7 +1,7 @@
-"""Entry point of every child process: ``python -c <boot>`` with a JSON spec on stdin.
+"""What every child process runs: ``serve(spec)``, called by the zygote right after it forked the child.
 
-Children are fresh interpreters (spawn semantics: nothing inherited, CUDA-safe) and receive the
-engine's configuration as JSON, so no pickle is involved even at start-up. Each loads its model once
+The spec is the engine's configuration as JSON (no pickle, even at start-up); the zygote (zygote.py)
+is a fresh interpreter, so nothing of the engine's threads or sockets is inherited. Each loads its model once
 and then serves the engine until told to stop: the verifier takes jobs, a draft worker assignments.
 The engine owns Ctrl-C: children run in their own session, ignore SIGINT, and die with the engine
 (PR_SET_PDEATHSIG plus a parent check in every wait loop, which also covers the start-up race).
@@ -10,7 +10,6 @@ The engine owns Ctrl-C: children run in their own session, ignore SIGINT, and di
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -32,10 +31,9 @@ def set_title(text: str) -> None:
     setproctitle.setproctitle(text)
 
 
-def main() -> int:
-    die_with_parent()  # here, not in a preexec_fn: the engine forks from a threaded process
+def serve(spec: dict) -> int:
+    die_with_parent()  # with the zygote, which dies with the engine
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    spec = json.load(sys.stdin)
     ppid = spec["ppid"]
 
     def parent_alive() -> bool:
@@ -103,7 +101,3 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         pass  # not Linux: the parent check in every wait loop still ends the child
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import zmq
 
+from specsched.runtime.backends.backend import preload_modules
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.transport import make_endpoints
 from specsched.runtime.core.wire import pack
@@ -85,7 +86,7 @@ class Dispatcher(Admission, Reports):
             self.sink.bind(endpoints.telemetry)
             self.control.bind(endpoints.control)
             base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid()}
-            self.table = ProcessTable(run_dir, base)
+            self.table = ProcessTable(run_dir, base, preload_modules(self.config))
             self.table.spawn("verifier", self.config.verifier_threads or os.cpu_count() or 1)
             self.started.set()
             reason = self._loop()

@@ -1,7 +1,8 @@
 """The process table: every child the engine started, its state, and how it ends.
 
-A child is a fresh interpreter (``child_command``) that reads its spec as JSON on stdin, runs in its
-own session (Ctrl-C is the engine's), and dies with the engine's thread (PR_SET_PDEATHSIG). States:
+A child is forked by the engine's zygote (zygote.py: one pre-warmed interpreter per engine, started
+with the table), ignores Ctrl-C (the engine's), and dies with the zygote, which dies with the
+engine's thread (PR_SET_PDEATHSIG). States:
 
     starting -> ready -> drafting <-> waiting -> parked -> ... -> retiring -> exited
                 (verifier: starting -> ready -> exited)
@@ -14,10 +15,7 @@ event). Every change is timestamped, so traces show the table over time.
 from __future__ import annotations
 
 import enum
-import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 import psutil
 
 from specsched.runtime.core.transport import process_name
+from specsched.runtime.engine.zygote import Forked, Zygote
 
 HISTORY = 256  # state changes kept per child (records show those within each job's window)
 
@@ -43,7 +42,7 @@ class Child:
     name: str
     role: str
     worker: int                  # -1 for the verifier
-    proc: subprocess.Popen
+    proc: Forked
     log: Path
     threads: int
     state: State = State.STARTING
@@ -62,10 +61,12 @@ class Child:
 
 
 class ProcessTable:
-    def __init__(self, run_dir: Path, base_spec: dict) -> None:
+    def __init__(self, run_dir: Path, base_spec: dict, preload: list[str]) -> None:
         self.run_dir, self.base_spec = run_dir, base_spec
         self.children: dict[str, Child] = {}
         self.spawned = 0  # models loaded over the engine's life (one per child)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        self.zygote = Zygote(run_dir / "zygote.log", preload, env)
 
     @property
     def verifier(self) -> Child:
@@ -84,18 +85,12 @@ class ProcessTable:
         worker = -1 if role == "verifier" else self._take_worker_id()
         name = process_name(role, worker)
         log = self.run_dir / f"{name}.log"
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(child_command(), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True)
+        env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        proc = self.zygote.fork({**self.base_spec, "role": role, "worker": worker}, log, env, threads)
         child = Child(name, role, worker, proc, log, threads)
         child.become(State.STARTING)
         self.children[name] = child
         self.spawned += 1
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps({**self.base_spec, "role": role, "worker": worker}).encode())
-        proc.stdin.close()
         return child
 
     def _take_worker_id(self) -> int:
@@ -119,6 +114,8 @@ class ProcessTable:
         no zombies."""
         procs = []
         for child in children:
+            if child.proc.poll() is not None:
+                continue  # already reaped: its pid may belong to someone else now
             try:
                 p = psutil.Process(child.proc.pid)
                 procs += [p, *p.children(recursive=True)]
@@ -143,25 +140,12 @@ class ProcessTable:
 
     def teardown(self) -> None:
         self.stop([c for c in self.children.values() if c.proc.returncode is None])  # never a reaped pid
+        self.zygote.close()
 
     def snapshot(self) -> list[dict]:
         """The table as a user sees it (`Engine.processes`): name, pid, role, state, job."""
-        return [{"name": c.name, "pid": c.proc.pid, "role": c.role, "state": c.state.value, "job": c.job,
+        return [{"name": c.name, "pid": c.proc.known_pid, "role": c.role, "state": c.state.value, "job": c.job,
                  "since": c.since} for c in tuple(self.children.values())]  # the engine's thread may add one
-
-
-def child_command() -> list[str]:
-    """A fresh interpreter that imports specsched from wherever this process found it.
-
-    That covers a wheel, an editable install and bin/specsched running from a checkout alike.
-    """
-    pkg = sys.modules["specsched"]
-    boot = ("import importlib.util as u, sys; "
-            f"s = u.spec_from_file_location('specsched', {pkg.__file__!r}, "
-            f"submodule_search_locations={list(pkg.__path__)!r}); "
-            "m = u.module_from_spec(s); sys.modules['specsched'] = m; s.loader.exec_module(m); "
-            "from specsched.runtime.engine.child import main; sys.exit(main())")
-    return [sys.executable, "-c", boot]
 
 
 def last_line(log: Path) -> str:
