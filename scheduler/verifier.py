@@ -25,8 +25,8 @@ from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
-from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
+from specsched.scheduler.layout import lay_out, settle
 from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
 from specsched.scheduler.target_only import target_only_step
 
@@ -172,27 +172,23 @@ class Verifier:
         return any(j.target_only and not j.done for j in self.jobs.values())
 
     def verify(self, entries: list[Queued]) -> list[Verdict]:
-        """Verify the picked drafts in one target forward (a batch when the policy picked several).
-
-        Each draft is read after its sequence's unread tokens as a tree: token j attends to the prefix
-        and its own ancestors, at position prefix length + depth. Afterwards the cache keeps only the
-        accepted path, so the prefix is never recomputed.
-        """
+        """Verify the picked drafts in one target forward (a batch when the policy picked several); how
+        each is read and what the cache keeps afterwards is layout.py's rule."""
         t0 = time.monotonic()
         states = [self.seqs[e.draft.seq] for e in entries]
-        inputs = [self._layout(st, e.draft) for st, e in zip(states, entries)]
+        layouts = [lay_out(self.target, st.cache, st.context, e.draft.tokens, e.draft.parents)
+                   for st, e in zip(states, entries)]
         caches = [st.cache for st in states]
         if len(entries) == 1:
-            logits = [self.target.forward(caches[0], inputs[0][0], inputs[0][1])]
+            logits = [self.target.forward(caches[0], layouts[0].tokens, layouts[0].parents)]
         else:
-            logits = self.target.forward_batch(caches, [i[0] for i in inputs], [i[1] for i in inputs])
+            logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
         t1 = time.monotonic()
         verdicts, resampled = [], False
-        for st, e, (_, _, n_unread, base), rows in zip(states, entries, inputs, logits):
+        for st, e, layout, rows in zip(states, entries, layouts, logits):
             d, job = e.draft, self.jobs[st.job]
-            outcome = verify_tree(rows[n_unread - 1], rows[n_unread:], d.tokens, d.parents, d.q,
-                                  job.config.sampling, st.rng)
-            self.target.keep(st.cache, [*range(base), *(base + j for j in outcome.path)])
+            outcome = settle(self.target, st.cache, layout, rows, d.tokens, d.parents, d.q, job.config.sampling,
+                             st.rng)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             st.rounds += 1
@@ -222,18 +218,6 @@ class Verifier:
         for v in verdicts:
             v.verify_end = t2
         return verdicts
-
-    def _layout(self, st: SequenceState, d: Draft) -> tuple[list[int], list[int] | None, int, int]:
-        """Tokens to read (unread prefix + draft), their absolute parents (None = plain sequence),
-        how many are unread prefix, and the cache index of the draft's first token."""
-        unread = self.target.sync_to(st.cache, st.context)
-        base = len(st.cache) + len(unread)
-        tokens = unread + d.tokens.tolist()
-        if np.array_equal(d.parents, np.arange(-1, len(d.tokens) - 1)):
-            return tokens, None, len(unread), base
-        parents = [len(st.cache) + i - 1 for i in range(len(unread))]
-        parents += [base + int(p) if p >= 0 else base - 1 for p in d.parents]
-        return tokens, parents, len(unread), base
 
     # -- postprocess: tell the engine ---------------------------------------------------------------
     def report(self, verdict: Verdict, worker: int) -> None:

@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Dynami
 
 from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.models.draft_model import DraftLM
 from specsched.runtime.models.growing_cache import GrowingCache
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -35,15 +36,26 @@ class HFModel(LanguageModel):
         from specsched.runtime.models.registry import is_distilled_draft, load_model
 
         if is_distilled_draft(Path(path)):  # the project's distilled draft (a DraftLM)
-            self.model = load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None)
-            self.vocab_size = int(self.model.cfg.target_vocab)
-            self.eos_token_id = None
+            self._adopt(load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None))
+        else:
+            self._adopt(AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]))
+
+    @classmethod
+    def of(cls, module: torch.nn.Module) -> HFModel:
+        """A model already in memory (a transformers causal LM or a DraftLM), e.g. one being distilled."""
+        model = cls.__new__(cls)
+        model._adopt(module)
+        return model
+
+    def _adopt(self, module: torch.nn.Module) -> None:
+        self.model = module.eval()
+        if isinstance(module, DraftLM):  # it proposes, it never ends a text
+            self.vocab_size, self.eos_token_id = int(module.cfg.target_vocab), None
             return
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]).eval()
-        self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
-        eos = self.model.generation_config.eos_token_id
+        self.vocab_size = int(module.get_output_embeddings().weight.shape[0])
+        eos = module.generation_config.eos_token_id
         if eos is None:
-            eos = self.model.config.eos_token_id
+            eos = module.config.eos_token_id
         self.eos_token_id = eos[0] if isinstance(eos, list) else eos
 
     def new_cache(self) -> HFCache:

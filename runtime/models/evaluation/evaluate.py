@@ -1,10 +1,13 @@
 """The draft's quality bar: serial greedy speculative decoding against target-only decoding.
 
 For each held-out prompt (chat template, fp32, greedy) the target decodes alone (AR), then with a draft
-proposing k tokens per target forward (SD). The target checks all k in one forward of k+1 tokens;
-the longest prefix matching its own argmax is accepted, plus the target's token after it, so SD emits
-exactly the AR tokens (checked) and
-    alpha = accepted / proposed,   tokens per verification = emitted / target forwards.
+proposing k tokens per target forward (SD), in one process with the runtime's own parts: the drafter a
+draft worker runs (workers/drafter.py), and the verifier's layout and acceptance rule
+(scheduler/layout.py, scheduler/acceptance.py). The target checks all k in one forward; the longest
+prefix matching its own argmax is accepted, plus the target's token after it, so SD emits exactly the
+AR tokens (checked) and
+    alpha = accepted / proposed,   tokens per verification = emitted / target forwards
+(the first forward reads the prompt and the first draft together, as the verifier does).
 The model-free prompt-lookup draft (copy the tokens that followed the last earlier occurrence of the
 current 3-gram) is measured the same way as the baseline to beat.
 """
@@ -15,64 +18,51 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import torch
 
+from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import AUTO_LOOKUP
-from specsched.runtime.models.evaluation.forward_costs import crop_to, forward_costs
-from specsched.runtime.models.growing_cache import GrowingCache
-from specsched.workers.drafter import confidence
-from specsched.workers.lookup import NgramIndex
+from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.models.evaluation.forward_costs import forward_costs
+from specsched.scheduler.layout import lay_out, settle
+from specsched.workers.drafter import Drafter, Proposal, make_drafter
+
+GREEDY = SamplingParams()
 
 
 class Proposer(Protocol):
-    def propose(self, ctx: list[int], k: int) -> list[int]: ...
-    def rollback(self, valid: int) -> None: ...
+    """What decode() needs of a drafter (workers/drafter.Drafter has it)."""
+
+    def propose(self, budget: int) -> Proposal: ...
+    def observe(self, committed: list[int], path: list[int] | None = None) -> None: ...
 
 
-class ModelProposer:
-    """Greedy proposals from a causal LM with a KV cache that follows the accepted context; with
-    `lookup` >= 2 the n-gram index of the context is asked first (the runtime drafters' `--lookup`)."""
-
-    def __init__(self, model: torch.nn.Module, lookup: int = 0, min_confidence: float = 0.0) -> None:
-        self.model, self.cache = model, GrowingCache()
-        self.ngrams = NgramIndex(lookup) if lookup >= 2 else None
-        self.min_confidence = min_confidence  # stop drafting below this top probability (drafters' rule)
-
-    def propose(self, ctx: list[int], k: int) -> list[int]:
-        if self.ngrams is not None:
-            self.ngrams.extend(ctx[self.ngrams.seen :])
-        out: list[int] = []
-        feed = ctx[self.cache.get_seq_length() :]
-        for _ in range(k):
-            logits = self.model(torch.tensor([feed]), past_key_values=self.cache, use_cache=True).logits
-            hit = self.ngrams.lookup((ctx + out)[-self.ngrams.longest :]) if self.ngrams is not None else None
-            if hit is None and out and self.min_confidence:
-                if confidence(logits[0, -1].float().numpy()) < self.min_confidence:  # the drafters' rule
-                    break
-            feed = [int(logits[0, -1].argmax()) if hit is None else hit]
-            out.append(feed[0])
-        return out
-
-    def rollback(self, valid: int) -> None:
-        crop_to(self.cache, valid)
+def chain(model: LanguageModel, prompt: list[int], k: int, *, lookup: int = 0,
+          min_confidence: float = 0.0) -> Drafter:
+    """A draft worker's greedy chain drafter for `prompt` (``--k``, ``--lookup``, ``--min-confidence``)."""
+    return make_drafter(model, GREEDY, np.random.default_rng(0), prompt, k_config=(1,) * k, lookup=lookup,
+                        min_confidence=min_confidence)
 
 
-class LookupProposer:
+class LookupDrafter:
     """Prompt-lookup decoding: continue the most recent earlier occurrence of the last n-gram."""
 
-    def __init__(self, ngram: int = 3) -> None:
-        self.ngram = ngram
+    def __init__(self, prompt: list[int], k: int, ngram: int = 3) -> None:
+        self.context, self.k, self.ngram = list(prompt), k, ngram
 
-    def propose(self, ctx: list[int], k: int) -> list[int]:
+    def propose(self, budget: int) -> Proposal:
+        ctx, found = self.context, []
         for n in range(self.ngram, 0, -1):
             tail = ctx[-n:]
-            for start in range(len(ctx) - n - 1, -1, -1):
-                if ctx[start : start + n] == tail:
-                    return ctx[start + n : start + n + k]
-        return []
+            start = next((s for s in range(len(ctx) - n - 1, -1, -1) if ctx[s : s + n] == tail), None)
+            if start is not None:
+                found = ctx[start + n : start + n + min(self.k, budget)]
+                break
+        return Proposal(np.asarray(found, np.int32), np.arange(-1, len(found) - 1, dtype=np.int32), None)
 
-    def rollback(self, valid: int) -> None:
-        pass
+    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
+        self.context.extend(committed)
 
 
 @dataclass(slots=True)
@@ -84,28 +74,26 @@ class Decode:
     verifies: int = 0
 
 
-@torch.inference_mode()
-def decode(target, prompt: list[int], max_new: int, eos: int, proposer: Proposer | None = None, k: int = 4) -> Decode:
-    """Greedy decoding; with a proposer, serial speculative decoding. Target cache = context minus last token."""
+def decode(target: LanguageModel, prompt: list[int], max_new: int, drafter: Proposer | None = None) -> Decode:
+    """Greedy decoding; with a drafter, serial speculative decoding: one round of a draft worker and the
+    verifier at a time, with their code."""
     t0 = time.perf_counter()
-    cache = GrowingCache()  # what the runtime's workers use
-    logits = target(torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits
-    ctx = prompt + [int(logits[0, -1].argmax())]
-    res = Decode([], 0.0, verifies=1)  # the prefill forward produced the first token
-    while len(ctx) - len(prompt) < max_new and ctx[-1] != eos:
-        draft = proposer.propose(ctx, k) if proposer else []
-        logits = target(torch.tensor([ctx[-1:] + draft]), past_key_values=cache, use_cache=True).logits
-        best = logits[0].argmax(-1).tolist()
-        n = 0
-        while n < len(draft) and draft[n] == best[n]:
-            n += 1
-        old = len(ctx)
-        ctx += draft[:n] + [best[n]]
-        crop_to(cache, len(ctx) - 1)
-        if proposer:
-            proposer.rollback(old + n)
-        res.proposed, res.accepted, res.verifies = res.proposed + len(draft), res.accepted + n, res.verifies + 1
-    new = ctx[len(prompt) :]
+    cache, context, res = target.new_cache(), list(prompt), Decode([], 0.0)
+    nothing = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), None)
+    rng = np.random.default_rng(0)  # greedy acceptance never draws from it
+    eos = target.eos_token_id
+    while len(context) - len(prompt) < max_new and not (len(context) > len(prompt) and context[-1] == eos):
+        budget = max_new - (len(context) - len(prompt)) - 1  # the verdict adds one target token
+        proposal = drafter.propose(budget) if drafter else nothing
+        layout = lay_out(target, cache, context, proposal.tokens, proposal.parents)
+        rows = target.forward(cache, layout.tokens, layout.parents)
+        outcome = settle(target, cache, layout, rows, proposal.tokens, proposal.parents, None, GREEDY, rng)
+        context += outcome.tokens
+        if drafter:
+            drafter.observe(outcome.tokens, outcome.path)
+        res.proposed, res.accepted, res.verifies = (res.proposed + len(proposal.tokens),
+                                                    res.accepted + outcome.accepted, res.verifies + 1)
+    new = context[len(prompt) :]
     if eos in new:
         new = new[: new.index(eos) + 1]
     res.tokens, res.seconds = new[:max_new], time.perf_counter() - t0
@@ -166,30 +154,31 @@ def by_family(families: list[str], rows: dict[str, Row], vocab_ids: torch.Tensor
 
 
 def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int = 4, gsm8k=None, log=print) -> dict:
-    """Run AR, SD with `draft` and SD with prompt lookup on held-out prompts; return the measurements."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Run AR, SD with `draft` (a module) and SD with prompt lookup on held-out prompts; return the measurements."""
+    from transformers import AutoTokenizer
 
+    from specsched.runtime.backends.hf import HFModel
     from specsched.runtime.models.training.prompts import heldout_tagged
 
     tok = AutoTokenizer.from_pretrained(target_dir)
-    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    target, drafting = HFModel(str(target_dir), "fp32"), HFModel.of(draft)
     rows = {name: Row(name) for name in ("ar", "sd", "lookup", "sd+lookup", "sd+lookup+stop")}
     identical = True
     tagged = heldout_tagged(prompts, gsm8k=gsm8k)
     for i, (_, text) in enumerate(tagged):
         chat = [{"role": "user", "content": text}]
         ids = list(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
-        ar = decode(target, ids, max_new, tok.eos_token_id)
-        sd = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k)
-        lk = decode(target, ids, max_new, tok.eos_token_id, LookupProposer(), k)
-        hy = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft, lookup=AUTO_LOOKUP), k)
+        ar = decode(target, ids, max_new)
+        sd = decode(target, ids, max_new, chain(drafting, ids, k))
+        lk = decode(target, ids, max_new, LookupDrafter(ids, k))
+        hy = decode(target, ids, max_new, chain(drafting, ids, k, lookup=AUTO_LOOKUP))
         # adaptive length: stop below the draft's top probability 0.4 (transformers' assisted-generation default)
-        st = decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft, AUTO_LOOKUP, STOP_BELOW), k)
+        st = decode(target, ids, max_new, chain(drafting, ids, k, lookup=AUTO_LOOKUP, min_confidence=STOP_BELOW))
         identical &= ar.tokens == sd.tokens == lk.tokens == hy.tokens == st.tokens
         for name, run in zip(rows, (ar, sd, lk, hy, st)):
             rows[name].runs.append(run)
         log(f"prompt {i + 1}/{prompts}: {len(ar.tokens)} tokens, sd accepted {sd.accepted}/{sd.proposed}")
-    target_ms, draft_ms = forward_costs(target, draft, k=k)
+    target_ms, draft_ms = forward_costs(target.model, draft, k=k)
     ar = rows["ar"]
     result = {
         "prompts": prompts,

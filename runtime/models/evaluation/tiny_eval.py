@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from specsched.runtime.models.evaluation.evaluate import ModelProposer, Row, decode
+from specsched.runtime.models.evaluation.evaluate import Row, chain, decode
 from specsched.runtime.models.evaluation.forward_costs import forward_costs
 from specsched.runtime.models.training.tiny import ASSET_DIR, heldout_prompts, split
 
@@ -29,18 +29,19 @@ MODES = ("ar", "sd", "seed")
 
 
 def in_process(prompts: list[str], *, max_new: int, k: int) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from specsched.runtime.backends.hf import HFModel
 
     tok = AutoTokenizer.from_pretrained(ASSET_DIR / "target")
-    target = AutoModelForCausalLM.from_pretrained(ASSET_DIR / "target", dtype=torch.float32).eval()
-    draft = AutoModelForCausalLM.from_pretrained(ASSET_DIR / "draft", dtype=torch.float32).eval()
+    target, draft = HFModel(str(ASSET_DIR / "target"), "fp32"), HFModel(str(ASSET_DIR / "draft"), "fp32")
     ar, sd, identical = Row("ar"), Row("sd"), True
     for text in prompts:
         ids = tok.encode(text)
-        ar.runs.append(decode(target, ids, max_new, tok.eos_token_id))
-        sd.runs.append(decode(target, ids, max_new, tok.eos_token_id, ModelProposer(draft), k))
+        ar.runs.append(decode(target, ids, max_new))
+        sd.runs.append(decode(target, ids, max_new, chain(draft, ids, k)))
         identical &= ar.runs[-1].tokens == sd.runs[-1].tokens
-    target_ms, draft_ms = forward_costs(target, draft, k=k)
+    target_ms, draft_ms = forward_costs(target.model, draft.model, k=k)
     return {"prompts": len(prompts), "max_new": max_new, "k": k, "identical_to_ar": identical,
             "alpha": round(sd.alpha, 3), "tokens_per_verify": round(sd.per_verify, 3),
             "ar_tokens_per_s": round(ar.tokens_per_s, 1), "sd_tokens_per_s": round(sd.tokens_per_s, 1),

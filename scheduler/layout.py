@@ -1,0 +1,49 @@
+"""How the target reads a draft, and what its cache keeps afterwards: one rule for the verifier and for
+the serial evaluation loop (runtime/models/evaluation/evaluate.py).
+
+The target's cache holds a sequence's committed context minus what it has not read yet (at least the
+last committed token). A draft is read after those unread tokens, in the same forward, as a tree:
+draft token j attends to the prefix and its own ancestors, at position prefix length + depth. The
+logits row of the last unread token predicts the draft's first level; row ``unread + j`` what follows
+draft token j. After the verdict the cache keeps only the accepted path, so the prefix is never
+recomputed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.core.sampling import SamplingParams
+from specsched.scheduler.acceptance import Outcome, verify_tree
+
+
+@dataclass(slots=True)
+class Layout:
+    tokens: list[int]            # unread context, then the draft
+    parents: list[int] | None    # absolute cache indices (-1 = none); None = a plain continuation
+    unread: int                  # how many of `tokens` are unread context
+    base: int                    # cache index of the draft's first token
+
+
+def lay_out(target: LanguageModel, cache: Cache, context: list[int], tokens: np.ndarray,
+            parents: np.ndarray) -> Layout:
+    unread = target.sync_to(cache, context)
+    base = len(cache) + len(unread)
+    read = unread + tokens.tolist()
+    if np.array_equal(parents, np.arange(-1, len(tokens) - 1)):
+        return Layout(read, None, len(unread), base)
+    absolute = [len(cache) + i - 1 for i in range(len(unread))]
+    absolute += [base + int(p) if p >= 0 else base - 1 for p in parents]
+    return Layout(read, absolute, len(unread), base)
+
+
+def settle(target: LanguageModel, cache: Cache, layout: Layout, rows: np.ndarray, tokens: np.ndarray,
+           parents: np.ndarray, q: np.ndarray | None, params: SamplingParams,
+           rng: np.random.Generator) -> Outcome:
+    """Accept what the target agrees with (acceptance.py) and keep only the accepted path in the cache."""
+    outcome = verify_tree(rows[layout.unread - 1], rows[layout.unread:], tokens, parents, q, params, rng)
+    target.keep(cache, [*range(layout.base), *(layout.base + j for j in outcome.path)])
+    return outcome
