@@ -65,7 +65,7 @@ class Dispatcher(Admission, Reports):
             os.write(self.wake_w, b".")
 
     def stop(self, reason: str | None) -> None:
-        """Stop every process; unfinished jobs end with `reason` ("interrupted (Ctrl-C)") or as failed."""
+        """Stop every process; unfinished jobs end interrupted, with `reason` ("interrupted (Ctrl-C)") as error."""
         with self.gate:
             if not self.closing:
                 self.inbox.put(("stop", reason))
@@ -81,6 +81,7 @@ class Dispatcher(Admission, Reports):
         self.control.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a child it cannot reach raises, never vanishes
         self.control.setsockopt(zmq.ROUTER_HANDOVER, 1)   # a new process under a reused name takes the name over
         reason: str | None = "the engine stopped"
+        status = "interrupted"  # what a job still running becomes: closing the engine interrupts it
         try:
             endpoints = make_endpoints(self.config.transport, run_dir)
             self.sink.bind(endpoints.telemetry)
@@ -91,7 +92,7 @@ class Dispatcher(Admission, Reports):
             self.started.set()
             reason = self._loop()
         except BaseException as exc:  # the loop itself broke: no job may hang on it
-            reason = f"engine failure: {type(exc).__name__}: {exc}"
+            reason, status = f"engine failure: {type(exc).__name__}: {exc}", "failed"
             raise
         finally:
             with self.gate:  # from here on submit refuses: nothing queued later could ever run
@@ -100,7 +101,7 @@ class Dispatcher(Admission, Reports):
                 kind, arg = self.inbox.get()
                 if kind == "submit":
                     self.jobs.append(arg)
-            self._shutdown(reason)
+            self._shutdown(reason, status)
             self.sink.close(linger=0)
             self.control.close(linger=0)
             ctx.term()
@@ -225,7 +226,7 @@ class Dispatcher(Admission, Reports):
         self.finish(job)
 
     # -- the end -------------------------------------------------------------------------------------
-    def _shutdown(self, reason: str | None) -> None:
+    def _shutdown(self, reason: str | None, status: str) -> None:
         """Stop every child (politely, then SIGTERM/SIGKILL), keep what was still in flight, end every job."""
         if self.table is not None:
             for c in self.table.children.values():
@@ -240,8 +241,7 @@ class Dispatcher(Admission, Reports):
             self.table.teardown()
         self._salvage(0.2)
         for job in list(self.jobs):
-            job.status = "interrupted" if reason and reason.startswith("interrupted") else "failed"
-            job.error = reason
+            job.status, job.error = status, reason
             self._complete(job)
 
     def _salvage(self, quiet_s: float) -> None:

@@ -186,8 +186,8 @@ class Engine:
         self._dispatcher.cancel(job._run, reason)
 
     def close(self, reason: str | None = None) -> None:
-        """Stop every process (none is left behind). Jobs still running end with `reason` as their error
-        (status interrupted when it says so), keeping every token verified so far."""
+        """Stop every process (none is left behind). Jobs still running end interrupted, with `reason` as
+        their error, keeping every token verified so far."""
         with self._lock:
             self._closed = True
         self._dispatcher.stop(reason or "interrupted (the engine was closed)")
