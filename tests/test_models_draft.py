@@ -9,9 +9,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from specsched.runtime.backends.hf import HFModel
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
-from specsched.runtime.models.evaluation.evaluate import LookupProposer, ModelProposer, decode
+from specsched.runtime.models.evaluation.evaluate import LookupDrafter, chain, decode
 from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 from specsched.runtime.models.training.draft_init import compress_target
@@ -198,10 +199,13 @@ def _logits_after(target, prompt: list[int]):
 @pytest.mark.parametrize("which", ["draft", "lookup", "draft+lookup+stop"])
 def test_speculative_decoding_is_lossless(target: LlamaForCausalLM, which: str) -> None:
     prompt = [5, 17, 42, 8, 5, 17]
-    ar = decode(target, prompt, 40, eos=1)
-    proposer = {"draft": lambda: ModelProposer(make_draft(target)), "lookup": LookupProposer,
-                "draft+lookup+stop": lambda: ModelProposer(make_draft(target), lookup=3, min_confidence=0.4)}[which]()
-    sd = decode(target, prompt, 40, 1, proposer, k=4)
+    model = HFModel.of(target)  # the runtime's view of it: eos from its config
+    ar = decode(model, prompt, 40)
+    drafter = {"draft": lambda: chain(HFModel.of(make_draft(target)), prompt, 4),
+               "lookup": lambda: LookupDrafter(prompt, 4),
+               "draft+lookup+stop": lambda: chain(HFModel.of(make_draft(target)), prompt, 4, lookup=3,
+                                                  min_confidence=0.4)}[which]()
+    sd = decode(model, prompt, 40, drafter)
     assert_greedy_equal([sd.tokens], [ar.tokens], _logits_after(target, prompt), **TARGET_SHAPE)
     assert sd.verifies < len(sd.tokens) or sd.accepted == 0
     assert len(sd.tokens) <= sd.accepted + sd.verifies  # each verification emits accepted + 1 tokens
@@ -275,8 +279,8 @@ def test_shipped_draft_is_lossless_on_the_real_target() -> None:
     target, draft = load_model(target_dir), load_model(draft_dir, target_dir=target_dir)
     chat = [{"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"}]
     prompt = list(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
-    ar = decode(target, prompt, 32, tok.eos_token_id)
-    sd = decode(target, prompt, 32, tok.eos_token_id, ModelProposer(draft), k=4)
+    ar = decode(HFModel.of(target), prompt, 32)
+    sd = decode(HFModel.of(target), prompt, 32, chain(HFModel.of(draft), prompt, 4))
     # SmolLM2-135M: 30 layers, reductions up to 1536 long (its MLP)
     assert_greedy_equal([sd.tokens], [ar.tokens], _logits_after(target, prompt), layers=30, width=1536)
     assert sd.accepted > 0
