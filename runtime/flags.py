@@ -25,6 +25,19 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
                    help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
                         "probability is below P (0 = always draft k)")
+    p.add_argument("--tree", default=d.tree, metavar="SHAPE",
+                   help="fixed (--k / --k-config) | pct: a tree shaped by expected time gain from the measured "
+                        "costs (top-k children per node, depth, leaf floor: --pct-top-k, --pct-depth, --pct-floor)")
+    p.add_argument("--pct-top-k", type=int, default=d.pct_top_k, metavar="K",
+                   help=f"pct: children tried per node (default {d.pct_top_k})")
+    p.add_argument("--pct-depth", type=int, default=d.pct_depth, metavar="D",
+                   help=f"pct: deepest draft (default {d.pct_depth})")
+    p.add_argument("--pct-floor", type=float, default=d.pct_floor, metavar="P",
+                   help=f"pct: no node whose estimated acceptance is below P (default {d.pct_floor:g})")
+    p.add_argument("--step-aside", default=d.step_aside, metavar="on|off",
+                   help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
+                        "by the target alone, one more row in the verifier's forwards, and probes again later "
+                        f"(default {d.step_aside})")
     p.add_argument("--max-batch", type=int, default=None,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
                         f"0 with --policy batch, else {d.max_batch})")
@@ -99,7 +112,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
-        lookup=args.lookup, min_confidence=args.min_confidence,
+        lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, pct_top_k=args.pct_top_k,
+        pct_depth=args.pct_depth, pct_floor=args.pct_floor, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

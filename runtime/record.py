@@ -49,6 +49,8 @@ class RunRecord:
             "sequences": [s.__dict__ for s in self.sequences],
             "metrics": self.metrics.to_json(),
             "counters": self.collected.counters,
+            "cost_curve": self.collected.cost_curve,
+            "calibration": self.collected.calibration,
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

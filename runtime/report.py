@@ -6,8 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.record import RunRecord
+from specsched.scheduler.calibration import ece
 
 
 def summary_table(record: RunRecord) -> Table:
@@ -34,6 +36,15 @@ def summary_table(record: RunRecord) -> Table:
         worst = max(m.waiting_s, key=m.waiting_s.__getitem__)
         mean = sum(m.waiting_s.values()) / len(m.waiting_s)
         rows.append(("waiting per worker", f"mean {mean:.3f}s, max {m.waiting_s[worst]:.3f}s (w{worst})"))
+    curve = CostCurve.from_list(record.collected.cost_curve)
+    if curve is not None:
+        rows.append(("target forward (fitted)", curve.describe()))
+    aside = int(record.collected.counters.get("aside_tokens", 0))
+    if aside:
+        rows.append(("stepped aside (target alone)", f"{aside} tokens ({100 * aside / max(m.tokens, 1):.0f} %)"))
+    error = ece(record.collected.calibration)
+    if error is not None:
+        rows.append(("draft calibration (ECE)", f"{error:.3f}"))
     if m.rejected_messages:
         rows.append(("rejected messages", str(m.rejected_messages)))
     view = record.extra.get("view")

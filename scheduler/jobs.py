@@ -45,6 +45,7 @@ class Counters:
     committed: int = 0
     rejected_messages: int = 0
     batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
+    aside_tokens: int = 0        # committed while the sequence stepped aside (decoded by the target alone)
 
 
 @dataclass(slots=True)

@@ -12,18 +12,21 @@ from __future__ import annotations
 import time
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import Recorder
 from specsched.scheduler.acceptance import next_token
 from specsched.scheduler.jobs import JobState, SequenceState, commit
 
 
-def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder) -> list[tuple[SequenceState, list[int]]]:
-    """One target forward for `job`; returns what each advanced sequence committed."""
+def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder,
+                     costs: CostFit) -> list[tuple[SequenceState, list[int]]]:
+    """One target forward for `job` (timed into `costs`); returns what each advanced sequence committed."""
     unfinished = [st for st in job.sequences if not st.done]
     active = unfinished if job.config.mode == "parallel" else unfinished[:1]
     t0 = time.monotonic()
     unread = [target.sync_to(st.cache, st.context) for st in active]
     logits = target.forward_batch([st.cache for st in active], unread)
+    costs.add(max(map(len, unread)) * len(active), len(active), time.monotonic() - t0)
     out = []
     for st, rows in zip(active, logits):
         kept = commit(st, [next_token(rows[-1], job.config.sampling, st.rng)], target.eos_token_id,

@@ -4,8 +4,9 @@
 schedules (picks ready drafts from the run queue, with --lockstep only once every live sequence's
 draft is queued), the target runs (one forward over each picked sequence's unread prefix plus its
 draft), and postprocessing decides acceptance, commits tokens, and hands back verdicts. Target-only
-jobs (``ar``, ``parallel``) take a step whenever no draft is ready. ``serve`` is the process around
-it: it admits jobs from the engine and drafts from the workers, and sends what ``step`` produced.
+jobs (``ar``, ``parallel``) and riders (step_aside.py) take a step whenever no draft is ready.
+``serve.py`` is the process around it: it admits jobs from the engine and drafts from the workers,
+and sends what ``step`` produced.
 """
 
 from __future__ import annotations
@@ -15,22 +16,26 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import zmq
 
 from specsched.policies.base import PolicySettings
 from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.transport import Telemetry, worker_identity
-from specsched.runtime.core.wire import ProtocolError, pack, unpack
+from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.calibration import Calibration
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.layout import lay_out, settle
 from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
+from specsched.scheduler.step_aside import Rider, StepAside
 from specsched.scheduler.target_only import target_only_step
 
-__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "serve", "start_policy"]
+NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
+
+__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "start_policy"]
 
 
 def scheduling_key(config: RunConfig) -> tuple:
@@ -73,6 +78,10 @@ class Verifier:
         self.queue: RunQueue | None = None
         self.key: tuple | None = None
         self.rejected_unclaimed = 0     # rejected while no job ran: counted by the next job
+        self.costs = CostFit()          # the target's measured forward cost (runtime/core/costs.py)
+        self.aside = StepAside()
+        self.riders: dict[int, Rider] = {}            # sequences decoded alone for now, by global id
+        self.calibrations: dict[int, Calibration] = {}  # per job: acceptance by draft confidence
 
     # -- jobs ---------------------------------------------------------------------------------------
     def add_job(self, job: JobState) -> None:
@@ -97,6 +106,10 @@ class Verifier:
         del self.jobs[job.id]
         if self.queue is not None:
             self.queue.drop(lambda q: q.draft.seq not in self.seqs)
+        for st in job.sequences:
+            self.riders.pop(st.seq, None)
+            self.aside.forget(st.seq)
+        self.calibrations.pop(job.id, None)
 
     def reject(self, reason: Exception) -> None:
         """A malformed, stray or forged message: counted (in the record of the jobs running), never fatal."""
@@ -111,7 +124,7 @@ class Verifier:
     # -- schedule -----------------------------------------------------------------------------------
     def owing(self) -> int:
         """Drafts still owed to the run queue over every speculative job (see JobState.owing)."""
-        return sum(j.owing() for j in self.jobs.values() if not j.target_only)
+        return sum(j.owing() for j in self.jobs.values() if not j.target_only) - len(self.riders)
 
     def ready_to_pick(self) -> bool:
         """Ask the policy now? Something is queued and, under --lockstep, every sequence that owes a draft
@@ -152,8 +165,8 @@ class Verifier:
 
     # -- one step: schedule -> run -> postprocess ---------------------------------------------------
     def step(self, idle_since: float) -> list[Reply]:
-        """One turn: verify what the policy picks, else advance the target-only jobs by one forward.
-        Returns the verdicts to send (empty when nothing was ready)."""
+        """One turn: verify what the policy picks (riders join that forward), else advance the riders or
+        the target-only jobs by one forward. Returns the verdicts to send (empty when none is due)."""
         if self.ready_to_pick():
             self.recorder.add("idle", idle_since, self.ready_since())
             try:
@@ -161,53 +174,84 @@ class Verifier:
             except PolicyFailure as exc:  # a broken plug-in ends the jobs it schedules, not the verifier
                 self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
                 return []
-            return [Reply(v, e.reply_to, e.draft.worker) for e, v in zip(picked, self.verify(picked))]
+            return self.verify(picked)
+        if self.riders:
+            return self.verify([])
         for job in self.jobs.values():
             if job.target_only and not job.done:
-                self._report_commits(target_only_step(job, self.target, self.recorder))
+                commits = target_only_step(job, self.target, self.recorder, self.costs)
+                self._report_commits([(st, kept, -1) for st, kept in commits])
                 return []
         return []
 
     def has_target_only_work(self) -> bool:
-        return any(j.target_only and not j.done for j in self.jobs.values())
+        return bool(self.riders) or any(j.target_only and not j.done for j in self.jobs.values())
 
-    def verify(self, entries: list[Queued]) -> list[Verdict]:
-        """Verify the picked drafts in one target forward (a batch when the policy picked several); how
-        each is read and what the cache keeps afterwards is layout.py's rule."""
+    def verify(self, entries: list[Queued]) -> list[Reply]:
+        """Verify the picked drafts in one target forward (a batch when the policy picked several), with a
+        row of one token for every rider (step_aside.py); how each is read and what the cache keeps
+        afterwards is layout.py's rule. Returns the verdicts due: held ones stay with their rider."""
         t0 = time.monotonic()
-        states = [self.seqs[e.draft.seq] for e in entries]
-        layouts = [lay_out(self.target, st.cache, st.context, e.draft.tokens, e.draft.parents)
-                   for st, e in zip(states, entries)]
+        riders = list(self.riders.values())
+        states = [self.seqs[e.draft.seq] for e in entries] + [self.seqs[r.seq] for r in riders]
+        drafts = [(e.draft.tokens, e.draft.parents, e.draft.q) for e in entries]
+        drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
+                    else np.zeros((0, self.target.vocab_size), np.float32)) for st in states[len(entries):]]
+        layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
+                   for st, (tokens, parents, _) in zip(states, drafts)]
         caches = [st.cache for st in states]
-        if len(entries) == 1:
+        if len(states) == 1:
             logits = [self.target.forward(caches[0], layouts[0].tokens, layouts[0].parents)]
         else:
             logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
         t1 = time.monotonic()
-        verdicts, resampled = [], False
-        for st, e, layout, rows in zip(states, entries, layouts, logits):
-            d, job = e.draft, self.jobs[st.job]
-            outcome = settle(self.target, st.cache, layout, rows, d.tokens, d.parents, d.q, job.config.sampling,
-                             st.rng)
+        longest = max(len(x.tokens) for x in layouts)
+        self.costs.add(longest * len(states) if len(states) > 1 else longest, len(states), t1 - t0)
+        curve = self.costs.curve()
+        replies, commits, resampled = [], [], False
+        for i, (st, (tokens, parents, q), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
+            job = self.jobs[st.job]
+            outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.rng)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
-            st.rounds += 1
             for c in (self.counters, job.counters):
-                c.drafted += len(d.tokens)
+                c.drafted += len(tokens)
                 c.accepted += outcome.accepted
                 c.committed += len(kept)
-            verdicts.append(Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
-                                    np.asarray(outcome.path, np.int32), st.done, t0, 0.0))
+            if i >= len(entries):  # a rider: its tokens wait with its verdict
+                rider = riders[i - len(entries)]
+                rider.kept += kept
+                rider.left -= 1
+                commits.append((st, kept, rider.worker))
+                for c in (self.counters, job.counters):
+                    c.aside_tokens += len(kept)
+                if st.done or rider.left <= 0:
+                    del self.riders[rider.seq]
+                    replies.append(Reply(rider.release(st.done), rider.reply_to, rider.worker))
+                continue
+            e, d = entries[i], entries[i].draft
+            st.rounds += 1
+            commits.append((st, kept, d.worker))
+            self.calibration(job).add(d.conf, d.parents, outcome.path)
+            verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
+                              np.asarray(outcome.path, np.int32), st.done, t0, 0.0,
+                              curve.to_list() if curve else None, len(self.queue) if self.queue else 0)
+            aside = 0 if st.done or not job.config.steps_aside else self.aside.rounds_aside(
+                st.seq, len(kept), len(d.tokens), d.draft_s, curve)
+            if aside:
+                self.riders[st.seq] = Rider(st.seq, e.reply_to, d.worker, verdict, aside)
+            else:
+                replies.append(Reply(verdict, e.reply_to, d.worker))
         self.counters.verifications += 1
         self.counters.batched_drafts += len(entries)
         for job_id in {st.job for st in states}:  # a forward shared by several jobs counts for each
             self.jobs[job_id].counters.verifications += 1
-        for st in states:
+        for st in states[:len(entries)]:
             self.jobs[st.job].counters.batched_drafts += 1
         t2 = time.monotonic()
-        # a single draft names its sequence; a forward that served one job names the job (the engine files
+        # a single row names its sequence; a forward that served one job names the job (the engine files
         # it there); a batch across jobs names neither, and every running job shares it
-        seq = entries[0].draft.seq if len(entries) == 1 else -1
+        seq = states[0].seq if len(states) == 1 else -1
         jobs = {st.job for st in states}
         job = next(iter(jobs)) if len(jobs) == 1 else -1
         if resampled:
@@ -215,22 +259,21 @@ class Verifier:
             self.recorder.add("resample", t1, t2, seq, job)
         else:
             self.recorder.add("verify", t0, t2, seq, job)
-        for v in verdicts:
-            v.verify_end = t2
-        return verdicts
+        for r in replies:
+            r.verdict.verify_end = t2
+        self._report_commits(commits)  # the engine hears of committed tokens before any worker does
+        return replies
 
     # -- postprocess: tell the engine ---------------------------------------------------------------
-    def report(self, verdict: Verdict, worker: int) -> None:
-        """The engine hears of committed tokens before the worker does."""
-        self.telemetry.send("commit", {"seq": verdict.seq, "worker": worker, "done": verdict.done},
-                            {"tokens": verdict.tokens})
-        self.telemetry.events(self.recorder.drain())
-
-    def _report_commits(self, commits: list[tuple[SequenceState, list[int]]]) -> None:
-        for st, kept in commits:
-            self.telemetry.send("commit", {"seq": st.seq, "worker": -1, "done": st.done},
+    def _report_commits(self, commits: list[tuple[SequenceState, list[int], int]]) -> None:
+        """(sequence, tokens it committed, worker or -1 for target-only) for each row of a forward."""
+        for st, kept, worker in commits:
+            self.telemetry.send("commit", {"seq": st.seq, "worker": worker, "done": st.done},
                                 {"tokens": np.asarray(kept, np.int32)})
         self.telemetry.events(self.recorder.drain())
+
+    def calibration(self, job: JobState) -> Calibration:
+        return self.calibrations.setdefault(job.id, Calibration())
 
     def fail_speculative_jobs(self, message: str) -> None:
         for job in [j for j in self.jobs.values() if not j.target_only]:
@@ -240,86 +283,13 @@ class Verifier:
 
     def close_finished_jobs(self) -> None:
         for job in self.finished_jobs():
-            self.finish_job(job)
-            self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters)})
+            calibration = self.calibration(job).to_dict()
+            self.finish_job(job)  # forgets the job's calibration (and settles its rejected-message count)
+            curve = self.costs.curve()
+            self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters),
+                                             "cost_curve": curve.to_list() if curve else None,
+                                             "calibration": calibration})
 
 
 def _as_dict(c: Counters) -> dict:
     return {k: getattr(c, k) for k in Counters.__slots__}
-
-
-def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,
-          parent_alive, set_threads=None) -> Counters:
-    """The verifier process's loop, until the engine says stop (or goes away)."""
-    router = ctx.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 1000)
-    router.bind(endpoint)
-    v = Verifier(target, telemetry)
-    poller = zmq.Poller()
-    poller.register(router, zmq.POLLIN)
-    poller.register(control, zmq.POLLIN)
-    control.send_multipart(pack("ready", {"role": "verifier", "worker": VERIFIER}))  # the engine can reach us
-    idle_since = time.monotonic()
-    try:
-        while parent_alive():
-            busy = v.ready_to_pick() or v.has_target_only_work()
-            # short polls: a dead engine still ends the loop
-            events = dict(poller.poll(0 if busy else 100))
-            was_empty = not v.jobs
-            if control in events and not _control(v, control, telemetry, set_threads):
-                break
-            if was_empty and v.jobs:  # idle between jobs is nobody's idle time: a job's starts when it arrives
-                idle_since = time.monotonic()
-            if router in events:
-                _drain_drafts(v, router)
-            replies = v.step(idle_since)
-            for r in replies:
-                v.report(r.verdict, r.worker)
-                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
-            if replies or busy:
-                idle_since = time.monotonic()
-            v.close_finished_jobs()
-    finally:
-        router.close()
-    return v.counters
-
-
-def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry, set_threads) -> bool:
-    """Jobs in, cancellations, stop. Returns False on stop."""
-    while control.poll(0):
-        msg = unpack(control.recv_multipart(copy=False))
-        if msg.kind == "stop":
-            return False
-        if msg.kind == "job":
-            if set_threads is not None and msg.fields.get("threads"):
-                set_threads(int(msg.fields["threads"]))
-            job = JobState.from_message(msg.fields, v.target)
-            try:
-                v.add_job(job)
-            except PolicyFailure as exc:  # its policy cannot start: that job fails, the others go on
-                telemetry.send("job_failed", {"job": job.id, "message": f"verifier: PolicyFailure: {exc}"})
-                continue
-            telemetry.send("job_ack", {"job": job.id})
-        elif msg.kind == "cancel":
-            job = v.jobs.get(int(msg.fields["job"]))
-            if job is not None:
-                v.finish_job(job)
-        else:
-            raise ProtocolError(f"unexpected control message {msg.kind!r}")
-    return True
-
-
-def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
-    while router.poll(0):  # every arrived message into the run queue
-        frames = router.recv_multipart(copy=False)
-        now = time.monotonic()
-        try:
-            msg = unpack(frames[1:])
-            if msg.kind == "hello":  # a worker checking its connection before it says ready
-                router.send_multipart([frames[0], *pack("welcome")])
-                continue
-            if msg.kind != "draft":
-                raise ProtocolError(f"unexpected {msg.kind!r} message")
-            v.admit(Draft.from_message(msg), frames[0].bytes, now)
-        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
-            v.reject(exc)

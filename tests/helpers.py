@@ -132,8 +132,8 @@ class _LoopbackSocket:
     def send_multipart(self, frames, copy=True) -> None:
         draft = Draft.from_message(unpack([bytes(f) for f in frames]))
         self.verifier.admit(draft, b"w0", time.monotonic())
-        (verdict,) = self.verifier.verify(self.verifier.queue.pick())
-        self.reply = verdict.to_frames()
+        (reply,) = self.verifier.verify(self.verifier.queue.pick())
+        self.reply = reply.verdict.to_frames()
 
     def poll(self, timeout=None) -> bool:
         return self.reply is not None

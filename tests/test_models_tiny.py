@@ -137,3 +137,10 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path):
     resumed, steps = _micro_run(tmp_path / "b", None)
     assert steps == 2  # steps 3 and 4 only: it resumed from the checkpoint of step 2
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+def test_pct_trees_and_stepping_aside_keep_the_target_tokens_on_real_models():
+    """Greedy, the tiny transformers pair: PCT (batched and not) and stepping aside give `ar`'s tokens."""
+    ar = _run(mode="ar")
+    assert _run(mode="seed", tree="pct") == ar
+    assert _run(mode="seed", tree="pct", policy="batch", max_batch=0, step_aside="on") == ar

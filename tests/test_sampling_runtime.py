@@ -36,12 +36,12 @@ START = [[1 + i % 7, 1 + (3 * i + 1) % 7] for i in range(N_WORKERS)]
 
 
 def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: int, lookup: int = 0,
-                    min_confidence: float = 0.0):
-    config = sim_config(mode=mode, workers=N_WORKERS, lookup=lookup, min_confidence=min_confidence,
-                        prompts=[words(VOCAB, p) for p in START],
-                        sim_vocab=VOCAB, sim_agreement=agreement, temperature=params.temperature,
-                        top_k=params.top_k, top_p=params.top_p, max_new_tokens=400, k=3, seed=seed,
-                        sim_draft_ms=0.0, sim_verify_ms=0.0)
+                    min_confidence: float = 0.0, **kw):
+    config = sim_config(**{"mode": mode, "workers": N_WORKERS, "lookup": lookup, "min_confidence": min_confidence,
+                           "prompts": [words(VOCAB, p) for p in START],
+                           "sim_vocab": VOCAB, "sim_agreement": agreement, "temperature": params.temperature,
+                           "top_k": params.top_k, "top_p": params.top_p, "max_new_tokens": 400, "k": 3, "seed": seed,
+                           "sim_draft_ms": 0.0, "sim_verify_ms": 0.0, **kw})
     return run_ok(config)
 
 
@@ -57,12 +57,20 @@ def statistical_run(mode: str, agreement: float, params: SamplingParams, seed: i
     ("seed+lookup", 0.5, SamplingParams(1.5, top_k=5, top_p=0.9)),
     # adaptive draft length: branches stop where the draft's top probability is below 0.5
     ("seed+confidence", 0.5, SamplingParams(1.0)),
+    # PCT trees: widths fixed before the draw, depth from the measured costs
+    ("seed+pct", 0.5, SamplingParams(1.0)),
+    ("seed+pct", 0.5, SamplingParams(1.5, top_k=5, top_p=0.9)),
+    # stepping aside: a dear draft (1 ms a token) at agreement 0 sends sequences to ride with the target
+    ("seed+aside", 0.0, SamplingParams(1.0)),
 ], ids=lambda x: str(x) if not isinstance(x, SamplingParams) else
     f"T{x.temperature}-k{x.top_k}-p{x.top_p}")
 def test_sampled_outputs_follow_the_target_distribution(mode, agreement, params):
     mode, _, extra = mode.partition("+")
+    kw = {"pct": {"tree": "pct"}, "aside": {"step_aside": "on", "sim_draft_ms": 1.0}}.get(extra, {})
     record = statistical_run(mode, agreement, params, seed=2024, lookup=3 if extra == "lookup" else 0,
-                             min_confidence=0.5 if extra == "confidence" else 0.0)
+                             min_confidence=0.5 if extra == "confidence" else 0.0, **kw)
+    if extra == "aside":  # sequences really rode with the target
+        assert record.collected.counters["aside_tokens"] > 0
     if extra == "confidence":  # the stop really shortened drafts (k = 3 otherwise, bar the last rounds)
         assert record.metrics.drafted < 0.9 * 3 * record.collected.counters["verifications"]
     table = transition_table(target_model(VOCAB), VOCAB, params)

@@ -15,6 +15,7 @@ import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.sampling import stream
@@ -77,15 +78,19 @@ class DraftWorker:
         the sequence's index in its job, never by what this worker did before."""
         drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft"), prompt,
                                k_config=config.tree_shape, replacement=config.replacement,
-                               lookup=config.draft_lookup, min_confidence=config.min_confidence)
+                               lookup=config.draft_lookup, min_confidence=config.min_confidence,
+                               pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
+                               else None)
         generated, rnd = 0, 0
         while True:
             # never draft deeper than the token limit allows: a verdict adds one target token after the draft
             budget = config.max_new_tokens - generated - 1
+            started = time.monotonic()
             with self.recorder.span("draft", seq):
                 proposal = drafter.propose(budget)
+            sent = time.monotonic()
             draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
-                          sent_at=time.monotonic())
+                          sent_at=sent, conf=proposal.conf, draft_s=sent - started)
             self.sock.send_multipart(draft.to_frames(), copy=False)
             verdict = Verdict.from_message(_expect(self.sock, ("verdict",), self.parent_alive))
             if verdict.seq != seq or verdict.round != rnd:
@@ -95,6 +100,7 @@ class DraftWorker:
             self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
             committed = verdict.tokens.tolist()
             drafter.observe(committed, verdict.path.tolist())
+            drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)
             generated += len(committed)
             rnd += 1
             self.telemetry.events(self.recorder.drain())

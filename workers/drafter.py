@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
 from specsched.workers.lookup import NgramIndex, delta
 
@@ -23,6 +24,7 @@ class Proposal:
     tokens: np.ndarray          # int32 [n]
     parents: np.ndarray         # int32 [n]
     q: np.ndarray | None        # float32 [n, V], None when greedy
+    conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token, softmax at T = 1
 
 
 class Drafter(ABC):
@@ -34,10 +36,18 @@ class Drafter(ABC):
         self.context = list(prompt)  # the committed sequence: prompt + verified tokens
         self.cache = model.new_cache()
         self.base = 0                # cache index of the first draft token of the last proposal
+        self.curve: CostCurve | None = None  # the verifier's measured forward cost, from the last verdict
+        self.queue_ahead = 0         # drafts that were still waiting in the run queue at the last verdict
 
     @abstractmethod
     def propose(self, budget: int) -> Proposal:
         """Draft after the committed context; no path through the draft may exceed ``budget``."""
+
+    def hear(self, curve: CostCurve | None, queue_ahead: int) -> None:
+        """What the verdict says of the verifier: its cost curve and its queue (cost-aware drafters use it)."""
+        if curve is not None:
+            self.curve = curve
+        self.queue_ahead = queue_ahead
 
     def observe(self, committed: list[int], path: list[int] | None = None) -> None:
         """Take a verdict: extend the context; collapse a drafted tree to its accepted path.
@@ -81,6 +91,7 @@ class TreeDrafter(Drafter):
         tokens: list[int] = []
         parents: list[int] = []
         qs: list[np.ndarray] = []
+        confs: list[float] = []
         if shape:
             root = self.model.forward(self.cache, self.model.sync_to(self.cache, self.context))[-1]
             self.base = len(self.cache)
@@ -95,9 +106,11 @@ class TreeDrafter(Drafter):
                         continue  # the draft doubts itself here: stop this branch (draft-side, so lossless)
                     else:
                         candidates = self._candidates(logits, width)
+                    probs = softmax(logits)
                     for x, q in candidates:
                         tokens.append(x)
                         parents.append(parent)
+                        confs.append(float(probs[x]))
                         if q is not None:
                             qs.append(q)
                         level.append(len(tokens) - 1)
@@ -111,7 +124,7 @@ class TreeDrafter(Drafter):
         else:
             self.base = len(self.cache)
         q = np.stack(qs) if qs else (None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32))
-        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q)
+        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q, np.asarray(confs, np.float32))
 
     def _lookup(self, tokens: list[int], parents: list[int], node: int) -> int | None:
         """What followed the latest earlier occurrence of the text ending at draft node `node` (-1: root)."""
@@ -163,8 +176,21 @@ def confidence(logits: np.ndarray) -> float:
     return float(1.0 / np.exp(logits - top, dtype=np.float64).sum())
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """The draft's distribution at temperature 1 (what PCT's c_i and the calibration monitor read)."""
+    e = np.exp(logits - logits.max(), dtype=np.float64)
+    return e / e.sum()
+
+
 def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
                  *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0,
-                 min_confidence: float = 0.0) -> Drafter:
+                 min_confidence: float = 0.0, pct: tuple[int, int, float] | None = None) -> Drafter:
+    """A fixed shape (`k_config`), or with `pct` = (top-k, depth, floor) a tree shaped by expected gain."""
+    if pct is not None:
+        from specsched.workers.pct import PctDrafter  # it builds on TreeDrafter, defined above
+
+        top_k, depth, floor = pct
+        return PctDrafter(model, params, rng, prompt, top_k=top_k, depth=depth, floor=floor,
+                          replacement=replacement, lookup=lookup)
     return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup,
                        min_confidence=min_confidence)

@@ -157,7 +157,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
-    serving = ["specsched.runtime.engine.child", "specsched.scheduler.verifier", "specsched.workers.draft_worker"]
+    serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
     if config.backend == "hf":
         return [*serving, "specsched.runtime.backends.hf", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model"]

@@ -31,6 +31,11 @@ class RunConfig:
     lookup: int | None = None        # n-gram lookup (n = lookup..2) before the draft model; 0 = off, None = auto
     min_confidence: float = 0.0      # stop a draft branch where the draft's top probability is below this
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
+    step_aside: str = "off"          # on: a sequence is decoded by the target alone while drafting does not pay
+    tree: str = "fixed"              # fixed (--k / --k-config) | pct (shaped by expected time gain)
+    pct_top_k: int = 5               # pct: children tried per node
+    pct_depth: int = 10              # pct: deepest draft
+    pct_floor: float = 0.02          # pct: no node whose estimated acceptance is below this
     lockstep: bool = False           # verify only when every worker that owes a draft has one queued
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -70,6 +75,19 @@ class RunConfig:
             raise ConfigError(f"--min-confidence must be in [0, 1), got {self.min_confidence}")
         if self.lookup is not None and (self.lookup < 0 or self.lookup == 1):
             raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
+        if self.step_aside not in ("on", "off"):
+            raise ConfigError(f"--step-aside must be on or off, got {self.step_aside!r}")
+        if self.step_aside == "on" and self.mode not in ("seed", "sd"):
+            raise ConfigError(f"--step-aside needs draft workers (--mode seed or sd); --mode {self.mode} has none")
+        if self.tree not in ("fixed", "pct"):
+            raise ConfigError(f"unknown --tree {self.tree!r}; choose fixed or pct")
+        if self.tree == "pct" and self.k_config:
+            raise ConfigError("--tree pct shapes the tree itself: drop --k-config")
+        if not (1 <= self.pct_top_k <= 64 and 1 <= self.pct_depth <= 64):
+            raise ConfigError(f"--pct-top-k and --pct-depth must be in 1..64, got {self.pct_top_k}, "
+                              f"{self.pct_depth}")
+        if not 0 < self.pct_floor < 1:
+            raise ConfigError(f"--pct-floor must be in (0, 1), got {self.pct_floor}")
         if self.max_batch < 0:
             raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
         if self.lockstep and self.mode in ("ar", "parallel"):
@@ -117,6 +135,13 @@ class RunConfig:
         if self.lookup is not None:
             return self.lookup
         return AUTO_LOOKUP if self.backend == "hf" else 0
+
+    @property
+    def steps_aside(self) -> bool:
+        """--step-aside on. Off by default: which rounds a sequence spends aside is decided from measured
+        times, so under sampling the same seed no longer gives the same text (the law is still the
+        target's), and a stepped-aside sequence is not in the run queue, out of the policy's sight."""
+        return self.step_aside == "on"
 
     @property
     def tree_shape(self) -> tuple[int, ...]:

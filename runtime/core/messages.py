@@ -24,6 +24,8 @@ class Draft:
     q: np.ndarray | None = None     # float32 [n, V] the distribution each token was sampled from
     prompt: np.ndarray | None = None  # int32, sent with a sequence's first draft only
     sent_at: float = 0.0
+    conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token (calibration, PCT)
+    draft_s: float = 0.0            # seconds the worker spent drafting it
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -33,6 +35,8 @@ class Draft:
             raise ValueError("draft parents must point to earlier tokens (or -1)")
         if self.q is not None and (self.q.ndim != 2 or self.q.shape[0] != n):
             raise ValueError(f"draft q has shape {self.q.shape}, expected [{n}, V]")
+        if self.conf is not None and self.conf.shape != (n,):
+            raise ValueError(f"draft confidences have shape {self.conf.shape}, expected [{n}]")
 
     @classmethod
     def chain(cls, seq: int, worker: int, round: int, tokens: list[int], **kw) -> Draft:
@@ -45,8 +49,10 @@ class Draft:
             arrays["q"] = self.q
         if self.prompt is not None:
             arrays["prompt"] = self.prompt.astype(np.int32)
+        if self.conf is not None:
+            arrays["conf"] = self.conf.astype(np.float32)
         return pack("draft", {"seq": self.seq, "worker": self.worker, "round": self.round,
-                              "sent_at": self.sent_at}, arrays)
+                              "sent_at": self.sent_at, "draft_s": self.draft_s}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> Draft:
@@ -54,7 +60,7 @@ class Draft:
         q = a.get("q")
         return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
                    q.astype(np.float32, copy=False) if q is not None else None,
-                   a.get("prompt"), float(f.get("sent_at", 0.0)))
+                   a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)))
 
 
 @dataclass(slots=True)
@@ -67,15 +73,20 @@ class Verdict:
     done: bool = False           # the sequence reached EOS or its token limit
     verify_start: float = 0.0
     verify_end: float = 0.0
+    cost: list | None = None     # the verifier's fitted forward cost (CostCurve.to_list), if any yet
+    queue: int = 0               # drafts left waiting in the run queue when this one was verified
+    aside: int = 0               # target-only rounds the verifier decoded this sequence alone before answering
 
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
-                                "verify_end": self.verify_end},
+                                "verify_end": self.verify_end, "cost": self.cost, "queue": self.queue,
+                                "aside": self.aside},
                     {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32)})
 
     @classmethod
     def from_message(cls, msg: Message) -> Verdict:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
-                   bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]))
+                   bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
+                   int(f.get("queue", 0)), int(f.get("aside", 0)))

@@ -40,9 +40,12 @@ class Admission:
             self._announce(job, workers)
 
     def _key_fits(self, job: JobRun) -> bool:
+        """Its scheduling agrees with every speculative job running, and with every one submitted before
+        it: a job under another policy never overtakes an earlier one (whichever's workers load first)."""
         key = scheduling_key(job.config)
-        running = [j for j in self.jobs if j.speculative and j.phase is not Phase.PENDING]
-        return all(scheduling_key(j.config) == key for j in running)
+        earlier = self.jobs[:self.jobs.index(job)]
+        ahead = [j for j in self.jobs if j.speculative and (j.phase is not Phase.PENDING or j in earlier)]
+        return all(scheduling_key(j.config) == key for j in ahead)
 
     def _reserve_workers(self, job: JobRun) -> bool:
         """Give the job its workers: parked ones first, new ones for the rest (within max_workers)."""

@@ -68,7 +68,7 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
     backend = get_backend(config)
     endpoint = spec["endpoints"]["verify"]
     if spec["role"] == "verifier":
-        from specsched.scheduler.verifier import serve
+        from specsched.scheduler.serve import serve
 
         serve(backend.target(), ctx, endpoint, control, telemetry, parent_alive, set_threads=_set_threads)
     else:

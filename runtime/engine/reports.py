@@ -59,6 +59,8 @@ class Reports:
             job = self._job(int(f["job"]))
             if job is not None:
                 job.collected.counters = dict(f["counters"])
+                job.collected.cost_curve = f.get("cost_curve")
+                job.collected.calibration = dict(f.get("calibration") or {})
                 job.collected.verifier_finished = True
                 self._maybe_complete(job)
         elif msg.kind == "job_failed":

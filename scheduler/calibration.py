@@ -1,0 +1,49 @@
+"""The calibration monitor: does the draft's confidence predict acceptance?
+
+PCT's premise is that a draft token's probability c (softmax at T = 1) estimates the chance the target
+accepts it. For every draft token the verifier *reached* - its parent was accepted (or it hangs off the
+committed prefix), so the target judged it - it counts, by confidence bin, one proposal and whether it
+was accepted. Per job, the record holds the bins and
+
+    ECE = sum over bins b of (n_b / N) * | accepted_b / n_b - mean confidence_b |
+
+the expected calibration error (Guo et al. 2017): 0 for a draft whose confidence is acceptance.
+`specsched export --svg` draws the reliability diagram from the same bins.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BINS = 10
+
+
+class Calibration:
+    def __init__(self) -> None:
+        self.proposed = np.zeros(BINS, np.int64)
+        self.accepted = np.zeros(BINS, np.int64)
+        self.confidence = np.zeros(BINS)  # sum of confidences per bin
+
+    def add(self, conf: np.ndarray | None, parents: np.ndarray, path: list[int]) -> None:
+        if conf is None or not len(conf):
+            return
+        on_path = set(path)
+        reached = [j for j, p in enumerate(parents) if p < 0 or int(p) in on_path]
+        bins = np.minimum((conf[reached] * BINS).astype(int), BINS - 1)
+        np.add.at(self.proposed, bins, 1)
+        np.add.at(self.confidence, bins, conf[reached])
+        np.add.at(self.accepted, bins, [j in on_path for j in reached])
+
+    def to_dict(self) -> dict:
+        return {"proposed": self.proposed.tolist(), "accepted": self.accepted.tolist(),
+                "confidence": [round(float(c), 6) for c in self.confidence]}
+
+
+def ece(bins: dict) -> float | None:
+    """Expected calibration error of a record's bins (None when nothing was judged)."""
+    n = np.asarray(bins.get("proposed", []), float)
+    if not n.sum():
+        return None
+    acc, conf = np.asarray(bins["accepted"], float), np.asarray(bins["confidence"], float)
+    seen = n > 0
+    return float(np.sum(n[seen] / n.sum() * np.abs(acc[seen] / n[seen] - conf[seen] / n[seen])))

@@ -1,0 +1,93 @@
+"""The verifier process's loop around ``Verifier.step()``: jobs in from the engine (control socket),
+drafts in from the workers (ROUTER), verdicts out, until the engine says stop or goes away."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.events import VERIFIER
+from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.transport import Telemetry
+from specsched.runtime.core.wire import ProtocolError, pack, unpack
+from specsched.scheduler.jobs import Counters, JobState
+from specsched.scheduler.run_queue import PolicyFailure
+from specsched.scheduler.verifier import Verifier
+
+
+def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,
+          parent_alive, set_threads=None) -> Counters:
+    """The verifier process's loop, until the engine says stop (or goes away)."""
+    router = ctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 1000)
+    router.bind(endpoint)
+    v = Verifier(target, telemetry)
+    poller = zmq.Poller()
+    poller.register(router, zmq.POLLIN)
+    poller.register(control, zmq.POLLIN)
+    control.send_multipart(pack("ready", {"role": "verifier", "worker": VERIFIER}))  # the engine can reach us
+    idle_since = time.monotonic()
+    try:
+        while parent_alive():
+            busy = v.ready_to_pick() or v.has_target_only_work()
+            # short polls: a dead engine still ends the loop
+            events = dict(poller.poll(0 if busy else 100))
+            was_empty = not v.jobs
+            if control in events and not _control(v, control, telemetry, set_threads):
+                break
+            if was_empty and v.jobs:  # idle between jobs is nobody's idle time: a job's starts when it arrives
+                idle_since = time.monotonic()
+            if router in events:
+                _drain_drafts(v, router)
+            replies = v.step(idle_since)
+            for r in replies:
+                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
+            if replies or busy:
+                idle_since = time.monotonic()
+            v.close_finished_jobs()
+    finally:
+        router.close()
+    return v.counters
+
+
+def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry, set_threads) -> bool:
+    """Jobs in, cancellations, stop. Returns False on stop."""
+    while control.poll(0):
+        msg = unpack(control.recv_multipart(copy=False))
+        if msg.kind == "stop":
+            return False
+        if msg.kind == "job":
+            if set_threads is not None and msg.fields.get("threads"):
+                set_threads(int(msg.fields["threads"]))
+            job = JobState.from_message(msg.fields, v.target)
+            try:
+                v.add_job(job)
+            except PolicyFailure as exc:  # its policy cannot start: that job fails, the others go on
+                telemetry.send("job_failed", {"job": job.id, "message": f"verifier: PolicyFailure: {exc}"})
+                continue
+            telemetry.send("job_ack", {"job": job.id})
+        elif msg.kind == "cancel":
+            job = v.jobs.get(int(msg.fields["job"]))
+            if job is not None:
+                v.finish_job(job)
+        else:
+            raise ProtocolError(f"unexpected control message {msg.kind!r}")
+    return True
+
+
+def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
+    while router.poll(0):  # every arrived message into the run queue
+        frames = router.recv_multipart(copy=False)
+        now = time.monotonic()
+        try:
+            msg = unpack(frames[1:])
+            if msg.kind == "hello":  # a worker checking its connection before it says ready
+                router.send_multipart([frames[0], *pack("welcome")])
+                continue
+            if msg.kind != "draft":
+                raise ProtocolError(f"unexpected {msg.kind!r} message")
+            v.admit(Draft.from_message(msg), frames[0].bytes, now)
+        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+            v.reject(exc)
