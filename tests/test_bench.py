@@ -196,11 +196,11 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
     assert json.loads((tmp_path / "b.json").read_text())["schema"] == "specsched-bench/1"
     md = (tmp_path / "b.md").read_text()
-    assert "| arm | tok/s | min–max | × ar | α | tok/ver | busy | ovh | wall s | = ar |" in md
+    assert "| arm | tok/s | min–max | × ar | α | tok/ver | draft | aside | busy | ovh | wall s | = ar |" in md
     assert "| seed-fcfs ≥ 2.0× serial AR (tokens/s) |" in md
     svg = ET.fromstring((tmp_path / "plots" / "speedup_vs_alpha.svg").read_text())
     drafting = [a for a in smoke.arms if a.median("acceptance_rate") is not None]
-    assert len(svg.findall(".//{http://www.w3.org/2000/svg}circle")) == len(drafting) == 5
+    assert len(svg.findall(".//{http://www.w3.org/2000/svg}circle")) == len(drafting) == 8  # every arm that drafts
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,7 +1,8 @@
 """The arms of the benchmark: every way of decoding the same workload, by a stable name.
 
-Runtime arms are RunConfig variations of one base configuration: they differ only in mode, policy
-and batching, never in prompts, seed, temperature, k, k_config, max_new_tokens or the model pair.
+Runtime arms are RunConfig variations of one base configuration: they differ only in mode, policy,
+batching, tree rule (fixed or pct) and stepping aside, never in prompts, seed, temperature, k,
+k_config, max_new_tokens or the model pair.
 The outside peers (``hf-*``) run Hugging Face transformers' own generate() on the same tokenised
 prompts with the same target (peers.py).
 """
@@ -28,6 +29,11 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
     "parallel": ("batched target-only AR, every sequence per forward (Fig. 1d)", {"mode": "parallel"}),
     "seed-batch": ("SEED + batched verification of every ready draft", {"mode": "seed", "policy": "batch",
                                                                         "max_batch": 0}),
+    "seed-pct": ("SEED, PCT trees shaped by the measured costs", {"mode": "seed", "tree": "pct"}),
+    "seed-aside": ("SEED, batched, sequences step aside where drafting does not pay",
+                   {"mode": "seed", "policy": "batch", "max_batch": 0, "step_aside": "on"}),
+    "seed-cost": ("SEED, cost-aware: PCT trees, batched, stepping aside",
+                  {"mode": "seed", "policy": "batch", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
 }
 PEER_ARMS: dict[str, str] = {
     "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",
@@ -54,6 +60,10 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
     0 most urgent), as in `specsched compare`: equal priorities would only repeat FCFS."""
     _, fields = RUNTIME_ARMS[name]
     fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, **fields}
+    if fields["mode"] in ("ar", "parallel"):
+        fields["step_aside"] = "off"  # no drafts to step aside from
+    if fields.get("tree", base.tree) == "pct":
+        fields["k_config"] = []       # PCT shapes its own trees
     if fields["policy"] == "priority":
         fields["priorities"] = list(range(base.n_sequences))
     return dataclasses.replace(base, **fields)
@@ -62,7 +72,8 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
 def shared(config: RunConfig) -> dict:
     """The configuration every arm shares, as JSON: mode, policy and batching vary per arm, so they
     are left out rather than shown with the base's meaningless values."""
-    return {k: v for k, v in config.to_dict().items() if k not in ("mode", "policy", "priorities", "max_batch")}
+    varying = ("mode", "policy", "priorities", "max_batch", "tree", "step_aside")
+    return {k: v for k, v in config.to_dict().items() if k not in varying}
 
 
 @dataclass(slots=True)
@@ -96,6 +107,7 @@ def sample_of(record: RunRecord) -> Sample:
         raise Interrupted(record.error) if record.stopped_by == "SIGTERM" else KeyboardInterrupt(record.error)
     m = record.metrics
     drafts = record.config.mode in ("sd", "seed")
+    counters = record.collected.counters
     return Sample(
         tokens_per_s=m.tokens_per_s,
         wall_s=m.wall_s,
@@ -104,6 +116,9 @@ def sample_of(record: RunRecord) -> Sample:
         mean_tokens_per_verify=m.mean_tokens_per_verify if m.verifications else None,
         verifier_busy=m.verifier_busy,
         overhead=verifier_overhead(record.collected.events).share_of_busy,
+        draft_size=counters.get("drafted", 0) / counters["batched_drafts"] if counters.get("batched_drafts") else None,
+        aside_share=counters.get("aside_tokens", 0) / m.tokens if drafts and m.tokens else None,
+        cost_curve=record.collected.cost_curve,
         error=None if record.status == "ok" else f"{record.status}: {record.error}",
     )
 

@@ -32,6 +32,9 @@ class Sample:
     mean_tokens_per_verify: float | None = None
     verifier_busy: float | None = None
     overhead: float | None = None                 # runtime overhead / verifier busy time
+    draft_size: float | None = None               # draft tokens per verified draft (a tree's nodes)
+    aside_share: float | None = None              # share of the tokens decoded while stepped aside
+    cost_curve: list | None = None                # the verifier's fitted forward cost (CostCurve.to_list)
     error: str | None = None                      # a failed run: excluded from every statistic
 
 
@@ -83,6 +86,8 @@ class ArmResult:
             "mean_tokens_per_verify": self.median("mean_tokens_per_verify"),
             "verifier_busy": self.median("verifier_busy"),
             "overhead": self.median("overhead"),
+            "draft_size": self.median("draft_size"),
+            "aside_share": self.median("aside_share"),
             "wall_s": self.median("wall_s"),
             "outputs_match_ar": self.outputs_match_ar,
             "mismatched_sequences": self.mismatched,

@@ -21,7 +21,7 @@ from specsched.runtime.bench.sweep import SweepPoint
 # tok/s: median over the repeats, min–max their spread; ×ar: speedup over serial AR; busy: verifier busy share of
 # the decode window; ovh: runtime overhead as a share of verifier busy time (overhead.py); = ar: greedy
 # output identical to serial AR's.
-ARM_HEADERS = ["arm", "tok/s", "min–max", "× ar", "α", "tok/ver", "busy", "ovh", "wall s", "= ar"]
+ARM_HEADERS = ["arm", "tok/s", "min–max", "× ar", "α", "tok/ver", "draft", "aside", "busy", "ovh", "wall s", "= ar"]
 TARGET_HEADERS = ["goal", "measured", "result"]
 
 
@@ -47,13 +47,14 @@ def arm_rows(results: list[ArmResult]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.skipped:
-            rows.append([r.name, "skipped", *["–"] * 7, _match(r)])
+            rows.append([r.name, "skipped", *["–"] * 9, _match(r)])
             continue
         spread = r.spread()
         rows.append([r.name, "failed" if r.tokens_per_s is None else f"{r.tokens_per_s:.1f}",
                      f"{_rate(spread[0])}–{_rate(spread[1])}" if spread else "–",
                      _f(r.speedup_vs_ar, ".2f") + ("×" if r.speedup_vs_ar is not None else ""),
                      _f(r.median("acceptance_rate"), ".3f"), _f(r.median("mean_tokens_per_verify"), ".2f"),
+                     _f(r.median("draft_size"), ".1f"), _pct(r.median("aside_share"), 0),
                      _pct(r.median("verifier_busy")), _pct(r.median("overhead")), _f(r.median("wall_s"), ".2f"),
                      _match(r)])
     return rows

@@ -6,7 +6,7 @@ invocation at the same setting. Axes:
 
     n            number of thoughts = draft workers = sequences (the workload grows with it)
     k            draft length (chains)
-    k-config     draft tree shapes
+    k-config     draft tree shapes; ``pct`` is the tree PCT shapes from the measured costs
     temperature  sampling temperature of target and draft alike
     task         the ToT task family the prompts come from (hf backend)
 """
@@ -58,8 +58,9 @@ def parse_values(axis: str, text: str | None) -> list[Value]:
     try:
         if axis == "k-config":
             shapes = [shape for shape in re.split(r"\s*;\s*", text.strip()) if shape]
-            values: list[Value] = [tuple(int(w) for w in shape.split(",")) for shape in shapes]
-            bad = [v for v in values if not v or min(v) < 1]
+            values: list[Value] = [shape if shape == "pct" else tuple(int(w) for w in shape.split(","))
+                                   for shape in shapes]
+            bad = [v for v in values if v != "pct" and (not v or min(v) < 1)]
         elif axis == "temperature":
             values = [float(x) for x in text.split(",") if x.strip()]
             bad = [v for v in values if v < 0]
@@ -82,8 +83,10 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
     fields: dict = {"workers": n}
     if axis == "k":
         fields.update(k=value, k_config=[])
+    elif axis == "k-config" and value == "pct":
+        fields.update(k_config=[], tree="pct")
     elif axis == "k-config":
-        fields["k_config"] = list(value)  # type: ignore[arg-type]
+        fields.update(k_config=list(value), tree="fixed")  # type: ignore[arg-type]
     elif axis == "temperature":
         fields["temperature"] = value
     texts = workload.prompts(base.backend, n_prompts or n, task=value if axis == "task" else task)  # type: ignore[arg-type]
