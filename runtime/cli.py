@@ -72,6 +72,8 @@ def add_watch_commands(sub) -> None:
     export.add_argument("--chrome", metavar="OUT.json", help="Chrome Trace Event Format")
     export.add_argument("--svg", metavar="OUT.svg", help="the final Gantt chart as an image")
     export.add_argument("--width", type=int, default=120, help="SVG width in columns")
+    export.add_argument("--reliability", metavar="OUT.svg",
+                        help="the draft's reliability diagram: acceptance by draft confidence, and the ECE")
     export.set_defaults(func=cmd_export)
     compare = sub.add_parser("compare", help="the same seeded workload under several policies",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -176,8 +178,8 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from specsched.runtime.export import final_svg, write_chrome
     from specsched.runtime.trace import load_events
 
-    if not (args.chrome or args.svg):
-        raise ConfigError("nothing to export: give --chrome OUT.json and/or --svg OUT.svg")
+    if not (args.chrome or args.svg or args.reliability):
+        raise ConfigError("nothing to export: give --chrome OUT.json, --svg OUT.svg and/or --reliability OUT.svg")
     if not MIN_WIDTH <= args.width <= MAX_WIDTH:
         raise ConfigError(f"--width must be in [{MIN_WIDTH}, {MAX_WIDTH}] columns, got {args.width}")
     data, events = load_events(args.path)
@@ -190,6 +192,13 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         Path(args.svg).write_text(final_svg(data, events, width=args.width,
                                             title=f"specsched · policy {data['config'].get('policy')}"))
         console.print(f"wrote {args.svg}", highlight=False)
+    if args.reliability:
+        from specsched.runtime.bench.plot import reliability
+
+        if not sum((data.get("calibration") or {}).get("proposed") or []):
+            raise ConfigError(f"{args.path}: no calibration bins (a run that drafted, recorded by this version)")
+        Path(args.reliability).write_text(reliability(data["calibration"]))
+        console.print(f"wrote {args.reliability}", highlight=False)
     return 0
 
 

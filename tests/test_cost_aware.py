@@ -90,3 +90,24 @@ def test_the_summary_shows_the_cost_curve_and_the_calibration():
 def test_bad_settings_are_refused_in_one_line(bad, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         RunConfig(backend="sim", **bad)
+
+
+def test_export_draws_the_reliability_diagram_of_a_run(tmp_path):
+    import json
+    import xml.etree.ElementTree as ET
+
+    from helpers import specsched
+
+    run = run_cli("--workers", "2", "--max-new-tokens", "16", "--quiet", "--json", str(tmp_path / "r.json"))
+    assert run.returncode == 0, run.stderr
+    bins = json.loads((tmp_path / "r.json").read_text())["calibration"]
+    out = specsched("export", str(tmp_path / "r.json"), "--reliability", str(tmp_path / "rel.svg"))
+    assert out.returncode == 0, out.stderr
+    svg = ET.fromstring((tmp_path / "rel.svg").read_text())
+    circles = svg.findall(".//{http://www.w3.org/2000/svg}circle")
+    assert len(circles) == 2 + sum(n > 0 for n in bins["proposed"])  # the diagonal's two ends, one per bin
+    assert "ECE" in (tmp_path / "rel.svg").read_text()
+    ar = run_cli("--mode", "ar", "--max-new-tokens", "4", "--quiet", "--json", str(tmp_path / "ar.json"))
+    assert ar.returncode == 0, ar.stderr
+    refused = specsched("export", str(tmp_path / "ar.json"), "--reliability", str(tmp_path / "x.svg"))
+    assert refused.returncode == 2 and "no calibration bins" in refused.stderr

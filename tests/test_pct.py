@@ -116,3 +116,14 @@ def test_sampled_widths_are_fixed_before_the_draw_and_every_drawn_token_is_kept(
 def test_before_any_measurement_the_floor_and_a_prior_shape_the_tree():
     d = drafter(TABLE, curve=None, step_s=None, floor=0.3)
     assert nodes(d.propose(10)) == [(1, -1), (2, 0), (4, 1)]  # 3 (0.27) is under the floor
+
+
+def test_a_token_is_worth_what_the_verifier_spends_on_one():
+    # t = 10 ms + 1 ms/token; trees of 4 nodes (t(5) = 15 ms): committing 5 tokens a round, the verifier
+    # spends 3 ms on each, so a node needs p̂ >= b / 3 ms = 0.33 to enter; 3 (p̂ 0.27) stays out
+    d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005)
+    d.nodes, d.committed = 4.0, 5.0
+    assert nodes(d.propose(10)) == [(1, -1), (2, 0), (4, 1)]
+    d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005)
+    d.nodes, d.committed = 4.0, 1.5   # 10 ms a token: p̂ >= 0.1, and 3 enters
+    assert (3, 0) in nodes(d.propose(10))

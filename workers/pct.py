@@ -4,14 +4,16 @@ EDD/PCT (../shared/papers/003_49db5f3c92e73b63.txt, §3.2) estimates a node's ch
 p̂ = ∏ c_i along its path (c_i: the draft's probability of token i, softmax at T = 1; the calibration
 monitor shows how well that holds for a draft). Drafting one more level costs a draft forward s_d and
 gains p̂·s_t for a node that is then accepted, so a node is expanded only while p̂ ≥ s_d / s_t (Eq. 5).
-The paper takes the target's forward time s_t as a constant. On a CPU every token a forward reads
-costs b more (the verifier's fitted curve t = a + b·tokens + c·(rows − 1), which each verdict
-carries), so this drafter also prices the verification of each node:
+The paper takes the target's forward time s_t as a constant and values an accepted token at one
+target forward. On a CPU every token a forward reads costs b more (the verifier's fitted curve
+t = a + b·tokens + c·(rows − 1), which each verdict carries), and a verifier that commits E tokens
+per forward spends t/E on each: that is what one more expected token is worth. So this drafter
+prices both sides, with v = t(n̄ + 1) / Ē (n̄ its running mean tree size, Ē its running tokens
+committed per round; v = t(1) until it has rounds to go by, the paper's s_t):
 
-    a node enters the tree   iff  p̂ · s_t ≥ b        (and p̂ ≥ the leaf floor)
-    a node gets children     iff  p̂ · s_t ≥ s_d      (s_d measured here, per draft level)
-
-with s_t = t(1 token, 1 row). Top-k children per node (default 5), depth ≤ 10, at most
+    a node enters the tree   iff  p̂ · v ≥ b        (and p̂ ≥ the leaf floor)
+    a node gets children     iff  p̂ · v ≥ s_d      (s_d measured here, per draft level)
+ Top-k children per node (default 5), depth ≤ 10, at most
 `MAX_NODES` nodes. **Queue-aware, beyond the paper:** a draft that will wait in the run queue anyway
 drafts deeper for free - while the time spent drafting stays within the expected wait (the drafts
 queued ahead at the last verdict × the verifier's forward time), a level costs no latency and s_d
@@ -36,7 +38,7 @@ from specsched.workers.drafter import Proposal, TreeDrafter, softmax
 
 MAX_NODES = 48          # a tree never reads more tokens than this into one verification
 PRIOR_SD_ST = 0.1       # s_d / s_t until both are measured
-DRAFT_EWMA = 0.3        # weight of the newest level in the measured draft step
+RUNNING = 0.3           # weight of the newest value in the running means (s_d, n̄, Ē)
 
 
 class PctDrafter(TreeDrafter):
@@ -47,17 +49,25 @@ class PctDrafter(TreeDrafter):
                          lookup=lookup)
         self.top_k, self.depth, self.floor = top_k, depth, floor
         self.step_s: float | None = None   # s_d: one draft level's forward, measured
-        self.sizes: list[int] = []         # nodes per proposal (the record's chosen tree sizes)
+        self.nodes: float | None = None    # n̄: running mean of the nodes per tree
+        self.committed: float | None = None  # Ē: running mean of the tokens a verdict commits
 
     def thresholds(self, drafted_s: float) -> tuple[float, float]:
         """(entry, expansion): the p̂ a node needs to enter the tree, and to get children."""
         curve = self.curve
         if curve is None or self.step_s is None or curve.time(1) <= 0:
             return self.floor, PRIOR_SD_ST
-        s_t = curve.time(1)
+        if self.nodes is None or not self.committed:
+            value = curve.time(1)
+        else:
+            value = curve.time(round(self.nodes) + 1) / self.committed
         wait = self.queue_ahead * curve.time(self.top_k)
         s_d = 0.0 if drafted_s + self.step_s <= wait else self.step_s
-        return max(self.floor, curve.b / s_t), s_d / s_t
+        return max(self.floor, curve.b / value), s_d / value
+
+    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
+        super().observe(committed, path)
+        self.committed = _mean(self.committed, len(committed))
 
     def propose(self, budget: int) -> Proposal:
         tokens: list[int] = []
@@ -96,12 +106,12 @@ class PctDrafter(TreeDrafter):
             rows = dict(zip(level, self.model.forward(self.cache, [tokens[j] for j in level], at)))
             self.observe_step(time.monotonic() - t0)
             frontier = [(j, rows[j], phat[j]) for j in growing]
-        self.sizes.append(len(tokens))
+        self.nodes = _mean(self.nodes, len(tokens))
         return self._proposal(tokens, parents, qs, confs)
 
     def observe_step(self, seconds: float) -> None:
         """One draft level's forward took `seconds`: s_d follows it (a running mean)."""
-        self.step_s = seconds if self.step_s is None else self.step_s + DRAFT_EWMA * (seconds - self.step_s)
+        self.step_s = _mean(self.step_s, seconds)
 
     def _children(self, tokens: list[int], parents: list[int], parent: int, logits: np.ndarray,
                   probs: np.ndarray, p: float, enter: float):
@@ -126,3 +136,7 @@ class PctDrafter(TreeDrafter):
             q = None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32)
         return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q,
                         np.asarray(confs, np.float32))
+
+
+def _mean(old: float | None, new: float) -> float:
+    return float(new) if old is None else old + RUNNING * (new - old)

@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape
 
 from specsched.runtime.bench.measure import BASELINE, ArmResult
 from specsched.runtime.bench.sweep import SweepPoint
+from specsched.scheduler.calibration import ece
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 LEFT, RIGHT, TOP, BOTTOM = 58, 150, 34, 46   # margins: room for tick labels, legend, title, axis label
@@ -110,3 +111,18 @@ def speedup_vs_alpha(results: list[ArmResult]) -> str:
     series = [Series(name, pts, line=False) for name, pts in by_arm.items()]
     return svg_plot(series, title="speedup over serial AR vs acceptance rate", x_range=(0.0, 1.0),
                     x_label="acceptance rate α", y_label="speedup over serial AR (x)")
+
+
+def reliability(calibration: dict, *, title: str = "draft calibration") -> str:
+    """The reliability diagram of a run's calibration bins (scheduler/calibration.py): per confidence bin,
+    the share of judged draft tokens the target accepted against their mean confidence. On the diagonal,
+    confidence is acceptance - PCT's premise."""
+    proposed = calibration.get("proposed") or []
+    points = [(c / n, a / n) for n, a, c in zip(proposed, calibration.get("accepted", []),
+                                                   calibration.get("confidence", [])) if n]
+    error = ece(calibration)
+    label = f"{title} (ECE {error:.3f}, {sum(proposed)} tokens)" if error is not None else f"{title} (no tokens)"
+    series = [Series("perfect", [(0.0, 0.0), (1.0, 1.0)]), Series("draft", points)]
+    return svg_plot(series, title=label, x_label="draft confidence c (bin mean)", y_label="accepted share",
+                    reference_y=None, x_range=(0.0, 1.0))
+
