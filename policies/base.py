@@ -20,12 +20,16 @@ What a policy may look at (``ReadyDraft``):
     job_priority     the job's priority (lower = more urgent; 0 unless the job says)
     deadline         the job's deadline (time.monotonic() seconds), or None
     tokens_remaining the sequence's token budget not yet committed (max_new_tokens - verified_tokens)
+    tickets          the worker's share for proportional-share policies (--tickets; 100 unless given)
 
 What it returns: one ``ReadyDraft`` from the list (or a non-empty list of them, to batch).
 Returning anything else, or raising, stops the run with one line naming the policy.
 
 State: a policy may keep state between calls (round-robin remembers whom it served last).
-``self.settings`` holds the run's scheduling options (e.g. ``max_batch``).
+``self.settings`` holds the run's scheduling options (e.g. ``max_batch``). Optionally, ``served(draft,
+seconds, committed)`` is called after each verification of a picked draft with the verifier time it
+took (a batch's time shared equally) and the tokens it committed: what MLFQ's allotments and CFS's
+virtual runtime are made of. It must not raise (if it does, the run stops as for ``pick``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class ReadyDraft:
     job_priority: int = 0
     deadline: float | None = None
     tokens_remaining: int = 0
+    tickets: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,9 @@ class Policy(ABC):
     @abstractmethod
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft | Sequence[ReadyDraft]:
         """Choose the next draft(s) to verify from ``ready`` (non-empty, oldest first)."""
+
+    def served(self, draft: ReadyDraft, seconds: float, committed: int) -> None:
+        """A picked draft was verified: `seconds` of verifier time, `committed` tokens. Default: ignore."""
 
 
 def by_arrival(d: ReadyDraft) -> tuple[float, int]:

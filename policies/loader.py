@@ -11,11 +11,22 @@ from pathlib import Path
 
 from specsched.policies.base import Policy
 from specsched.policies.batch import Batch
+from specsched.policies.cfs import CFS
+from specsched.policies.edf import EDF
 from specsched.policies.fcfs import FCFS
+from specsched.policies.lottery import Lottery
+from specsched.policies.mlfq import MLFQ
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
+from specsched.policies.sjf import SJF
+from specsched.policies.srtf import SRTF
+from specsched.policies.stride import Stride
 
-BUILTIN: dict[str, type[Policy]] = {"fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch}
+BUILTIN: dict[str, type[Policy]] = {
+    "fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch,              # the first four
+    "sjf": SJF, "srtf": SRTF, "mlfq": MLFQ, "lottery": Lottery, "stride": Stride,      # the textbook's
+    "edf": EDF, "cfs": CFS,
+}
 GROUP = "specsched.policies"
 
 

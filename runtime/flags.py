@@ -53,9 +53,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
     if policy:
         p.add_argument("--policy", default=d.policy,
-                       help="fcfs | priority | rr | path/file.py:Class | module:Class | entry-point name")
+                       help="fcfs | priority | rr | batch | sjf | srtf | mlfq | lottery | stride | edf | cfs | "
+                            "path/file.py:Class | module:Class | entry-point name")
     p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
                    help="static per-worker priorities for --policy priority (lower = more urgent)")
+    p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
+                   help="per-worker shares for --policy lottery / stride (default 100 each)")
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--target", default=None, help="hf: target model directory or cached id")
     p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
@@ -117,6 +120,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-        mode=args.mode, policy=args.policy, priorities=args.priorities, backend=args.backend,
+        mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, **given)

@@ -86,6 +86,18 @@ class RunQueue:
         return picked
 
 
+    def served(self, picked: list[Queued], seconds: float, committed: list[int]) -> None:
+        """Tell the policy what each verified pick cost (``Policy.served``); its errors are PolicyFailures."""
+        name = self.policy.name or type(self.policy).__name__
+        for entry, n in zip(picked, committed):
+            try:
+                self.policy.served(entry.info, seconds, n)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__} in served: {exc}") from exc
+
+
 def _describe(value: object) -> str:
     """What a policy returned, for its error line: short, one line, even if its repr is neither."""
     try:

@@ -161,7 +161,8 @@ class Verifier:
         self.queue.push(draft, reply_to, arrival=arrival, verified_tokens=len(st.generated),
                         priority=job.config.priority_of(st.local), round=st.rounds, job=job.id,
                         job_arrival=job.arrival, job_priority=job.priority, deadline=job.deadline,
-                        tokens_remaining=job.config.max_new_tokens - len(st.generated))
+                        tokens_remaining=job.config.max_new_tokens - len(st.generated),
+                        tickets=job.config.tickets_of(st.local))
 
     # -- one step: schedule -> run -> postprocess ---------------------------------------------------
     def step(self, idle_since: float) -> list[Reply]:
@@ -262,6 +263,12 @@ class Verifier:
         for r in replies:
             r.verdict.verify_end = t2
         self._report_commits(commits)  # the engine hears of committed tokens before any worker does
+        if entries:  # the policy hears what each pick cost (a batch's time shared equally)
+            try:
+                self.queue.served(entries, (t1 - t0) / len(entries), [len(k) for _, k, _ in commits[:len(entries)]])
+            except PolicyFailure as exc:  # as for pick: its jobs fail, with every token verified so far kept
+                self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
+                return []
         return replies
 
     # -- postprocess: tell the engine ---------------------------------------------------------------

@@ -44,7 +44,7 @@ def policy_files(tmp_path):
 
 
 @pytest.mark.parametrize("flags, fragments", [
-    (["--policy", "lottery"], ["unknown policy 'lottery'"]),
+    (["--policy", "lotto"], ["unknown policy 'lotto'"]),
     (["--policy", "{tmp}/missing.py:Lottery"], ["policy file not found", "missing.py"]),
     (["--policy", "{tmp}/empty.py:Lottery"], ["'Lottery' not found", "empty.py"]),
     (["--policy", "no_such_module_xyz:Lottery"], ["no_such_module_xyz"]),

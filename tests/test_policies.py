@@ -310,7 +310,7 @@ def test_file_colon_class_loads_a_policy(tmp_path):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("lottery", "unknown policy 'lottery'"),
+    ("lotto", "unknown policy 'lotto'"),
     ("{tmp}/missing.py:X", "policy file not found"),
     ("{tmp}/p.py:Missing", "policy class 'Missing' not found"),
     ("{tmp}/p.py:NotAPolicy", "is not a subclass"),

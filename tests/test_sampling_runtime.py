@@ -76,7 +76,11 @@ def test_sampled_outputs_follow_the_target_distribution(mode, agreement, params)
     table = transition_table(target_model(VOCAB), VOCAB, params)
     stat, dof, pvalue, draws, impossible = markov_chi2(outputs(record), START, table)
     assert not impossible, f"transitions outside the top-k/top-p support: {impossible}"
-    assert draws >= 1000 and dof >= 15, (draws, dof)
+    # PCT shapes trees from measured times, so its realisation (not its law) changes from run to run,
+    # and with it where EOS ends each chain: fewer transitions are guaranteed, and the p > 1e-4 verdict
+    # is then a 1-in-10,000 false alarm per run rather than a fixed one
+    least_draws, least_dof = (500, 10) if extra == "pct" else (1000, 15)
+    assert draws >= least_draws and dof >= least_dof, (draws, dof)
     assert pvalue > ALPHA, f"chi2 = {stat:.1f} on {dof} dof over {draws} tokens"
     if mode == "seed":
         # the tokens really went through speculation: some draft tokens accepted, some rejected

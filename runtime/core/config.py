@@ -45,6 +45,7 @@ class RunConfig:
     mode: str = "seed"
     policy: str = "fcfs"
     priorities: list[int] = field(default_factory=list)
+    tickets: list[int] = field(default_factory=list)  # shares for lottery / stride (100 each unless given)
     backend: str = "hf"
     target: str | None = None
     draft: str | None = None
@@ -122,6 +123,8 @@ class RunConfig:
                               "(shared by every worker) or one per worker")
         if self.priorities and len(self.priorities) not in (1, n):
             raise ConfigError(f"--priorities needs 1 or {n} values, got {len(self.priorities)}")
+        if self.tickets and (len(self.tickets) not in (1, n) or min(self.tickets) < 1):
+            raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
 
     @property
     def sampling(self) -> SamplingParams:
@@ -162,6 +165,11 @@ class RunConfig:
         if not self.priorities:
             return 0
         return self.priorities[0] if len(self.priorities) == 1 else self.priorities[worker]
+
+    def tickets_of(self, worker: int) -> int:
+        if not self.tickets:
+            return 100
+        return self.tickets[0] if len(self.tickets) == 1 else self.tickets[worker]
 
     def to_dict(self) -> dict:
         return {**asdict(self), "lookup": self.draft_lookup}  # records say what the drafters used
