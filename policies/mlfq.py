@@ -7,7 +7,8 @@
    given up the CPU), its priority is reduced (i.e., it moves down one queue).
 5. After some time period S, move all the jobs in the system to the topmost queue.
 
-A job is a worker here; its "CPU time" is the verifier time its drafts took (``served``). Levels,
+A job is a worker serving one job (a pool worker starts at the top again for the next job, rule 3);
+its "CPU time" is the verifier time its drafts took (``served``). Levels,
 allotments and S are class attributes: subclass to change them (a plug-in ``file.py:MyMLFQ``).
 Rule 4's "regardless of how many times" is what stops a worker gaming the scheduler with short drafts.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from specsched.policies.accounts import owner
 from specsched.policies.base import Policy, ReadyDraft, by_arrival
 
 
@@ -29,8 +31,8 @@ class MLFQ(Policy):
     def __init__(self, settings=None, clock=time.monotonic) -> None:
         super().__init__(settings)
         self.clock = clock
-        self.level: dict[int, int] = {}      # worker -> its queue (0 = top)
-        self.used: dict[int, float] = {}     # worker -> verifier time used at its level
+        self.level: dict[tuple[int, int], int] = {}     # (job, worker) -> its queue (0 = top)
+        self.used: dict[tuple[int, int], float] = {}    # (job, worker) -> verifier time used at its level
         self.last_worker = -1
         self.last_boost = clock()
 
@@ -39,15 +41,15 @@ class MLFQ(Policy):
             self.level.clear()
             self.used.clear()
             self.last_boost = self.clock()
-        top = min(self.level.setdefault(d.worker, 0) for d in ready)  # rule 3: new workers at the top
-        queue = [d for d in ready if self.level[d.worker] == top]      # rule 1
+        top = min(self.level.setdefault(owner(d), 0) for d in ready)  # rule 3: new workers at the top
+        queue = [d for d in ready if self.level[owner(d)] == top]      # rule 1
         later = [d for d in queue if d.worker > self.last_worker]      # rule 2: round-robin in the queue
         chosen = min(later or queue, key=lambda d: (d.worker, *by_arrival(d)))
         self.last_worker = chosen.worker
         return chosen
 
     def served(self, draft: ReadyDraft, seconds: float, committed: int) -> None:
-        w = draft.worker
+        w = owner(draft)
         self.used[w] = self.used.get(w, 0.0) + seconds
         level = self.level.get(w, 0)
         if self.used[w] >= self.allotments[min(level, len(self.allotments) - 1)] and level < self.levels - 1:

@@ -4,15 +4,17 @@ Each worker has a stride = ``BIG`` / tickets and a pass value starting at 0; ser
 whose worker has the lowest pass (ties: lower worker id, then arrival) and advance that pass by its
 stride. OSTEP's example - A, B, C with 100, 50 and 250 tickets (strides 100, 200, 40) - serves
 A, B, C, C, C, A, C, C, ...: in every pass of 200 units, C twice as often as A and A twice as often
-as B. A worker seen for the first time starts at the lowest pass so far (as a new job does in
-OSTEP), so a late arrival cannot monopolise the verifier; a worker busy drafting keeps its pass - in
-speculative decoding every worker is away between its verifications, and that is not idleness.
+as B. A worker seen for the first time starts at the lowest pass of the active ones (as a new job
+does in OSTEP; accounts.py), so a late arrival cannot monopolise the verifier; a worker busy drafting
+keeps its pass - in speculative decoding every worker is away between its verifications, and that is
+not idleness.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specsched.policies.accounts import Accounts
 from specsched.policies.base import Policy, ReadyDraft, by_arrival
 
 BIG = 10_000
@@ -23,12 +25,10 @@ class Stride(Policy):
 
     def __init__(self, settings=None) -> None:
         super().__init__(settings)
-        self.passes: dict[int, float] = {}
+        self.passes = Accounts()
 
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft:
-        floor = min(self.passes.values(), default=0.0)
-        for d in ready:
-            self.passes.setdefault(d.worker, floor)
-        chosen = min(ready, key=lambda d: (self.passes[d.worker], d.worker, *by_arrival(d)))
-        self.passes[chosen.worker] += BIG / chosen.tickets
+        self.passes.open(ready)
+        chosen = min(ready, key=lambda d: (self.passes[d], d.worker, *by_arrival(d)))
+        self.passes.add(chosen, BIG / chosen.tickets)
         return chosen

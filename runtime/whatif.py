@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from specsched.policies.base import PolicySettings, ReadyDraft
-from specsched.policies.loader import load_policy
+from specsched.policies.loader import PolicyError, load_policy
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import OsMetrics
@@ -95,7 +95,12 @@ def _dispatch_gap(queued: Event, verified: Event, events: list[Event]) -> float 
 def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     """The run queue replayed under `policy_name`, in virtual time starting at 0."""
     rounds = run.rounds
-    policy = load_policy(policy_name)(PolicySettings(max_batch=1))
+    try:
+        policy = load_policy(policy_name)(PolicySettings(max_batch=1))
+    except PolicyError:
+        raise
+    except Exception as exc:  # a plug-in that cannot even start: one line, as in a live run
+        raise ConfigError(f"policy {policy_name!r} raised {type(exc).__name__}: {exc}") from exc
     events: list[Event] = []
     arrivals: list[tuple[float, int, int]] = []   # (arrival, order, seq): drafts not yet in the queue
     done = {seq: 0 for seq in rounds}             # rounds verified
@@ -114,9 +119,12 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
             t, o, seq = heapq.heappop(arrivals)
             now = max(now, t)
             waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq])
-        chosen = policy.pick(list(waiting.values()))
-        if not isinstance(chosen, ReadyDraft):
-            raise ConfigError(f"what-if cannot re-simulate batching: policy {policy_name!r} returned several drafts")
+        chosen = _ask(policy_name, policy.pick, list(waiting.values()))
+        if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
+            chosen = chosen[0]  # a batch of one is one draft
+        if not isinstance(chosen, ReadyDraft) or chosen.seq not in waiting:
+            raise ConfigError(f"what-if cannot re-simulate policy {policy_name!r}: it returned {chosen!r:.80}, "
+                              "not one of the ready drafts (batching is not modelled)")
         seq = chosen.seq
         del waiting[seq]
         r = rounds[seq][done[seq]]
@@ -127,7 +135,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
         events += [Event(0, "verifier", VERIFIER, "verify", start, end, seq),
                    _worker_event(config, "queued", chosen.arrival, start, seq),
                    _worker_event(config, "verify", start, end, seq)]
-        policy.served(chosen, r.verify_s, r.committed)
+        _ask(policy_name, policy.served, chosen, r.verify_s, r.committed)
         done[seq] += 1
         committed[seq] += r.committed
         if done[seq] < len(rounds[seq]):
@@ -141,6 +149,16 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     for seq, n in committed.items():
         per_worker[worker_of(config, seq)] += n
     return Prediction(policy_name, events, now, measure_os(events, dict(per_worker)))
+
+
+def _ask(name: str, call, *args):
+    """A policy's pick or served; anything it raises becomes one line naming it."""
+    try:
+        return call(*args)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
 
 
 def _ready(config: RunConfig, seq: int, arrival: float, order: int, rnd: int, verified: int) -> ReadyDraft:

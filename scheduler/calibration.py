@@ -1,9 +1,11 @@
 """The calibration monitor: does the draft's confidence predict acceptance?
 
 PCT's premise is that a draft token's probability c (softmax at T = 1) estimates the chance the target
-accepts it. For every draft token the verifier *reached* - its parent was accepted (or it hangs off the
-committed prefix), so the target judged it - it counts, by confidence bin, one proposal and whether it
-was accepted. Per job, the record holds the bins and
+accepts it. For every draft token the target *judged*, it counts, by confidence bin, one proposal and
+whether it was accepted. Judged: its parent was accepted (or it hangs off the committed prefix), and -
+when sampling, where siblings are tried in order until one is accepted - no earlier sibling was
+accepted (greedy compares every child with the target's argmax at once). Per job, the record holds the
+bins and
 
     ECE = sum over bins b of (n_b / N) * | accepted_b / n_b - mean confidence_b |
 
@@ -24,11 +26,18 @@ class Calibration:
         self.accepted = np.zeros(BINS, np.int64)
         self.confidence = np.zeros(BINS)  # sum of confidences per bin
 
-    def add(self, conf: np.ndarray | None, parents: np.ndarray, path: list[int]) -> None:
+    def add(self, conf: np.ndarray | None, parents: np.ndarray, path: list[int], *, greedy: bool = True) -> None:
         if conf is None or not len(conf):
             return
         on_path = set(path)
-        reached = [j for j, p in enumerate(parents) if p < 0 or int(p) in on_path]
+        reached, settled = [], set()   # settled: parents whose accepted child has been met (sampled only)
+        for j, p in enumerate(parents):
+            p = int(p)
+            if (p < 0 or p in on_path) and p not in settled:
+                reached.append(j)
+                if not greedy and j in on_path:
+                    settled.add(p)
+        conf = np.clip(np.nan_to_num(np.asarray(conf, np.float64)), 0.0, 1.0)  # a worker's numbers, not trusted
         bins = np.minimum((conf[reached] * BINS).astype(int), BINS - 1)
         np.add.at(self.proposed, bins, 1)
         np.add.at(self.confidence, bins, conf[reached])

@@ -81,6 +81,7 @@ class Verifier:
         self.costs = CostFit()          # the target's measured forward cost (runtime/core/costs.py)
         self.aside = StepAside()
         self.riders: dict[int, Rider] = {}            # sequences decoded alone for now, by global id
+        self.riders_next = False
         self.calibrations: dict[int, Calibration] = {}  # per job: acceptance by draft confidence
 
     # -- jobs ---------------------------------------------------------------------------------------
@@ -176,7 +177,8 @@ class Verifier:
                 self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
                 return []
             return self.verify(picked)
-        if self.riders:
+        self.riders_next = not self.riders_next  # riders and target-only jobs take turns: neither starves
+        if self.riders and (self.riders_next or not self.has_target_only_jobs()):
             return self.verify([])
         for job in self.jobs.values():
             if job.target_only and not job.done:
@@ -185,8 +187,11 @@ class Verifier:
                 return []
         return []
 
+    def has_target_only_jobs(self) -> bool:
+        return any(j.target_only and not j.done for j in self.jobs.values())
+
     def has_target_only_work(self) -> bool:
-        return bool(self.riders) or any(j.target_only and not j.done for j in self.jobs.values())
+        return bool(self.riders) or self.has_target_only_jobs()
 
     def verify(self, entries: list[Queued]) -> list[Reply]:
         """Verify the picked drafts in one target forward (a batch when the policy picked several), with a
@@ -210,6 +215,7 @@ class Verifier:
         self.costs.add(longest * len(states) if len(states) > 1 else longest, len(states), t1 - t0)
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
+        fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
         for i, (st, (tokens, parents, q), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
             job = self.jobs[st.job]
             outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.rng)
@@ -233,12 +239,13 @@ class Verifier:
             e, d = entries[i], entries[i].draft
             st.rounds += 1
             commits.append((st, kept, d.worker))
-            self.calibration(job).add(d.conf, d.parents, outcome.path)
+            self.calibration(job).add(d.conf, d.parents, outcome.path, greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
                               np.asarray(outcome.path, np.int32), st.done, t0, 0.0,
                               curve.to_list() if curve else None, len(self.queue) if self.queue else 0)
             aside = 0 if st.done or not job.config.steps_aside else self.aside.rounds_aside(
                 st.seq, len(kept), len(d.tokens), d.draft_s, curve)
+            fresh.append(verdict)
             if aside:
                 self.riders[st.seq] = Rider(st.seq, e.reply_to, d.worker, verdict, aside)
             else:
@@ -260,8 +267,8 @@ class Verifier:
             self.recorder.add("resample", t1, t2, seq, job)
         else:
             self.recorder.add("verify", t0, t2, seq, job)
-        for r in replies:
-            r.verdict.verify_end = t2
+        for v in fresh:
+            v.verify_end = t2
         self._report_commits(commits)  # the engine hears of committed tokens before any worker does
         if entries:  # the policy hears what each pick cost (a batch's time shared equally)
             try:

@@ -111,3 +111,13 @@ def test_export_draws_the_reliability_diagram_of_a_run(tmp_path):
     assert ar.returncode == 0, ar.stderr
     refused = specsched("export", str(tmp_path / "ar.json"), "--reliability", str(tmp_path / "x.svg"))
     assert refused.returncode == 2 and "no calibration bins" in refused.stderr
+
+
+def test_sampled_siblings_after_the_accepted_one_were_never_judged():
+    # a root with three sampled candidates: the second is accepted, so the third was never tried
+    cal = Calibration()
+    cal.add(np.array([0.35, 0.55, 0.95], np.float32), np.array([-1, -1, -1]), [1], greedy=False)
+    assert cal.proposed.tolist() == [0, 0, 0, 1, 0, 1, 0, 0, 0, 0]
+    greedy = Calibration()  # greedy: every child met the target's argmax at once
+    greedy.add(np.array([0.35, 0.55, 0.95], np.float32), np.array([-1, -1, -1]), [1])
+    assert greedy.proposed.sum() == 3

@@ -115,7 +115,7 @@ def test_mlfq_rules_one_by_one():
     # rule 4: using up the allotment (50 ms at the top, however it is split) moves a worker down
     for _ in range(5):
         policy.served(a, 0.01, 1)
-    assert policy.level[0] == 1 and policy.level[1] == 0
+    assert policy.level[0, 0] == 1 and policy.level[0, 1] == 0
     # rule 1: a higher queue always goes first
     assert [policy.pick([a, b]).worker for _ in range(3)] == [1, 1, 1]
     # rule 3 again: a newcomer starts at the top, above the demoted worker
@@ -123,11 +123,11 @@ def test_mlfq_rules_one_by_one():
     # rule 4 keeps demoting down to the bottom level, never below
     for _ in range(100):
         policy.served(a, 0.01, 1)
-    assert policy.level[0] == MLFQ.levels - 1
+    assert policy.level[0, 0] == MLFQ.levels - 1
     # rule 5: after S seconds everyone is back at the top
     clock.now += MLFQ.boost_s
     policy.pick([a, b])
-    assert policy.level == {0: 0, 1: 0}
+    assert policy.level == {(0, 0): 0, (0, 1): 0}
 
 
 def test_cfs_serves_the_least_virtual_runtime_and_weights_by_priority():
@@ -150,3 +150,24 @@ def test_every_textbook_policy_keeps_the_output_in_a_real_run():
         assert name in BUILTIN
         record = run_ok(sim_config(policy=name, tickets=[300, 100, 100], **kw))
         assert outputs(record) == reference, name
+
+
+def test_a_pool_worker_serving_a_new_job_does_not_bring_back_its_old_account():
+    for policy in (Stride(), CFS()):
+        for _ in range(30):  # job 0: worker 0 alone runs up a large pass / virtual runtime
+            chosen = policy.pick([draft(0, 0, job=0)])
+            policy.served(chosen, 0.01, 1)
+        # job 1 reuses worker 0 beside a newcomer worker 1: they share equally from the start
+        order = []
+        for _ in range(6):
+            chosen = policy.pick([draft(0, 0, job=1), draft(1, 1, job=1)])
+            policy.served(chosen, 0.01, 1)
+            order.append(chosen.worker)
+        assert Counter(order) == {0: 3, 1: 3}, type(policy).__name__
+    mlfq = MLFQ(clock=Clock())
+    for _ in range(10):
+        mlfq.served(mlfq.pick([draft(0, 0, job=0)]), 0.01, 1)   # demoted in job 0
+    assert mlfq.level[0, 0] > 0
+    mlfq.pick([draft(1, 1, job=1), draft(0, 0, job=1)])
+    assert mlfq.level[1, 0] == mlfq.level[1, 1] == 0  # rule 3: in job 1 both start at the top
+

@@ -51,15 +51,25 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     assert sorted(p.name for p in svg.iterdir()) == ["fcfs.svg", "mlfq.svg", "rr.svg"]
 
 
+PLUGIN = "from specsched.policies import Policy\nclass {name}(Policy):\n    def pick(self, ready):\n        {body}\n"
+BATCH_ALL = PLUGIN.format(name="All", body="return list(ready)")
+RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "name at least one --policy"),
-    (["--policy", "batch"], "cannot re-simulate batching"),
+    (["--policy", "{dir}/all.py:All"], "batching is not modelled"),
+    (["--policy", "{dir}/boom.py:Boom"], "raised RuntimeError: no"),
+    (["--policy", "nosuch"], "unknown policy 'nosuch'"),
 ])
-def test_whatif_refuses_what_it_cannot_answer(tmp_path, args, message):
+def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, message):
+    (tmp_path / "all.py").write_text(BATCH_ALL)
+    (tmp_path / "boom.py").write_text(RAISES)
     trace = tmp_path / "t.trace"
-    assert run_cli("--max-new-tokens", "6", "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
-    out = specsched("whatif", str(trace), *args)
+    assert run_cli("--max-new-tokens", "12", "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
+    out = specsched("whatif", str(trace), *(a.format(dir=tmp_path) for a in args))
     assert out.returncode == 2 and message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
 def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):

@@ -99,7 +99,7 @@ class DraftWorker:
             self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
             self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
             committed = verdict.tokens.tolist()
-            drafter.observe(committed, verdict.path.tolist())
+            drafter.observe(committed, verdict.path.tolist(), verdict.aside)
             drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)
             generated += len(committed)
             rnd += 1

@@ -49,8 +49,9 @@ class Drafter(ABC):
             self.curve = curve
         self.queue_ahead = queue_ahead
 
-    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
-        """Take a verdict: extend the context; collapse a drafted tree to its accepted path.
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
+        """Take a verdict: extend the context; collapse a drafted tree to its accepted path. `aside`: how
+        many of the committed tokens the verifier decoded alone while the sequence stepped aside.
 
         A chain needs no collapsing - the next ``sync_to`` crops it to what was committed.
         """
@@ -81,8 +82,8 @@ class TreeDrafter(Drafter):
         if self.ngrams is not None:
             self.ngrams.extend(self.context)
 
-    def observe(self, committed: list[int], path: list[int] | None = None) -> None:
-        super().observe(committed, path)
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
+        super().observe(committed, path, aside)
         if self.ngrams is not None:
             self.ngrams.extend(committed)
 

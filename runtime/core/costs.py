@@ -10,8 +10,8 @@ keeps a least-squares fit of
 (`tokens` counts the padded batch, rows × longest row, which is what the model computes), with
 exponential forgetting (half-life `HALF_LIFE` forwards) so the fit follows a machine whose speed
 drifts. A small ridge term pulls b and c towards 0 until the forwards seen vary in size, and a fit
-never goes negative. Prefills (forwards reading more than `DECODE_TOKENS` tokens) are left out: the
-curve describes the decode regime, where drafting decisions are made.
+never goes negative. Prefills (forwards whose longest row reads more than `DECODE_TOKENS` tokens) are
+left out: the curve describes the decode regime, where drafting decisions are made.
 
 The fit travels with every verdict (`CostCurve.to_list`), so draft workers shape their drafts by it,
 and it ends in each job's record (`specsched run` prints it).
@@ -63,7 +63,7 @@ class CostFit:
         self.forwards = 0
 
     def add(self, tokens: int, rows: int, seconds: float) -> None:
-        if tokens > DECODE_TOKENS or seconds <= 0:
+        if tokens > DECODE_TOKENS * rows or seconds <= 0:  # a row longer than a decode step's: a prefill
             return
         x = np.array([1.0, float(tokens), float(rows - 1)])
         self.xtx = self.decay * self.xtx + np.outer(x, x)

@@ -24,7 +24,7 @@ from specsched.runtime.core.transport import make_endpoints
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.jobs import JobRun, Phase
-from specsched.runtime.engine.process_table import Child, ProcessTable, State, last_line
+from specsched.runtime.engine.process_table import Child, ProcessTable, State
 from specsched.runtime.engine.reports import Reports
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
@@ -181,7 +181,7 @@ class Dispatcher(Admission, Reports):
 
     def _reap(self) -> None:
         for child, code in self.table.dead():
-            self._child_failed(child, f"{child.name} exited with status {code}: {last_line(child.log)}")
+            self._child_failed(child, f"{child.name} exited with status {code}: {self.table.why(child)}")
 
     def _child_failed(self, child: Child, error: str) -> None:
         """A verifier failure ends every job (and the engine); a worker's ends the jobs it serves."""

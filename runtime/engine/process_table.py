@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import os
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,10 +115,11 @@ class ProcessTable:
         no zombies."""
         procs = []
         for child in children:
-            if child.proc.poll() is not None:
-                continue  # already reaped: its pid may belong to someone else now
+            pid = child.proc.known_pid
+            if child.proc.poll() is not None or pid is None:
+                continue  # reaped (its pid may be someone else's now), or not forked yet (the zygote's close ends it)
             try:
-                p = psutil.Process(child.proc.pid)
+                p = psutil.Process(pid)
                 procs += [p, *p.children(recursive=True)]
             except psutil.NoSuchProcess:
                 pass
@@ -134,9 +136,19 @@ class ProcessTable:
                 pass
         psutil.wait_procs(alive, timeout=grace)
         for child in children:
-            child.proc.wait()
+            try:
+                child.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass  # never forked: closing the zygote ends the request
             if child.state is not State.EXITED:
                 child.become(State.EXITED)
+
+    def why(self, child: Child) -> str:
+        """The last line a dead child left; if it left none because the zygote died, the zygote's."""
+        said = last_line(child.log)
+        if said in ("(no log)", "(no output)") and self.zygote.proc.poll() is not None:
+            return f"the zygote exited with status {self.zygote.proc.returncode}: {last_line(self.zygote.log)}"
+        return said
 
     def teardown(self) -> None:
         self.stop([c for c in self.children.values() if c.proc.returncode is None])  # never a reaped pid

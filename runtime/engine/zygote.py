@@ -151,6 +151,7 @@ class Zygote:
     """The engine's handle on its zygote: `fork` a child, learn its pid and, later, its exit status."""
 
     def __init__(self, log: Path, preload: list[str], env: dict[str, str]) -> None:
+        self.log = log
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(command("specsched.runtime.engine.zygote"), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=out, env=env, start_new_session=True)
