@@ -47,9 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="no live view (on a terminal) and no progress lines (elsewhere)")
     run.set_defaults(func=cmd_run)
     add_watch_commands(sub)
+    from specsched.runtime.teach import add_teach_parser
     from specsched.runtime.whatif_cli import add_whatif_parser
 
     add_whatif_parser(sub)
+    add_teach_parser(sub)
     try:
         from specsched.runtime.models.cli import add_models_parser
     except ImportError:

@@ -43,6 +43,7 @@ class Round:
 class Recorded:
     rounds: dict[int, list[Round]]   # each sequence's rounds, in order
     dispatch_s: float                # the verifier's median gap between a ready draft and its verification
+    budgets: dict[int, int] | None = None  # a sequence's token budget, if not the run's --max-new-tokens
 
 
 @dataclass(slots=True)
@@ -118,7 +119,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
         while arrivals and (arrivals[0][0] <= now or not waiting):
             t, o, seq = heapq.heappop(arrivals)
             now = max(now, t)
-            waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq])
+            waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq))
         chosen = _ask(policy_name, policy.pick, list(waiting.values()))
         if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
             chosen = chosen[0]  # a batch of one is one draft
@@ -161,10 +162,15 @@ def _ask(name: str, call, *args):
         raise ConfigError(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
 
 
-def _ready(config: RunConfig, seq: int, arrival: float, order: int, rnd: int, verified: int) -> ReadyDraft:
+def _budget(config: RunConfig, run: Recorded, seq: int) -> int:
+    return run.budgets[seq] if run.budgets else config.max_new_tokens
+
+
+def _ready(config: RunConfig, seq: int, arrival: float, order: int, rnd: int, verified: int,
+           budget: int) -> ReadyDraft:
     worker = worker_of(config, seq)
     return ReadyDraft(worker, seq, arrival, order, config.k, verified, config.priority_of(worker), rnd,
-                      tokens_remaining=config.max_new_tokens - verified, tickets=config.tickets_of(worker))
+                      tokens_remaining=budget - verified, tickets=config.tickets_of(worker))
 
 
 def _worker_event(config: RunConfig, kind: str, start: float, end: float, seq: int) -> Event:

@@ -44,9 +44,12 @@ def test_sequences_that_step_aside_still_give_exactly_the_target_tokens(policy):
 
 
 def test_sequences_whose_drafts_pay_keep_drafting():
-    record = run_ok(config(step_aside="on", sim_agreement=0.95, sim_draft_ms=0.2, sim_verify_ms=10))
+    # ~4.5 tokens a round for a 20 ms forward against 1 ms of drafting: drafting pays by far. The rule
+    # reads measured times, so on a loaded machine a slow draft can send a sequence aside for a short
+    # stint (it probes again after 2 rounds): most tokens, not all, come from drafts
+    record = run_ok(config(step_aside="on", sim_agreement=0.95, sim_draft_ms=0.2, sim_verify_ms=20))
     assert outputs(record) == EXPECTED
-    assert record.collected.counters["aside_tokens"] == 0
+    assert record.collected.counters["aside_tokens"] <= 0.25 * record.metrics.tokens
 
 
 def test_the_rule_weighs_tokens_per_round_against_the_rounds_cost():
