@@ -44,6 +44,7 @@ class Recorded:
     rounds: dict[int, list[Round]]   # each sequence's rounds, in order
     dispatch_s: float                # the verifier's median gap between a ready draft and its verification
     budgets: dict[int, int] | None = None  # a sequence's token budget, if not the run's --max-new-tokens
+    deadlines: dict[int, float] | None = None  # a sequence's deadline (virtual seconds), for EDF exercises
 
 
 @dataclass(slots=True)
@@ -52,6 +53,8 @@ class Prediction:
     events: list[Event] = field(default_factory=list)
     makespan_s: float = 0.0
     os: OsMetrics | None = None
+    finished: dict[int, float] = field(default_factory=dict)   # each sequence's last verification's end
+    missed: list[int] = field(default_factory=list)            # sequences that finished after their deadline
 
 
 def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, int, int]]) -> Recorded:
@@ -114,12 +117,14 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
             events.append(_worker_event(config, "draft", start, start + rs[0].draft_s, seq))
             order += 1
     waiting: dict[int, ReadyDraft] = {}
+    finished: dict[int, float] = {}
     now = idle_from = 0.0
     while arrivals or waiting:
         while arrivals and (arrivals[0][0] <= now or not waiting):
             t, o, seq = heapq.heappop(arrivals)
             now = max(now, t)
-            waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq))
+            waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq),
+                                  (run.deadlines or {}).get(seq))
         chosen = _ask(policy_name, policy.pick, list(waiting.values()))
         if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
             chosen = chosen[0]  # a batch of one is one draft
@@ -139,6 +144,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
         _ask(policy_name, policy.served, chosen, r.verify_s, r.committed)
         done[seq] += 1
         committed[seq] += r.committed
+        finished[seq] = end
         if done[seq] < len(rounds[seq]):
             nxt = rounds[seq][done[seq]]
             begin = end + nxt.gap_s
@@ -149,7 +155,8 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     per_worker: dict[int, int] = defaultdict(int)
     for seq, n in committed.items():
         per_worker[worker_of(config, seq)] += n
-    return Prediction(policy_name, events, now, measure_os(events, dict(per_worker)))
+    missed = sorted(s for s, d in (run.deadlines or {}).items() if finished.get(s, float("inf")) > d)
+    return Prediction(policy_name, events, now, measure_os(events, dict(per_worker)), finished, missed)
 
 
 def _ask(name: str, call, *args):
@@ -167,10 +174,10 @@ def _budget(config: RunConfig, run: Recorded, seq: int) -> int:
 
 
 def _ready(config: RunConfig, seq: int, arrival: float, order: int, rnd: int, verified: int,
-           budget: int) -> ReadyDraft:
+           budget: int, deadline: float | None) -> ReadyDraft:
     worker = worker_of(config, seq)
     return ReadyDraft(worker, seq, arrival, order, config.k, verified, config.priority_of(worker), rnd,
-                      tokens_remaining=budget - verified, tickets=config.tickets_of(worker))
+                      deadline=deadline, tokens_remaining=budget - verified, tickets=config.tickets_of(worker))
 
 
 def _worker_event(config: RunConfig, kind: str, start: float, end: float, seq: int) -> Event:

@@ -81,3 +81,16 @@ def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):
         from specsched.runtime.whatif import recorded
 
         recorded(RunConfig(backend="sim", step_aside="on"), [], [])
+
+
+def test_edf_meets_every_deadline_of_a_feasible_workload_where_fcfs_misses_one():
+    # three jobs queue at 2, 3 and 4 ms (drafts of 2, 3 and 4 ms); verifications take 10 ms; the last
+    # one is due at 25 ms, the others at 100 ms. FCFS: 0 at 2-12, 1 at 12-22, 2 at 22-32: late. EDF
+    # serves 2 as soon as the verifier is free at 12 (12-22): every deadline met.
+    run = Recorded({0: [Round(0, 0.002, 0.010, 4), Round(0, 0.001, 0.010, 4)],
+                    1: [Round(0, 0.003, 0.010, 4)],
+                    2: [Round(0, 0.004, 0.010, 4)]}, dispatch_s=0.0, deadlines={0: 0.100, 1: 0.100, 2: 0.025})
+    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    fcfs, edf = simulate(three, run, "fcfs"), simulate(three, run, "edf")
+    assert fcfs.missed == [2] and fcfs.finished[2] == pytest.approx(0.032)
+    assert edf.missed == [] and edf.finished[2] == pytest.approx(0.022)
