@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specsched.policies.base import ReadyDraft
+from specsched.policies.base import ReadyDraft, by_arrival
 
 WINDOW = 64
 
@@ -36,8 +36,11 @@ class Accounts:
             self.value.setdefault(owner(d), floor)
             self.seen[owner(d)] = self.picks
 
-    def __getitem__(self, d: ReadyDraft) -> float:
-        return self.value[owner(d)]
+    def lowest(self, ready: Sequence[ReadyDraft]) -> ReadyDraft:
+        """Open the newcomers' accounts, then the ready draft whose account is lowest (ties: lower worker
+        id, then arrival)."""
+        self.open(ready)
+        return min(ready, key=lambda d: (self.value[owner(d)], d.worker, *by_arrival(d)))
 
     def add(self, d: ReadyDraft, amount: float) -> None:
         self.value[owner(d)] = self.value.get(owner(d), 0.0) + amount

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specsched.policies.accounts import Accounts
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from specsched.policies.base import Policy, ReadyDraft
 
 NICE_0 = 1024
 
@@ -31,8 +31,7 @@ class CFS(Policy):
         self.vruntime = Accounts()
 
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft:
-        self.vruntime.open(ready)
-        return min(ready, key=lambda d: (self.vruntime[d], d.worker, *by_arrival(d)))
+        return self.vruntime.lowest(ready)
 
     def served(self, draft: ReadyDraft, seconds: float, committed: int) -> None:
         self.vruntime.add(draft, seconds * NICE_0 / weight(draft.job_priority + draft.priority))

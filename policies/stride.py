@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specsched.policies.accounts import Accounts
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from specsched.policies.base import Policy, ReadyDraft
 
 BIG = 10_000
 
@@ -28,7 +28,6 @@ class Stride(Policy):
         self.passes = Accounts()
 
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft:
-        self.passes.open(ready)
-        chosen = min(ready, key=lambda d: (self.passes[d], d.worker, *by_arrival(d)))
+        chosen = self.passes.lowest(ready)
         self.passes.add(chosen, BIG / chosen.tickets)
         return chosen

@@ -18,6 +18,7 @@ the verifier's caches - are not modelled. The draft length a policy sees is the 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
     tokens: dict[int, list[int]] = defaultdict(list)
     for _, seq, n in commits:
         tokens[seq].append(n)
+    verifier_ends = sorted(e.end for e in events if e.role == "verifier" and e.kind == "verify")
     out, gaps = {}, []
     for seq, evs in by_seq.items():
         drafts, queued, verified = ([e for e in sorted(evs, key=lambda e: e.start) if e.kind == k]
@@ -82,18 +84,18 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
             rounds.append(Round(max(d.start - ready_from, 0.0), max(q.start - d.start, 0.0), v.end - v.start, n))
             ready_from = v.end
         out[seq] = rounds
-        gaps += [_dispatch_gap(q, v, events) for q, v in zip(queued, verified)]
+        gaps += [_dispatch_gap(q, v, verifier_ends) for q, v in zip(queued, verified)]
     known = sorted(g for g in gaps if g is not None)
     return Recorded(out, known[len(known) // 2] if known else 0.0)
 
 
-def _dispatch_gap(queued: Event, verified: Event, events: list[Event]) -> float | None:
-    """How long the verifier took to start this verification once it was free and the draft was there."""
-    before = [e.end for e in events if e.role == "verifier" and e.kind == "verify" and e.end <= verified.start]
-    free = max(before, default=None)
-    if free is None:
+def _dispatch_gap(queued: Event, verified: Event, verifier_ends: list[float]) -> float | None:
+    """How long the verifier took to start this verification once it was free and the draft was there
+    (`verifier_ends`: when its verifications ended, sorted)."""
+    before = bisect.bisect_right(verifier_ends, verified.start)
+    if before == 0:
         return None
-    return max(verified.start - max(free, queued.start), 0.0)
+    return max(verified.start - max(verifier_ends[before - 1], queued.start), 0.0)
 
 
 def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:

@@ -26,7 +26,7 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder,
     t0 = time.monotonic()
     unread = [target.sync_to(st.cache, st.context) for st in active]
     logits = target.forward_batch([st.cache for st in active], unread)
-    costs.add(max(map(len, unread)) * len(active), len(active), time.monotonic() - t0)
+    costs.add_forward([len(u) for u in unread], time.monotonic() - t0)
     out = []
     for st, rows in zip(active, logits):
         kept = commit(st, [next_token(rows[-1], job.config.sampling, st.rng)], target.eos_token_id,

@@ -211,8 +211,7 @@ class Verifier:
         else:
             logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
         t1 = time.monotonic()
-        longest = max(len(x.tokens) for x in layouts)
-        self.costs.add(longest * len(states) if len(states) > 1 else longest, len(states), t1 - t0)
+        self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)

@@ -178,8 +178,11 @@ def confidence(logits: np.ndarray) -> float:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """The draft's distribution at temperature 1 (what PCT's c_i and the calibration monitor read)."""
-    e = np.exp(logits - logits.max(), dtype=np.float64)
+    """The draft's distribution at temperature 1 (what PCT's c_i and the calibration monitor read).
+
+    float32: it runs for every drafted node, and over a 49k vocabulary float64 costs ~0.7 ms against
+    ~0.06 ms (a fifth of a draft forward); these probabilities only estimate, they never sample."""
+    e = np.exp(logits - logits.max())
     return e / e.sum()
 
 

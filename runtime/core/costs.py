@@ -62,6 +62,10 @@ class CostFit:
         self.xty = np.zeros(3)
         self.forwards = 0
 
+    def add_forward(self, row_lengths: list[int], seconds: float) -> None:
+        """A forward over rows of these lengths: the model computes rows × the longest (padding)."""
+        self.add(max(row_lengths) * len(row_lengths), len(row_lengths), seconds)
+
     def add(self, tokens: int, rows: int, seconds: float) -> None:
         if tokens > DECODE_TOKENS * rows or seconds <= 0:  # a row longer than a decode step's: a prefill
             return
