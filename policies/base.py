@@ -21,12 +21,16 @@ What a policy may look at (``ReadyDraft``):
     deadline         the job's deadline (time.monotonic() seconds), or None
     tokens_remaining the sequence's token budget not yet committed (max_new_tokens - verified_tokens)
     tickets          the worker's share for proportional-share policies (--tickets; 100 unless given)
+    expected_tokens  the sequence's running mean of tokens committed per verification (0 before its first)
 
 What it returns: one ``ReadyDraft`` from the list (or a non-empty list of them, to batch).
 Returning anything else, or raising, stops the run with one line naming the policy.
 
 State: a policy may keep state between calls (round-robin remembers whom it served last).
-``self.settings`` holds the run's scheduling options (e.g. ``max_batch``). Optionally, ``served(draft,
+``self.settings`` holds the run's scheduling options (e.g. ``max_batch``); ``self.cost`` is the
+verifier's measured forward cost (``CostCurve``: ``time(tokens, rows)`` in seconds, see
+runtime/core/costs.py), refreshed before every pick, or None until it has timed a forward.
+Optionally, ``served(draft,
 seconds, committed)`` is called after each verification of a picked draft with the verifier time it
 took (a batch's time shared equally) and the tokens it committed: what MLFQ's allotments and CFS's
 virtual runtime are made of. It must not raise (if it does, the run stops as for ``pick``).
@@ -37,6 +41,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from specsched.runtime.core.costs import CostCurve
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,7 @@ class ReadyDraft:
     deadline: float | None = None
     tokens_remaining: int = 0
     tickets: int = 100
+    expected_tokens: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,7 @@ class Policy(ABC):
 
     def __init__(self, settings: PolicySettings | None = None) -> None:
         self.settings = settings or PolicySettings()
+        self.cost: CostCurve | None = None  # set by the run queue before each pick
 
     @abstractmethod
     def pick(self, ready: Sequence[ReadyDraft]) -> ReadyDraft | Sequence[ReadyDraft]:

@@ -14,6 +14,7 @@ from specsched.policies.batch import Batch
 from specsched.policies.cfs import CFS
 from specsched.policies.edf import EDF
 from specsched.policies.fcfs import FCFS
+from specsched.policies.goodput import Goodput
 from specsched.policies.lottery import Lottery
 from specsched.policies.mlfq import MLFQ
 from specsched.policies.priority import Priority
@@ -26,6 +27,7 @@ BUILTIN: dict[str, type[Policy]] = {
     "fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch,              # the first four
     "sjf": SJF, "srtf": SRTF, "mlfq": MLFQ, "lottery": Lottery, "stride": Stride,      # the textbook's
     "edf": EDF, "cfs": CFS,
+    "goodput": Goodput,                                                                 # cost-aware batching
 }
 GROUP = "specsched.policies"
 

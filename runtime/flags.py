@@ -40,7 +40,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         f"(default {d.step_aside})")
     p.add_argument("--max-batch", type=int, default=None,
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
-                        f"0 with --policy batch, else {d.max_batch})")
+                        f"0 with --policy batch or goodput, else {d.max_batch})")
     p.add_argument("--lockstep", action="store_true",
                    help="verify only when every worker that still owes a draft has one queued (synchronous "
                         "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
@@ -53,8 +53,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
     if policy:
         p.add_argument("--policy", default=d.policy,
-                       help="fcfs | priority | rr | batch | sjf | srtf | mlfq | lottery | stride | edf | cfs | "
-                            "path/file.py:Class | module:Class | entry-point name")
+                       help="fcfs | priority | rr | batch | goodput | sjf | srtf | mlfq | lottery | stride | edf | "
+                            "cfs | path/file.py:Class | module:Class | entry-point name")
     p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
                    help="static per-worker priorities for --policy priority (lower = more urgent)")
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
@@ -90,11 +90,14 @@ def int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+BATCHING = ("batch", "goodput")  # the built-in policies that batch: every ready draft is theirs to choose from
+
+
 def max_batch(args: argparse.Namespace) -> int:
     """--max-batch as given; unset, --policy batch verifies every ready draft at once (0), others one."""
     if args.max_batch is not None:
         return args.max_batch
-    return 0 if args.policy == "batch" else RunConfig().max_batch
+    return 0 if args.policy in BATCHING else RunConfig().max_batch
 
 
 SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")

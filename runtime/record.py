@@ -51,6 +51,7 @@ class RunRecord:
             "counters": self.collected.counters,
             "cost_curve": self.collected.cost_curve,
             "calibration": self.collected.calibration,
+            "verifier_threads": self.collected.verifier_threads,
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

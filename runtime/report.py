@@ -10,6 +10,7 @@ from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.record import RunRecord
 from specsched.scheduler.calibration import ece
+from specsched.scheduler.cores import describe as describe_threads
 
 
 def summary_table(record: RunRecord) -> Table:
@@ -39,6 +40,9 @@ def summary_table(record: RunRecord) -> Table:
     curve = CostCurve.from_list(record.collected.cost_curve)
     if curve is not None:
         rows.append(("target forward (fitted)", curve.describe()))
+    threads = describe_threads(record.collected.verifier_threads)
+    if threads:
+        rows.append(("verifier threads", threads))
     aside = int(record.collected.counters.get("aside_tokens", 0))
     if aside:
         rows.append(("stepped aside (target alone)", f"{aside} tokens ({100 * aside / max(m.tokens, 1):.0f} %)"))

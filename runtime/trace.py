@@ -81,6 +81,7 @@ def load_trace(path: str | Path) -> Trace:
         tokens={s["id"]: list(s["tokens"]) for s in data["sequences"]}, done=set(t["done"]),
         events=events, counters=dict(data.get("counters") or {}),
         cost_curve=data.get("cost_curve"), calibration=dict(data.get("calibration") or {}),
+        verifier_threads=dict(data.get("verifier_threads") or {}),
         verifier_finished=bool(t["verifier_finished"]), started=float(t["started"]),
         finished=float(t["finished"]), processes=dict(t["processes"]),
         commits=[(float(a), int(b), int(n)) for a, b, n in t["commits"]])

@@ -31,6 +31,7 @@ class SequenceState:
     generated: list[int] = field(default_factory=list)
     rounds: int = 0
     done: bool = False
+    yield_mean: float = 0.0      # running mean of tokens a verification of its drafts commits (0: none yet)
 
     @property
     def context(self) -> list[int]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specsched.policies.base import Policy, ReadyDraft
+from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.messages import Draft
 
 
@@ -54,9 +55,10 @@ class RunQueue:
         self._waiting.append(Queued(info, draft, reply_to))
         return info
 
-    def pick(self) -> list[Queued]:
-        """Ask the policy; remove and return what it chose (one entry, or several to batch)."""
+    def pick(self, cost: CostCurve | None = None) -> list[Queued]:
+        """Ask the policy (its ``cost`` refreshed); remove and return what it chose (one entry, or several)."""
         ready = [q.info for q in self._waiting]
+        self.policy.cost = cost
         name = self.policy.name or type(self.policy).__name__
         try:
             choice = self.policy.pick(ready)

@@ -12,6 +12,7 @@ from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.transport import Telemetry
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
+from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState
 from specsched.scheduler.run_queue import PolicyFailure
 from specsched.scheduler.verifier import Verifier
@@ -23,7 +24,7 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
     router.bind(endpoint)
-    v = Verifier(target, telemetry)
+    v = Verifier(target, telemetry, Cores(set_threads))
     poller = zmq.Poller()
     poller.register(router, zmq.POLLIN)
     poller.register(control, zmq.POLLIN)
@@ -35,7 +36,7 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
             # short polls: a dead engine still ends the loop
             events = dict(poller.poll(0 if busy else 100))
             was_empty = not v.jobs
-            if control in events and not _control(v, control, telemetry, set_threads):
+            if control in events and not _control(v, control, telemetry):
                 break
             if was_empty and v.jobs:  # idle between jobs is nobody's idle time: a job's starts when it arrives
                 idle_since = time.monotonic()
@@ -52,15 +53,15 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     return v.counters
 
 
-def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry, set_threads) -> bool:
+def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry) -> bool:
     """Jobs in, cancellations, stop. Returns False on stop."""
     while control.poll(0):
         msg = unpack(control.recv_multipart(copy=False))
         if msg.kind == "stop":
             return False
         if msg.kind == "job":
-            if set_threads is not None and msg.fields.get("threads"):
-                set_threads(int(msg.fields["threads"]))
+            if msg.fields.get("threads"):
+                v.cores.assign(int(msg.fields["threads"]), bool(msg.fields.get("elastic", False)))
             job = JobState.from_message(msg.fields, v.target)
             try:
                 v.add_job(job)

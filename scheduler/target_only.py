@@ -15,18 +15,23 @@ from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import Recorder
 from specsched.scheduler.acceptance import next_token
+from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import JobState, SequenceState, commit
 
 
-def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder,
-                     costs: CostFit) -> list[tuple[SequenceState, list[int]]]:
-    """One target forward for `job` (timed into `costs`); returns what each advanced sequence committed."""
+def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, costs: CostFit,
+                     cores: Cores, drafting: int) -> list[tuple[SequenceState, list[int]]]:
+    """One target forward for `job` (timed into `costs`, its threads chosen by `cores` with `drafting`
+    workers busy); returns what each advanced sequence committed."""
     unfinished = [st for st in job.sequences if not st.done]
     active = unfinished if job.config.mode == "parallel" else unfinished[:1]
+    threads = cores.before_forward(drafting)
     t0 = time.monotonic()
     unread = [target.sync_to(st.cache, st.context) for st in active]
     logits = target.forward_batch([st.cache for st in active], unread)
-    costs.add_forward([len(u) for u in unread], time.monotonic() - t0)
+    seconds = time.monotonic() - t0
+    costs.add_forward([len(u) for u in unread], seconds)
+    cores.add([job.id], threads, seconds)
     out = []
     for st, rows in zip(active, logits):
         kept = commit(st, [next_token(rows[-1], job.config.sampling, st.rng)], target.eos_token_id,

@@ -27,6 +27,7 @@ from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.calibration import Calibration
+from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.layout import lay_out, settle
 from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
@@ -68,8 +69,9 @@ class Reply:
 
 
 class Verifier:
-    def __init__(self, target: LanguageModel, telemetry: Telemetry) -> None:
+    def __init__(self, target: LanguageModel, telemetry: Telemetry, cores: Cores | None = None) -> None:
         self.target = target
+        self.cores = cores or Cores()   # its threads, forward by forward (cores.py)
         self.telemetry = telemetry
         self.recorder = Recorder("verifier", VERIFIER)
         self.jobs: dict[int, JobState] = {}
@@ -163,7 +165,7 @@ class Verifier:
                         priority=job.config.priority_of(st.local), round=st.rounds, job=job.id,
                         job_arrival=job.arrival, job_priority=job.priority, deadline=job.deadline,
                         tokens_remaining=job.config.max_new_tokens - len(st.generated),
-                        tickets=job.config.tickets_of(st.local))
+                        tickets=job.config.tickets_of(st.local), expected_tokens=st.yield_mean)
 
     # -- one step: schedule -> run -> postprocess ---------------------------------------------------
     def step(self, idle_since: float) -> list[Reply]:
@@ -172,7 +174,7 @@ class Verifier:
         if self.ready_to_pick():
             self.recorder.add("idle", idle_since, self.ready_since())
             try:
-                picked = self.queue.pick()
+                picked = self.queue.pick(self.costs.curve())
             except PolicyFailure as exc:  # a broken plug-in ends the jobs it schedules, not the verifier
                 self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
                 return []
@@ -182,10 +184,16 @@ class Verifier:
             return self.verify([])
         for job in self.jobs.values():
             if job.target_only and not job.done:
-                commits = target_only_step(job, self.target, self.recorder, self.costs)
+                commits = target_only_step(job, self.target, self.recorder, self.costs, self.cores,
+                                           self.drafting_workers())
                 self._report_commits([(st, kept, -1) for st, kept in commits])
                 return []
         return []
+
+    def drafting_workers(self, verifying: set[int] = frozenset()) -> int:
+        """Workers drafting now: owners of live sequences with no draft queued, riding or being verified."""
+        idle = verifying | set(self.riders) | (self.queue.sequences() if self.queue is not None else set())
+        return len({st.owner for st in self.seqs.values() if st.owner >= 0 and not st.done and st.seq not in idle})
 
     def has_target_only_jobs(self) -> bool:
         return any(j.target_only and not j.done for j in self.jobs.values())
@@ -197,9 +205,10 @@ class Verifier:
         """Verify the picked drafts in one target forward (a batch when the policy picked several), with a
         row of one token for every rider (step_aside.py); how each is read and what the cache keeps
         afterwards is layout.py's rule. Returns the verdicts due: held ones stay with their rider."""
-        t0 = time.monotonic()
         riders = list(self.riders.values())
         states = [self.seqs[e.draft.seq] for e in entries] + [self.seqs[r.seq] for r in riders]
+        threads = self.cores.before_forward(self.drafting_workers({st.seq for st in states}))
+        t0 = time.monotonic()
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
                     else np.zeros((0, self.target.vocab_size), np.float32)) for st in states[len(entries):]]
@@ -212,6 +221,7 @@ class Verifier:
             logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
         t1 = time.monotonic()
         self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)
+        self.cores.add({st.job for st in states}, threads, t1 - t0)
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
@@ -237,6 +247,7 @@ class Verifier:
                 continue
             e, d = entries[i], entries[i].draft
             st.rounds += 1
+            st.yield_mean = _running(st.yield_mean, len(kept), st.rounds)
             commits.append((st, kept, d.worker))
             self.calibration(job).add(d.conf, d.parents, outcome.path, greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
@@ -301,7 +312,13 @@ class Verifier:
             curve = self.costs.curve()
             self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters),
                                              "cost_curve": curve.to_list() if curve else None,
-                                             "calibration": calibration})
+                                             "calibration": calibration,
+                                             "verifier_threads": self.cores.report(job.id)})
+
+
+def _running(mean: float, value: float, n: int, weight: float = 0.3) -> float:
+    """A running mean that starts as the first value and then follows the newest with `weight`."""
+    return float(value) if n <= 1 else mean + weight * (value - mean)
 
 
 def _as_dict(c: Counters) -> dict:

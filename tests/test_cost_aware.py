@@ -24,10 +24,10 @@ def config(**kw) -> RunConfig:
     return sim_config(**{**base, **kw})
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "priority", "rr", "batch"])
+@pytest.mark.parametrize("policy", ["fcfs", "priority", "rr", "batch", "goodput"])
 def test_pct_trees_give_exactly_the_target_tokens_under_every_policy(policy):
     extra = {"priorities": [3, 2, 1, 0]} if policy == "priority" else {}
-    record = run_ok(config(tree="pct", policy=policy, max_batch=0 if policy == "batch" else 1, **extra))
+    record = run_ok(config(tree="pct", policy=policy, max_batch=0 if policy in ("batch", "goodput") else 1, **extra))
     assert outputs(record) == EXPECTED
     assert 0 < record.metrics.accepted < record.metrics.drafted
     assert CostCurve.from_list(record.collected.cost_curve).forwards > 0

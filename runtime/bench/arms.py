@@ -32,8 +32,10 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
     "seed-pct": ("SEED, PCT trees shaped by the measured costs", {"mode": "seed", "tree": "pct"}),
     "seed-aside": ("SEED, batched, sequences step aside where drafting does not pay",
                    {"mode": "seed", "policy": "batch", "max_batch": 0, "step_aside": "on"}),
-    "seed-cost": ("SEED, cost-aware: PCT trees, batched, stepping aside",
-                  {"mode": "seed", "policy": "batch", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
+    "seed-goodput": ("SEED + the batch of most expected tokens per second (goodput policy)",
+                     {"mode": "seed", "policy": "goodput", "max_batch": 0}),
+    "seed-cost": ("SEED, cost-aware: PCT trees, goodput batches, stepping aside",
+                  {"mode": "seed", "policy": "goodput", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
 }
 PEER_ARMS: dict[str, str] = {
     "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",

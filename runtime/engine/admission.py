@@ -75,7 +75,7 @@ class Admission:
         job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
         for i in range(job.n):
             self.by_seq[job.first_seq + i] = job
-        self._send(verifier, "job", job.job_message(threads))
+        self._send(verifier, "job", job.job_message(threads, elastic=not self.config.verifier_threads))
 
     def _retire_idle(self) -> None:
         if any(j.phase is Phase.PENDING for j in self.jobs):

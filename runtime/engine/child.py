@@ -82,7 +82,7 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
 
 
 def _set_threads(n: int) -> None:
-    """The verifier's torch threads, per job: the cores its draft workers leave free (hf only)."""
+    """The verifier's torch threads, forward by forward: the cores its draft workers leave free (hf only)."""
     torch = sys.modules.get("torch")
     if torch is not None and n > 0:
         torch.set_num_threads(n)

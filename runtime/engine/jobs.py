@@ -104,11 +104,12 @@ class JobRun:
         if e.end > start:
             self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id))
 
-    def job_message(self, threads: int) -> dict:
-        """The verifier's ``job`` message: settings, and each sequence with its owner."""
+    def job_message(self, threads: int, elastic: bool = True) -> dict:
+        """The verifier's ``job`` message: settings, its threads (elastic: they follow the drafting workers,
+        scheduler/cores.py), and each sequence with its owner."""
         deadline = None if self.meta.deadline_s is None else self.submitted + self.meta.deadline_s
-        return {"job": self.id, "config": self.config.to_dict(), "threads": threads, "arrival": self.submitted,
-                "priority": self.meta.priority, "deadline": deadline,
+        return {"job": self.id, "config": self.config.to_dict(), "threads": threads, "elastic": elastic,
+                "arrival": self.submitted, "priority": self.meta.priority, "deadline": deadline,
                 "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)]}
 
     def assignments(self) -> list[tuple[int, list]]:
