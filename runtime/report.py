@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specsched.runtime.core.calibration import ece
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.record import RunRecord
-from specsched.scheduler.calibration import ece
 from specsched.scheduler.cores import describe as describe_threads
 
 

@@ -20,13 +20,13 @@ import numpy as np
 from specsched.policies.base import PolicySettings
 from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.calibration import Calibration
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.calibration import Calibration
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.layout import lay_out, settle

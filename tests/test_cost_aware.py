@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from helpers import greedy_reference, outputs, run_cli, run_ok, sim_config, words
 
+from specsched.runtime.core.calibration import Calibration, ece
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.costs import CostCurve
-from specsched.scheduler.calibration import Calibration, ece
 from specsched.scheduler.step_aside import StepAside, Yield, drafting_pays
 
 VOCAB = 64

@@ -127,3 +127,22 @@ def test_a_token_is_worth_what_the_verifier_spends_on_one():
     d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005)
     d.nodes, d.committed = 4.0, 1.5   # 10 ms a token: p̂ >= 0.1, and 3 enters
     assert (3, 0) in nodes(d.propose(10))
+
+
+def test_a_draft_that_proved_under_confident_grows_deeper_trees():
+    # b = 5 ms of s_t = 15 ms: p̂ >= 0.33 to enter. Raw, 3 (0.9 * 0.3 = 0.27) stays out; after 100 tokens at
+    # c in [0.3, 0.4) were all accepted, ĉ(0.3) = (100 + 4 * 0.3) / 104 = 0.97 and 3 enters
+    curve = CostCurve(0.010, 0.005, 0.0)
+    raw = drafter(TABLE, curve=curve, step_s=0.0005).propose(10)
+    assert (3, 0) not in nodes(raw)
+    d = drafter(TABLE, curve=curve, step_s=0.0005)
+    d.calibration.proposed[3] = d.calibration.accepted[3] = 100
+    assert (3, 0) in nodes(d.propose(10))
+
+
+def test_the_drafter_learns_its_calibration_from_its_verdicts():
+    d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005)
+    p = d.propose(10)  # 1 -> 2, 3 -> 4 under 2
+    d.observe([1, 2, 5], path=[0, 1])  # 1 and 2 accepted; 3 judged and rejected; 4 judged (parent 2 accepted)
+    assert d.calibration.proposed.sum() == len(p.tokens) == 4
+    assert d.calibration.accepted.sum() == 2

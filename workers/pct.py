@@ -1,9 +1,14 @@
 """PCT: a draft tree shaped by expected time gain, with the costs measured (``--tree pct``).
 
 EDD/PCT (../shared/papers/003_49db5f3c92e73b63.txt, §3.2) estimates a node's chance of acceptance as
-p̂ = ∏ c_i along its path (c_i: the draft's probability of token i, softmax at T = 1; the calibration
-monitor shows how well that holds for a draft). Drafting one more level costs a draft forward s_d and
-gains p̂·s_t for a node that is then accepted, so a node is expanded only while p̂ ≥ s_d / s_t (Eq. 5).
+p̂ = ∏ c_i along its path (c_i: the draft's probability of token i, softmax at T = 1). The calibration
+monitor shows how well that holds: the shipped draft is under-confident (tokens at c ≈ 0.6-0.9 were
+accepted 83-100 % of the time), so the raw product stops trees early. This drafter therefore keeps the
+monitor's bins over its own verdicts and multiplies calibrated chances ĉ(c_i) instead
+(runtime/core/calibration.py: a bin's accepted share, shrunk towards c; c itself before any data).
+
+Drafting one more level costs a draft forward s_d and gains p̂·s_t for a node that is then accepted,
+so a node is expanded only while p̂ ≥ s_d / s_t (Eq. 5).
 The paper takes the target's forward time s_t as a constant and values an accepted token at one
 target forward. On a CPU every token a forward reads costs b more (the verifier's fitted curve
 t = a + b·tokens + c·(rows − 1), which each verdict carries), and a verifier that commits E tokens
@@ -33,6 +38,7 @@ import time
 import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.calibration import Calibration
 from specsched.runtime.core.sampling import SamplingParams, top_tokens
 from specsched.workers.drafter import Proposal, TreeDrafter, softmax
 
@@ -51,6 +57,8 @@ class PctDrafter(TreeDrafter):
         self.step_s: float | None = None   # s_d: one draft level's forward, measured
         self.nodes: float | None = None    # n̄: running mean of the nodes per tree
         self.committed: float | None = None  # Ē: running mean of the tokens a verdict commits
+        self.calibration = Calibration()   # acceptance by confidence over this drafter's verdicts
+        self.judged: tuple[list[float], list[int]] | None = None  # the last tree's (confidences, parents)
 
     def thresholds(self, drafted_s: float) -> tuple[float, float]:
         """(entry, expansion): the p̂ a node needs to enter the tree, and to get children."""
@@ -68,6 +76,10 @@ class PctDrafter(TreeDrafter):
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
         super().observe(committed, path, aside)
         self.committed = _mean(self.committed, len(committed) - aside)  # what the draft itself earned
+        if path is not None and self.judged is not None:
+            confs, parents = self.judged
+            self.calibration.add(np.asarray(confs), np.asarray(parents), list(path), greedy=self.params.greedy)
+        self.judged = None
 
     def propose(self, budget: int) -> Proposal:
         tokens: list[int] = []
@@ -93,7 +105,7 @@ class PctDrafter(TreeDrafter):
                     tokens.append(x)
                     parents.append(parent)
                     confs.append(float(probs[x]))
-                    phat.append(p * float(probs[x]))
+                    phat.append(p * float(self.calibration.acceptance(probs[x])))
                     if q is not None:
                         qs.append(q)
                     level.append(len(tokens) - 1)
@@ -107,6 +119,7 @@ class PctDrafter(TreeDrafter):
             self.observe_step(time.monotonic() - t0)
             frontier = [(j, rows[j], phat[j]) for j in growing]
         self.nodes = _mean(self.nodes, len(tokens))
+        self.judged = (confs, parents)
         return self._proposal(tokens, parents, qs, confs)
 
     def observe_step(self, seconds: float) -> None:
@@ -120,13 +133,14 @@ class PctDrafter(TreeDrafter):
             yield self._certain(looked_up, len(logits))
             return
         if self.params.greedy:
-            for x in top_tokens(logits, self.top_k):
-                if p * probs[x] >= enter:
+            top = top_tokens(logits, self.top_k)
+            for x, chance in zip(top, self.calibration.acceptance(probs[top])):
+                if p * chance >= enter:
                     yield int(x), None
             return
         # sampled: the width is fixed before any draw - the i-th likeliest token must pass the entry rule
         likeliest = np.sort(probs)[::-1][: self.top_k]
-        width = int(np.sum(p * likeliest >= enter))
+        width = int(np.sum(p * self.calibration.acceptance(likeliest) >= enter))
         yield from self._candidates(logits, width)
 
     def _proposal(self, tokens, parents, qs, confs) -> Proposal:

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 
 from specsched.runtime.bench.measure import BASELINE, ArmResult
 from specsched.runtime.bench.sweep import SweepPoint
-from specsched.scheduler.calibration import ece
+from specsched.runtime.core.calibration import ece
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 LEFT, RIGHT, TOP, BOTTOM = 58, 150, 34, 46   # margins: room for tick labels, legend, title, axis label

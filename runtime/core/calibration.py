@@ -11,6 +11,10 @@ bins and
 
 the expected calibration error (Guo et al. 2017): 0 for a draft whose confidence is acceptance.
 `specsched export --svg` draws the reliability diagram from the same bins.
+
+The same counts, kept by a PCT drafter over its own verdicts, turn a confidence into a calibrated
+chance of acceptance (``acceptance``): the bin's accepted share, shrunk towards c itself by `PRIOR`
+pseudo-proposals, so a bin without data gives the paper's estimate c.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 BINS = 10
+PRIOR = 4.0   # pseudo-proposals at the raw confidence in each bin (a bin's own record outweighs it after a few)
 
 
 class Calibration:
@@ -42,6 +47,12 @@ class Calibration:
         np.add.at(self.proposed, bins, 1)
         np.add.at(self.confidence, bins, conf[reached])
         np.add.at(self.accepted, bins, [j in on_path for j in reached])
+
+    def acceptance(self, conf, prior: float = PRIOR) -> np.ndarray:
+        """Calibrated chances of acceptance for confidences `conf`: (accepted_b + prior·c)/(proposed_b + prior)."""
+        c = np.clip(np.asarray(conf, np.float64), 0.0, 1.0)
+        b = np.minimum((c * BINS).astype(int), BINS - 1)
+        return (self.accepted[b] + prior * c) / (self.proposed[b] + prior)
 
     def to_dict(self) -> dict:
         return {"proposed": self.proposed.tolist(), "accepted": self.accepted.tolist(),
