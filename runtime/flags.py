@@ -66,7 +66,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
     p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
     p.add_argument("--verifier-threads", type=int, default=0,
-                   help="torch threads of the verifier; 0 = the cores the draft workers leave free")
+                   help="torch threads of the verifier; 0 = before every forward, the cores the drafting workers "
+                        "leave free (scheduler/cores.py)")
     # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
     p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
     p.add_argument("--sim-agreement", type=float, default=None,
