@@ -16,15 +16,14 @@ from collections import Counter
 import numpy as np
 import pytest
 from beam_models import beam_sampling_law, decode
-from beam_views import AfterPrompt, node_contexts
+from beam_views import AfterPrompt, assert_forest_read_as_plain_forwards, layout_case
 from chi2 import chi2_goodness_of_fit
 from helpers import draft_model, target_model
 
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.scheduler.beam_decode import beam_decode, dsbd_decode
-from specsched.scheduler.beam_verify import read_forest, verify_beams
-from specsched.workers.beam_drafter import draft_beams
+from specsched.scheduler.beam_verify import verify_beams
 
 ALPHA = 1e-4
 POWER = 1e-6
@@ -151,44 +150,6 @@ def test_a_dynamic_width_reports_the_targets_joint_of_every_beam():
 
 
 # -- (c) the forest as the models read it ----------------------------------------------------------------
-
-def layout_case(target, draft, params: SamplingParams, seed: int):
-    """Three input beams of different lengths; target and draft caches that hold a stale tail, nothing, or
-    exactly the context. Returns (contexts, logprobs, target caches, draft caches, forest)."""
-    contexts = [[1, 2, 3, 4], [5, 6], [7, 1, 1, 2, 3]]
-    logprobs = np.array([-1.0, -2.0, -0.5])
-    caches = {}
-    for name, model in (("target", target), ("draft", draft)):
-        stale, empty, exact = model.new_cache(), model.new_cache(), model.new_cache()
-        model.forward(stale, [1, 2, 6, 6, 6])
-        model.forward(exact, contexts[2])
-        caches[name] = [stale, empty, exact]
-    forest = draft_beams(draft, caches["draft"], contexts, logprobs, params, beams=5, gamma=3,
-                         rng=np.random.default_rng(seed))
-    return contexts, logprobs, caches["target"], caches["draft"], forest
-
-
-def assert_forest_read_as_plain_forwards(target, draft, assert_same) -> None:
-    """Every row the verifier takes from its one batched tree forward equals a plain forward of that node's
-    whole context on a fresh cache; the draft's caches hold exactly the contexts again."""
-    contexts, _, caches, drafts, forest = layout_case(target, draft, SamplingParams(2.0), seed=3)
-    assert [c.tokens for c in drafts] == contexts and all(c.linear for c in drafts)
-    trees = forest.trees()
-    assert any(len(np.unique(t.parents)) < len(t.parents) for t in trees)  # some node has two children
-    assert max(len(t.tokens) for t in trees) > 5 and sum(len(t.tokens) for t in trees) == 15
-    seen = read_forest(target, caches, contexts, forest)
-
-    def plain(ctx: list[int]):
-        return target.forward(target.new_cache(), ctx)[-1]
-
-    for row, ctx in zip(seen.inputs, contexts):
-        assert_same(row, plain(ctx))
-    for rows, nodes in zip(seen.layers, node_contexts(forest, contexts)):
-        for row, ctx in zip(rows, nodes):
-            assert_same(row, plain(ctx))
-    # stale tail cropped, the empty cache reads all, the exact one re-reads its last token, plus 15 nodes
-    assert seen.read == (4 - 2) + 2 + 1 + 15
-
 
 def test_the_verifier_reads_every_forest_node_as_a_plain_forward_would():
     assert_forest_read_as_plain_forwards(target_model(VOCAB), draft_model(VOCAB, 0.5), np.testing.assert_array_equal)
