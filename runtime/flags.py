@@ -45,6 +45,17 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="verify only when every worker that still owes a draft has one queued (synchronous "
                         "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
+    p.add_argument("--beams", type=int, default=d.beams, metavar="W",
+                   help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
+    p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
+                   help="dsbd: draft beams per layer over all trees (default: --beams)")
+    p.add_argument("--gamma", type=int, default=d.gamma, metavar="G",
+                   help=f"dsbd: draft layers per iteration (default {d.gamma})")
+    p.add_argument("--beam-threshold", type=float, default=d.beam_threshold, metavar="T",
+                   help="dsbd: dynamic width, as many beams per layer as are accepted with probability >= T "
+                        "(DSBD Eq. 6-7; default 0 = fixed width; sampling only)")
+    p.add_argument("--min-beams", type=int, default=d.min_beams, metavar="W_MIN",
+                   help=f"dsbd: the dynamic width's floor (default {d.min_beams})")
     p.add_argument("--temperature", type=float, default=None, metavar="T",
                    help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
@@ -126,4 +137,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
-        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, **given)
+        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
+        draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
+        min_beams=args.min_beams, **given)

@@ -93,8 +93,7 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
 def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:
     """Workers to start before the first arrival, so that no job's response includes a model load: enough
     for every job at once, up to 16 (beyond that a job may still wait for a worker to come free)."""
-    need = {"seed": lambda j: job_config(config, j, 0).n_sequences, "sd": lambda j: 1}.get(config.mode)
-    return min(sum(need(j) for j in jobs), 16) if need else 0
+    return min(sum(job_config(config, j, 0).draft_workers for j in jobs), 16)
 
 
 def _engine_config(config: RunConfig, jobs: list[WorkloadJob]) -> RunConfig:

@@ -1,6 +1,12 @@
 """Decoding loops: target-only beam sampling (or beam search) and DSBD, from one prompt for a fixed number
 of steps, in process.
 
+DSBD here draws what the served form (one draft process per input beam) draws. Iteration 0 is a target-only
+step from the prompt: no beam exists before it. Iteration r >= 1 drafts one tree per input beam, tree s
+(the beam's index in the beam list ``verify_beams`` returned) from ``beam_stream(seed, sequence, s, r)``
+and its draft cache, the one ``claim`` hands on; the verifier's generator is used, per iteration, by
+``allocate``, ``combine`` and ``verify_beams`` in that order.
+
 Where to stop. A DSBD iteration emits 1 to gamma + 1 steps, and the beams form a Markov chain with beam
 sampling's kernel step by step (scheduler/beam_forest.py). So iterations are chained until at least
 ``steps`` steps and the beams reported are those AFTER STEP ``steps``, taken from the last iteration's
@@ -20,11 +26,15 @@ import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_width import DynamicWidth
+from specsched.runtime.core.beams import beam_stream
 from specsched.runtime.core.sampling import SamplingParams
+from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import BeamAdvance, beams_after, claim, target_beam_step, verify_beams
-from specsched.workers.beam_drafter import draft_beams
+from specsched.workers.beam_drafter import draft_tree
 
 __all__ = ["BeamResult", "DecodeStats", "beam_decode", "dsbd_decode"]
+
+Advance = tuple[BeamAdvance, int | None]  # an iteration's result and its draft forwards (None: nothing drafted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +43,7 @@ class DecodeStats:
     target_forwards: int              # one per iteration
     draft_forwards: int
     target_tokens_read: int           # unread context and draft nodes, over all rows of all forwards
-    accept_counts: tuple[int, ...]    # iterations by the number of draft layers accepted: 0, 1, ..., gamma
+    accept_counts: tuple[int, ...]    # drafting iterations by the number of draft layers accepted: 0, 1, ..., gamma
 
     @property
     def tokens_per_target_forward(self) -> float:
@@ -51,45 +61,56 @@ class BeamResult:
 def beam_decode(target: LanguageModel, prompt: Sequence[int], params: SamplingParams, width: int, steps: int,
                 rng: np.random.Generator) -> BeamResult:
     """Target-only beam sampling (beam search at temperature 0) of ``width`` beams for ``steps`` steps."""
-    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray) -> tuple[BeamAdvance, int]:
-        return target_beam_step(target, caches, contexts, logprobs, params, width, rng), 0
+    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray, _: int) -> Advance:
+        return target_beam_step(target, caches, contexts, logprobs, params, width, rng), None
 
     return _decode(target, prompt, steps, 0, advance)
 
 
 def dsbd_decode(target: LanguageModel, draft: LanguageModel, prompt: Sequence[int], params: SamplingParams,
                 width: int | DynamicWidth, *, beams: int, gamma: int, steps: int, rng_target: np.random.Generator,
-                rng_draft: np.random.Generator) -> BeamResult:
-    """DSBD: each iteration the draft grows ``gamma`` layers of ``beams`` (W_S) draft beams and the target
-    verifies them in one forward, keeping ``width`` beams per step (W_L, or the dynamic rule of §3.2)."""
+                seed: int, sequence: int) -> BeamResult:
+    """DSBD: after a target-only first step, each iteration drafts ``gamma`` layers of ``beams`` (W_S) draft
+    beams, one tree per input beam, and the target verifies them in one forward, keeping ``width`` beams per
+    step (W_L, or the dynamic rule of §3.2). ``seed`` and ``sequence`` name the draft streams."""
     drafts: list[Cache] = [draft.new_cache()]
 
-    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray) -> tuple[BeamAdvance, int]:
+    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray, iteration: int) -> Advance:
         nonlocal drafts
-        forest = draft_beams(draft, drafts, contexts, logprobs, params, beams=beams, gamma=gamma, rng=rng_draft)
-        out = verify_beams(target, caches, contexts, logprobs, forest, params, width, rng_target)
-        # the draft caches hold the input contexts again: hand them on as the target's are
+        if iteration == 0:
+            out, drafted = target_beam_step(target, caches, contexts, logprobs, params, width, rng_target), None
+        else:
+            counts = allocate(logprobs, params, beams, gamma, rng_target)
+            trees = [draft_tree(draft, cache, ctx, lp, params, n, beam_stream(seed, sequence, slot, iteration))
+                     for slot, (cache, ctx, lp, n) in enumerate(zip(drafts, contexts, logprobs, counts))]
+            forest = combine(trees, logprobs, params, rng_target)
+            out = verify_beams(target, caches, contexts, logprobs, forest, params, width, rng_target)
+            drafted = forest.forwards
+        # the draft caches hold (a prefix of) the input contexts: hand them on as the target's are
         drafts = [drafts[o] if o >= 0 else draft.new_cache() for o in claim(out.roots, len(drafts))]
-        return out, forest.forwards
+        return out, drafted
 
     return _decode(target, prompt, steps, gamma, advance)
 
 
 def _decode(target: LanguageModel, prompt: Sequence[int], steps: int, gamma: int,
-            advance: Callable[[list[Cache], list[list[int]], np.ndarray], tuple[BeamAdvance, int]]) -> BeamResult:
+            advance: Callable[[list[Cache], list[list[int]], np.ndarray, int], Advance]) -> BeamResult:
     if steps < 1:
         raise ValueError(f"decode at least one step, got {steps}")
     caches, contexts, logprobs = [target.new_cache()], [list(prompt)], np.zeros(1)
     done = forwards = draft_forwards = read = 0
     accepted = [0] * (gamma + 1)
+    iteration = 0
     while True:
-        out, drafted = advance(caches, contexts, logprobs)
-        forwards, draft_forwards, read = forwards + 1, draft_forwards + drafted, read + out.read
-        accepted[out.layers_accepted] += 1
+        out, drafted = advance(caches, contexts, logprobs, iteration)
+        forwards, read = forwards + 1, read + out.read
+        if drafted is not None:
+            draft_forwards += drafted
+            accepted[out.layers_accepted] += 1
         if done + len(out.steps) >= steps:
             j = steps - done  # the step asked for, within this iteration
             stats = DecodeStats(done + len(out.steps), forwards, draft_forwards, read, tuple(accepted))
             return BeamResult([b[len(prompt):] for b in beams_after(contexts, out.steps, j)],
                               out.steps[j - 1].logprobs, stats)
         done += len(out.steps)
-        caches, contexts, logprobs = out.caches, out.contexts, out.logprobs
+        caches, contexts, logprobs, iteration = out.caches, out.contexts, out.logprobs, iteration + 1

@@ -103,9 +103,10 @@ def verify_beams(target: LanguageModel, caches: Sequence[Cache], contexts: Seque
 
 
 def target_beam_step(target: LanguageModel, caches: Sequence[Cache], contexts: Sequence[Sequence[int]],
-                     logprobs: np.ndarray, params: SamplingParams, width: int,
+                     logprobs: np.ndarray, params: SamplingParams, width: int | DynamicWidth,
                      rng: np.random.Generator) -> BeamAdvance:
-    """One step of target-only beam sampling (beam search at temperature 0): one batched forward."""
+    """One step of target-only beam sampling (beam search at temperature 0): one batched forward. A dynamic
+    width steps ``width.bonus`` beams, its nominal W_L."""
     return verify_beams(target, caches, contexts, logprobs, BeamDraft(len(contexts), ()), params, width, rng)
 
 

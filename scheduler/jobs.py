@@ -32,6 +32,7 @@ class SequenceState:
     rounds: int = 0
     done: bool = False
     yield_mean: float = 0.0      # running mean of tokens a verification of its drafts commits (0: none yet)
+    beam_workers: list[int] = field(default_factory=list)  # dsbd: the draft worker of each beam slot
 
     @property
     def context(self) -> list[int]:
@@ -62,7 +63,7 @@ class JobState:
 
     @property
     def target_only(self) -> bool:
-        return self.config.mode in ("ar", "parallel")
+        return self.config.mode in ("ar", "parallel", "beam")
 
     @property
     def done(self) -> bool:
@@ -78,9 +79,10 @@ class JobState:
     def from_message(cls, fields: dict, target: LanguageModel) -> JobState:
         config = RunConfig.from_dict(fields["config"])
         purpose = "target" if config.mode in ("ar", "parallel") else "verify"
+        slots = fields.get("beam_workers") or [[] for _ in fields["sequences"]]
         seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
-                              stream(config.seed, int(local), purpose), int(owner))
-                for g, local, owner, prompt in fields["sequences"]]
+                              stream(config.seed, int(local), purpose), int(owner), beam_workers=list(beams))
+                for (g, local, owner, prompt), beams in zip(fields["sequences"], slots)]
         deadline = fields.get("deadline")
         return cls(int(fields["job"]), config, seqs, float(fields.get("arrival", 0.0)),
                    int(fields.get("priority", 0)), None if deadline is None else float(deadline))

@@ -8,6 +8,7 @@ import time
 import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.transport import Telemetry
@@ -86,6 +87,9 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
             msg = unpack(frames[1:])
             if msg.kind == "hello":  # a worker checking its connection before it says ready
                 router.send_multipart([frames[0], *pack("welcome")])
+                continue
+            if msg.kind == "beam_draft":
+                v.admit_tree(TreeDraft.from_message(msg), frames[0].bytes, now)
                 continue
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")

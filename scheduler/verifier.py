@@ -27,6 +27,8 @@ from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.beam_rounds import BeamRounds
+from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
 from specsched.scheduler.layout import lay_out, settle
@@ -68,9 +70,10 @@ class Reply:
     worker: int
 
 
-class Verifier:
+class Verifier(BeamSteps):
     def __init__(self, target: LanguageModel, telemetry: Telemetry, cores: Cores | None = None) -> None:
         self.target = target
+        self.beam_rounds = BeamRounds(target)  # beam sequences (beam_steps.py)
         self.cores = cores or Cores()   # its threads, forward by forward (cores.py)
         self.telemetry = telemetry
         self.recorder = Recorder("verifier", VERIFIER)
@@ -100,6 +103,7 @@ class Verifier:
         self.rejected_unclaimed = 0
         self.jobs[job.id] = job
         self.seqs.update((st.seq, st) for st in job.sequences)
+        self.beam_rounds.add(job)
 
     def finish_job(self, job: JobState) -> None:
         """Forget a finished (or cancelled) job: its caches go, so memory does not grow with history."""
@@ -113,6 +117,7 @@ class Verifier:
             self.riders.pop(st.seq, None)
             self.aside.forget(st.seq)
         self.calibrations.pop(job.id, None)
+        self.beam_rounds.forget(job)
 
     def reject(self, reason: Exception) -> None:
         """A malformed, stray or forged message: counted (in the record of the jobs running), never fatal."""
@@ -159,8 +164,13 @@ class Verifier:
         if draft.round != st.rounds or draft.seq in self.queue.sequences():
             raise ProtocolError(f"draft round {draft.round} for sequence {draft.seq}, expected {st.rounds}")
         job = self.jobs[st.job]
+        if job.config.beam_mode:
+            raise ProtocolError(f"a plain draft for beam sequence {draft.seq}")
         if not job.config.sampling.greedy and (draft.q is None or draft.q.shape[1] != self.target.vocab_size):
             raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
+        self.enqueue(draft, reply_to, arrival, st, job)
+
+    def enqueue(self, draft: Draft, reply_to: bytes, arrival: float, st: SequenceState, job: JobState) -> None:
         self.queue.push(draft, reply_to, arrival=arrival, verified_tokens=len(st.generated),
                         priority=job.config.priority_of(st.local), round=st.rounds, job=job.id,
                         job_arrival=job.arrival, job_priority=job.priority, deadline=job.deadline,
@@ -178,11 +188,18 @@ class Verifier:
             except PolicyFailure as exc:  # a broken plug-in ends the jobs it schedules, not the verifier
                 self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
                 return []
-            return self.verify(picked)
+            beams = [e for e in picked if e.draft.seq in self.beam_rounds.seqs]
+            replies = self.verify([e for e in picked if e not in beams]) if len(beams) < len(picked) else []
+            for e in beams:
+                replies += self.verify_beam(e)
+            return replies
         self.riders_next = not self.riders_next  # riders and target-only jobs take turns: neither starves
         if self.riders and (self.riders_next or not self.has_target_only_jobs()):
             return self.verify([])
         for job in self.jobs.values():
+            if job.target_only and not job.done and job.config.mode == "beam":
+                self.beam_target_step(job)
+                return []
             if job.target_only and not job.done:
                 commits = target_only_step(job, self.target, self.recorder, self.costs, self.cores,
                                            self.drafting_workers())
@@ -308,11 +325,12 @@ class Verifier:
     def close_finished_jobs(self) -> None:
         for job in self.finished_jobs():
             calibration = self.calibration(job).to_dict()
+            beams = self.beam_rounds.result(job)
             self.finish_job(job)  # forgets the job's calibration (and settles its rejected-message count)
             curve = self.costs.curve()
             self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters),
                                              "cost_curve": curve.to_list() if curve else None,
-                                             "calibration": calibration,
+                                             "calibration": calibration, "beams": beams,
                                              "verifier_threads": self.cores.report(job.id)})
 
 

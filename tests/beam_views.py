@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.beams import log_softmax
+from specsched.runtime.core.beams import beam_stream, log_softmax
 from specsched.runtime.core.sampling import SamplingParams
+from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import read_forest
-from specsched.workers.beam_drafter import BeamDraft, draft_beams
+from specsched.workers.beam_drafter import BeamDraft, draft_tree
 
 
 class AfterPrompt:
@@ -47,6 +48,16 @@ def node_contexts(forest: BeamDraft, contexts: Sequence[Sequence[int]]) -> list[
     return out
 
 
+def draft_forest(draft, caches, contexts: Sequence[Sequence[int]], logprobs: np.ndarray, params: SamplingParams, *,
+                 beams: int, gamma: int, rng: np.random.Generator, seed: int = 0) -> BeamDraft:
+    """A forest as the served DSBD drafts it: counts from ``rng``, one tree per input beam from its own stream,
+    combined (and shuffled) with ``rng``."""
+    counts = allocate(logprobs, params, beams, gamma, rng)
+    trees = [draft_tree(draft, cache, ctx, lp, params, n, beam_stream(seed, 0, slot, 1))
+             for slot, (cache, ctx, lp, n) in enumerate(zip(caches, contexts, logprobs, counts))]
+    return combine(trees, logprobs, params, rng)
+
+
 def layout_case(target, draft, params: SamplingParams, seed: int):
     """Three input beams of different lengths; target and draft caches that hold a stale tail, nothing, or
     exactly the context. Returns (contexts, logprobs, target caches, draft caches, forest)."""
@@ -58,8 +69,8 @@ def layout_case(target, draft, params: SamplingParams, seed: int):
         model.forward(stale, [1, 2, 6, 6, 6])
         model.forward(exact, contexts[2])
         caches[name] = [stale, empty, exact]
-    forest = draft_beams(draft, caches["draft"], contexts, logprobs, params, beams=5, gamma=3,
-                         rng=np.random.default_rng(seed))
+    forest = draft_forest(draft, caches["draft"], contexts, logprobs, params, beams=5, gamma=3,
+                          rng=np.random.default_rng(seed), seed=seed)
     return contexts, logprobs, caches["target"], caches["draft"], forest
 
 

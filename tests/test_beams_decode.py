@@ -38,8 +38,9 @@ def beam_search(model, prompt: list[int], width: int, steps: int) -> list[tuple[
     return history[-1]
 
 
-def rngs(seed: int) -> dict:
-    return {"rng_target": np.random.default_rng([seed, 0]), "rng_draft": np.random.default_rng([seed, 1])}
+def rngs(seed: int, sequence: int = 0) -> dict:
+    """The verifier's generator and the key of the draft streams, for a sequence numbered ``sequence``."""
+    return {"rng_target": np.random.default_rng([seed, sequence]), "seed": seed, "sequence": sequence}
 
 
 # -- (a) temperature 0: DSBD is deterministic beam search ---------------------------------------------
@@ -69,11 +70,12 @@ def test_greedy_dsbd_and_beam_decode_are_beam_search_token_for_token(agreement, 
 
 
 def test_a_greedy_draft_that_is_the_target_has_every_layer_accepted():
+    """A target-only first step, then three iterations of gamma + 1 = 4 steps each."""
     target = target_model(VOCAB)
-    out = dsbd_decode(target, draft_model(VOCAB, 1.0), PROMPTS[0], GREEDY, 2, beams=2, gamma=3, steps=12, **rngs(0))
+    out = dsbd_decode(target, draft_model(VOCAB, 1.0), PROMPTS[0], GREEDY, 2, beams=2, gamma=3, steps=13, **rngs(0))
     assert out.stats.accept_counts == (0, 0, 0, 3)
-    assert out.stats.tokens_per_target_forward == 4.0
-    assert out.tokens == [list(s) for s, _ in beam_search(target, PROMPTS[0], 2, 12)]
+    assert (out.stats.steps, out.stats.target_forwards) == (13, 4)
+    assert out.tokens == [list(s) for s, _ in beam_search(target, PROMPTS[0], 2, 13)]
 
 
 # -- (b) sampling: DSBD's beams have the law of target-only beam sampling -------------------------------
@@ -108,10 +110,9 @@ def test_dsbd_on_sim_models_decodes_as_target_only_beam_sampling(params):
     target, draft = target_model(LAW_VOCAB), draft_model(LAW_VOCAB, 0.6)
     view = AfterPrompt(target.logits_for, LAW_PROMPT, LAW_VOCAB)
     samples, accepted, emitted = [], np.zeros(GAMMA + 1, dtype=int), Counter()
-    generators = rngs(1)
     for run in range(RUNS):
         out = dsbd_decode(target, draft, LAW_PROMPT, params, WIDTH, beams=DRAFTS, gamma=GAMMA, steps=STEPS,
-                          **generators)
+                          **rngs(1, run))
         samples.append(multiset(out.tokens))
         accepted += out.stats.accept_counts
         emitted[out.stats.steps] += 1

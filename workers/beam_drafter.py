@@ -1,27 +1,35 @@
-"""The draft side of DSBD: beam-sample a forest of ``gamma`` layers of W_S draft beams from the input beams.
+"""The draft side of DSBD: one input beam's tree of ``gamma`` layers, drafted by that beam's own process.
 
-The draft's score. Layer l's nodes are drawn i.i.d. from the draft's q_beam over (nodes of layer l-1) x V,
-the input beams being layer 0. The joint score the draft warps is
+The verifier fixes every tree's node count per layer before drafting (scheduler/beam_allocation.py) and
+combines the trees into the forest it verifies; this module drafts one tree from its counts, with no sight
+of the other trees.
 
-    s(node) = log p_target(input beam) + sum over the node's path of log q(token | prefix),
-    s(child of node a, token v) = s(a) + log q(v | a),
+The draft's score. Tree b grows from input beam b (layer 0, one node). Its score is
 
-that is, the target's joint log-probability of the input beam (which the verifier hands out with the
-beams) continued by the draft's next-token log-probabilities, and
+    s(b) = log p_target(input beam b),    s(child of node a, token v) = s(a) + log q(v | a),
 
-    q^(l) = T o (exp s / sum exp s)  over (layer l-1 nodes) x V,
+the target's joint log-probability of the input beam (handed out with the beams) continued by the draft's
+next-token log-probabilities. Layer l of the tree is n_b^(l) i.i.d. draws from
 
-warped exactly as p_beam is (``beam_distribution``). Theorem 3.1 holds for any q, provided the nodes are
-i.i.d. draws from the q recorded with them; starting from the target's joint instead of the draft's makes
-q^(1) differ from p_beam only by the next-token factor, which is as close as the draft can get.
+    q_b^(l) = T o (exp s / sum exp s)  over (tree b's layer l-1 nodes) x V,
 
-Greedy (temperature 0): layer l is the W_S cells of largest score (deterministic beam search on the draft),
-recorded with q = None.
+warped as p_beam is (``beam_distribution``) but over this tree's cells only (s(b) is a constant shift
+there, so it cancels). The warped table is rounded to float32, the form it travels in, and both the draw
+and the verifier use its float64 renormalisation (runtime/core/sampling.py's convention), so the q the
+nodes were drawn from is exactly the q they are verified against. The tree carries q_b^(l) for every layer
+whose layer above is non-empty (layer 1 always), even where it drew no node: the verifier's mixture needs
+the rows of every node above.
 
-How the models read the forest. Every input beam roots a tree of the nodes grown from it. A tree lists its
-nodes in layer order (within a layer, in the layer's order); a node's parent is a position in the same
-tree, -1 for the input beam itself. A model reads the tree after the beam's context as ``lay_out`` does,
-so the node at tree position j sits at cache index len(context) + j. Draft and target share this layout.
+Greedy (temperature 0): layer l is the tree's n_b^(l) cells of largest score (a beam search over this
+tree alone), recorded with q = None.
+
+How the models read a tree. Nodes are listed in layer order (within a layer, in drawing order); a node's
+parent is a position in the same tree, -1 for the input beam itself. A model reads the tree after the
+beam's context as ``lay_out`` does, so the node at tree position j sits at cache index len(context) + j.
+Draft and target share this rule; the target reads each tree in the forest's order (``BeamDraft.trees``).
+
+``BeamDraft`` is that forest: the layers the verifier combines the trees into (``BeamLayer``, nodes indexed
+over the whole layer) and, per input beam, its nodes as the target reads them (``Tree``).
 """
 
 from __future__ import annotations
@@ -32,10 +40,90 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.beams import beam_distribution, draw, joint_logprobs, log_softmax, search_step
-from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.core.beams import draw, joint_logprobs, log_softmax, search_step
+from specsched.runtime.core.sampling import SamplingParams, distribution
 
-__all__ = ["BeamDraft", "BeamLayer", "Tree", "draft_beams"]
+__all__ = ["BeamDraft", "BeamLayer", "BeamTree", "Tree", "TreeLayer", "draft_tree"]
+
+NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLayer:
+    """Layer l of one input beam's tree: n nodes, each a (parent, token) cell of q over this tree's layer l-1."""
+    parents: np.ndarray   # [n] int: index among this tree's nodes of layer l-1 (layer 1: 0, the input beam)
+    tokens: np.ndarray    # [n] int
+    q: np.ndarray | None  # [n_above, V] float64 holding float32 values: q_b^(l) up to float32 rounding,
+                          # its float64 renormalisation is what the nodes were drawn from; None when greedy
+
+    def __post_init__(self) -> None:
+        if len(self.parents) != len(self.tokens):
+            raise ValueError(f"a tree layer needs one parent per token, got {len(self.parents)} and "
+                             f"{len(self.tokens)}")
+        if self.q is not None and self.q.ndim != 2:
+            raise ValueError(f"a tree layer's q is [nodes above, V], got shape {self.q.shape}")
+
+    @property
+    def drawn_from(self) -> np.ndarray:
+        """q_b^(l) as the nodes were drawn from it and are verified against: ``q`` renormalised in float64."""
+        return self.q / self.q.sum()
+
+
+@dataclass(frozen=True, slots=True)
+class BeamTree:
+    """The tree one draft process grows from its input beam: ``gamma`` layers, some possibly empty."""
+    layers: tuple[TreeLayer, ...]
+    forwards: int = 0  # draft forwards it took
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """[L] nodes per layer: the counts it was drafted for."""
+        return np.array([len(layer.tokens) for layer in self.layers], dtype=np.int64)
+
+    def to_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The wire form: (tokens [n], parents [n] tree positions in read order with -1 = the input beam,
+        layer_sizes [L], q_rows [R, V] float32: every layer's q stacked, or None when greedy)."""
+        sizes = self.sizes
+        starts = np.concatenate([[0], np.cumsum(sizes)])  # tree position of each layer's first node
+        tokens, parents = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for depth, layer in enumerate(self.layers):
+            tokens.append(layer.tokens)
+            parents.append(starts[depth - 1] + layer.parents if depth else np.full(len(layer.tokens), -1))
+        tokens, parents = np.concatenate(tokens), np.concatenate(parents)
+        if not self.layers or self.layers[0].q is None:
+            q_rows = None
+        else:
+            q_rows = np.concatenate([layer.q for layer in self.layers]).astype(np.float32)
+        return tokens.astype(np.int32), parents.astype(np.int32), sizes.astype(np.int32), q_rows
+
+    @classmethod
+    def from_arrays(cls, tokens: np.ndarray, parents: np.ndarray, layer_sizes: np.ndarray,
+                    q_rows: np.ndarray | None, *, forwards: int = 0) -> BeamTree:
+        """The tree ``to_arrays`` sent; ValueError when the arrays do not form one."""
+        tokens, parents = np.asarray(tokens, dtype=np.int64), np.asarray(parents, dtype=np.int64)
+        sizes = np.asarray(layer_sizes, dtype=np.int64)
+        if sizes.ndim != 1 or np.any(sizes < 0) or not tokens.shape == parents.shape == (sizes.sum(),) \
+                or np.any(tokens < 0):
+            raise ValueError(f"a tree of layer sizes {sizes.tolist()} needs that many tokens (>= 0) and parents, "
+                             f"got {tokens.shape} and {parents.shape}")
+        above = np.concatenate([[1], sizes[:-1]])[:len(sizes)]  # nodes each layer's parents are among
+        if q_rows is not None and (q_rows.ndim != 2 or len(q_rows) != above.sum()):
+            raise ValueError(f"q_rows is {q_rows.shape}, expected [{above.sum()}, V]: one row per node above")
+        if q_rows is not None and not np.all(np.isfinite(q_rows) & (q_rows >= 0)):
+            raise ValueError("q_rows holds a negative or non-finite probability")
+        starts = np.concatenate([[-1, 0], np.cumsum(sizes)])  # starts[l]: tree position of layer l's first node
+        row_starts = np.concatenate([[0], np.cumsum(above)])
+        layers = []
+        for depth, (n, n_above) in enumerate(zip(sizes, above)):
+            span = slice(starts[depth + 1], starts[depth + 1] + n)
+            local = parents[span] - starts[depth]
+            if np.any(local < 0) or np.any(local >= n_above):
+                raise ValueError(f"layer {depth + 1}: a parent outside the layer above")
+            q = None if q_rows is None else q_rows[row_starts[depth]:row_starts[depth + 1]].astype(np.float64)
+            if q is not None and n and not (np.all(tokens[span] < q.shape[1]) and np.all(q[local, tokens[span]] > 0)):
+                raise ValueError(f"layer {depth + 1}: a node on a cell its q gives no mass")
+            layers.append(TreeLayer(local, tokens[span], q))
+        return cls(tuple(layers), forwards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,51 +179,36 @@ def tree_positions(layers: Sequence[BeamLayer], width_in: int) -> tuple[np.ndarr
     return tuple(out)
 
 
-def draft_beams(draft: LanguageModel, caches: Sequence[Cache], contexts: Sequence[Sequence[int]],
-                logprobs: np.ndarray, params: SamplingParams, *, beams: int, gamma: int,
-                rng: np.random.Generator) -> BeamDraft:
-    """Draft ``gamma`` layers of ``beams`` (W_S) nodes from the input beams (``contexts``, their target joint
-    log-probabilities ``logprobs`` [W_in], one draft cache each). One batched draft forward per layer but the
-    last: the contexts first, then each layer's nodes as trees under their roots. The caches are left holding
-    exactly the contexts."""
-    width_in = len(contexts)
-    if gamma < 1:
-        return BeamDraft(width_in, ())
-    unread = [draft.sync_to(c, list(ctx)) for c, ctx in zip(caches, contexts)]
-    rows = draft.forward_batch(list(caches), unread)
-    after = np.stack([log_softmax(r[-1]) for r in rows])  # [n_{l-1}, V]: draft log q(. | node above)
-    score, roots = np.asarray(logprobs, dtype=np.float64), np.arange(width_in)
-    layers: list[BeamLayer] = []
-    for depth in range(gamma):
+def draft_tree(draft: LanguageModel, cache: Cache, context: Sequence[int], logprob: float,
+               params: SamplingParams, counts: Sequence[int], rng: np.random.Generator) -> BeamTree:
+    """Draft input beam ``context``'s tree: ``counts[l]`` nodes in layer l + 1 (the verifier's allocation),
+    drawn from ``rng``. One draft forward for the context, then one per non-empty layer but the last. The
+    cache is left holding exactly the context."""
+    counts = [int(n) for n in counts]
+    rows = draft.forward(cache, draft.sync_to(cache, list(context)))
+    after = log_softmax(rows[-1:])  # [nodes above, V]: draft log q(. | node)
+    score, forwards, layers, tree_len = np.array([float(logprob)]), 1, [], 0
+    for depth, n in enumerate(counts):
+        if len(score) == 0:  # nothing above: no cells, no q
+            layers.append(TreeLayer(NO_NODES, NO_NODES, None if params.greedy else np.zeros((0, draft.vocab_size))))
+            continue
         joint = joint_logprobs(score, after)  # s(a, v) = s(a) + log q(v | a)
-        if params.greedy:
-            best = search_step(joint, beams)
-            parents, tokens, q = best.parents, best.tokens, None
+        if not params.greedy:
+            q = distribution(joint.reshape(-1), params).astype(np.float64).reshape(joint.shape)
+            parents, tokens = draw(q / q.sum(), n, rng)
+        elif n:
+            q, best = None, search_step(joint, n)
+            parents, tokens = best.parents, best.tokens
         else:
-            q = beam_distribution(joint, params)
-            parents, tokens = draw(q, beams, rng)
-        layers.append(BeamLayer(parents.astype(np.int64), tokens.astype(np.int64), q, roots[parents]))
-        score, roots = joint[parents, tokens], roots[parents]
-        if depth + 1 < gamma:
-            after = _read_layer(draft, caches, contexts, layers)
-    for c, ctx in zip(caches, contexts):
-        draft.crop(c, len(ctx))
-    return BeamDraft(width_in, tuple(layers), forwards=gamma)
-
-
-def _read_layer(draft: LanguageModel, caches: Sequence[Cache], contexts: Sequence[Sequence[int]],
-                layers: list[BeamLayer]) -> np.ndarray:
-    """Read the last layer's nodes, each root's as one tree call, and return log q(. | node) [n_l, V]."""
-    positions = tree_positions(layers, len(contexts))
-    layer = layers[-1]
-    above = positions[-2] if len(layers) > 1 else np.full(len(contexts), -1)
-    live = np.unique(layer.roots)
-    members = [np.flatnonzero(layer.roots == r) for r in live]  # index order = tree order within the layer
-    # tree position j sits at cache index len(context) + j; a parent at position -1 is the context's last token
-    tokens = [layer.tokens[m].tolist() for m in members]
-    parents = [(len(contexts[r]) + above[layer.parents[m]]).tolist() for r, m in zip(live, members)]
-    rows = draft.forward_batch([caches[r] for r in live], tokens, parents)
-    after = np.empty((len(layer.tokens), draft.vocab_size))
-    for m, r in zip(members, rows):
-        after[m] = log_softmax(r)
-    return after
+            q, parents, tokens = None, NO_NODES, NO_NODES
+        layer = TreeLayer(parents.astype(np.int64), tokens.astype(np.int64), q)
+        layers.append(layer)
+        score = joint[parents, tokens]
+        if n and depth + 1 < len(counts):
+            # tree position j sits at cache index len(context) + j; the input beam is the context's last token
+            above = len(context) - 1 if depth == 0 else len(context) + tree_len - len(layers[-2].tokens)
+            after = log_softmax(draft.forward(cache, layer.tokens.tolist(), (above + layer.parents).tolist()))
+            forwards += 1
+        tree_len += n
+    draft.crop(cache, len(context))
+    return BeamTree(tuple(layers), forwards)

@@ -21,6 +21,7 @@ from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
+from specsched.workers.beam_worker import run_beam_slot
 from specsched.workers.drafter import make_drafter
 
 
@@ -48,7 +49,7 @@ class DraftWorker:
         return cls(model, worker, sock, telemetry, parent_alive)
 
     def serve(self, control: zmq.Socket) -> None:
-        """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt), ...])."""
+        """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot), ...])."""
         # ready only once the verifier has answered: a first draft must not wait for a connection to form
         # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
         self.sock.send_multipart(pack("hello", {"worker": self.worker}))
@@ -64,8 +65,12 @@ class DraftWorker:
                     return
                 config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
                 self.retitle(job)
-                for seq, local, prompt in msg.fields["sequences"]:
-                    self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
+                for seq, local, prompt, slot in msg.fields["sequences"]:
+                    if config.mode == "dsbd":
+                        run_beam_slot(self, config, int(seq), int(local), int(slot),
+                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive))
+                    else:
+                        self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
                 self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})
                 self.retitle(None)
         except Stopped:

@@ -30,8 +30,10 @@ import numpy as np
 
 from specsched.runtime.core.sampling import SamplingParams, distribution, top_tokens
 
-__all__ = ["BeamStep", "beam_distribution", "draw", "joint_logprobs", "log_softmax", "lowest_perplexity",
-           "sample_step", "search_step"]
+__all__ = ["BeamStep", "beam_distribution", "beam_stream", "draw", "joint_logprobs", "log_softmax",
+           "lowest_perplexity", "sample_step", "search_step"]
+
+BEAM_DRAFT_TAG = 4  # after sampling.stream's "draft", "verify" and "target"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,14 @@ def draw(dist: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray
     # u · total can round up to total; the last cell with mass is the one it belongs to
     cells = np.minimum(cells, np.flatnonzero(flat > 0)[-1])
     return np.divmod(cells, dist.shape[-1])
+
+
+def beam_stream(seed: int, sequence: int, slot: int, round: int) -> np.random.Generator:
+    """The draft RNG of input beam ``slot`` (its index in the beam list) of ``sequence`` in DSBD iteration
+    ``round``: each tree is drafted from a stream of its own, so one process per input beam draws exactly
+    what one process for all of them would."""
+    key = [seed, sequence, BEAM_DRAFT_TAG, slot, round]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
 
 
 def search_step(joint: np.ndarray, width: int) -> BeamStep:

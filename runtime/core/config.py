@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from specsched.runtime.core.sampling import SamplingParams
 
-MODES = ("ar", "sd", "seed", "parallel")
+MODES = ("ar", "sd", "seed", "parallel", "beam", "dsbd")
+BEAM_MODES = ("beam", "dsbd")  # beam sampling / search: target only, and with one draft worker per beam
 BACKENDS = ("sim", "hf")
 TRANSPORTS = ("ipc", "tcp")
 
@@ -58,6 +59,11 @@ class RunConfig:
     sim_agreement: float = 0.8
     sim_draft_ms: float = 2.0
     sim_verify_ms: float = 10.0
+    beams: int = 4                   # beam modes: the beam width W (W_L of a layer; input beams per step)
+    draft_beams: int = 0             # dsbd: W_S, draft beams per layer over all trees; 0 = --beams
+    gamma: int = 3                   # dsbd: draft layers per iteration
+    beam_threshold: float = 0.0      # dsbd: t of the dynamic width (Eq. 6-7); 0 = a fixed width
+    min_beams: int = 1               # dsbd: W_min of the dynamic width
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -94,6 +100,7 @@ class RunConfig:
         if self.lockstep and self.mode in ("ar", "parallel"):
             # refused, not ignored: these target-only modes have no drafts to hold back
             raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {self.mode} has none")
+        self._check_beams()
         if self.max_new_tokens < 1:
             raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not 0 <= self.sim_agreement <= 1:
@@ -126,6 +133,28 @@ class RunConfig:
         if self.tickets and (len(self.tickets) not in (1, n) or min(self.tickets) < 1):
             raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
 
+    def _check_beams(self) -> None:
+        if not (1 <= self.beams <= 64 and 0 <= self.draft_beams <= 256 and 1 <= self.gamma <= 16):
+            raise ConfigError(f"--beams must be in 1..64, --draft-beams in 0..256 and --gamma in 1..16, got "
+                              f"{self.beams}, {self.draft_beams}, {self.gamma}")
+        if not 0 <= self.beam_threshold <= 1 or not 1 <= self.min_beams <= self.beams:
+            raise ConfigError(f"--beam-threshold must be in [0, 1] and --min-beams in 1..--beams, got "
+                              f"{self.beam_threshold}, {self.min_beams}")
+        if self.mode in BEAM_MODES and (self.lockstep or self.tree != "fixed" or self.k_config):
+            raise ConfigError(f"--mode {self.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
+        if self.beam_threshold and self.temperature == 0:
+            raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
+                              "keeps a fixed width")
+
+    @property
+    def beam_mode(self) -> bool:
+        return self.mode in BEAM_MODES
+
+    @property
+    def draft_workers(self) -> int:
+        """Draft-worker processes a job needs: one per thought (seed), one (sd), one per beam (dsbd)."""
+        return {"seed": self.n_sequences, "sd": 1, "dsbd": self.n_sequences * self.beams}.get(self.mode, 0)
+
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p)
@@ -156,6 +185,8 @@ class RunConfig:
         """One sequence per worker: the SEED paper's n thoughts."""
         if self.workers:
             return self.workers
+        if self.beam_mode:  # one beam search per prompt
+            return max(1, len(self.prompts))
         return len(self.prompts) if len(self.prompts) > 1 else 3
 
     def prompt_for(self, seq: int) -> str:

@@ -28,6 +28,8 @@ KINDS = frozenset({
     "verdict",   # verifier -> worker: what was accepted
     "hello",     # worker -> verifier: I am connected (sent once, before the worker says ready)
     "welcome",   # verifier -> worker: your connection works; drafts will reach the run queue
+    "beam_draft",  # beam worker -> verifier: its slot's tree of a dsbd forest (runtime/core/beam_messages.py)
+    "beam_task",   # verifier -> beam worker: the beam it drafts from next, none, or done
     # control (engine's ROUTER -> each child's DEALER)
     "job",       # engine -> verifier: a job's settings and sequences (with their owners)
     "cancel",    # engine -> verifier: forget a job

@@ -23,6 +23,7 @@ class Collected:
     cost_curve: list | None = None   # the verifier's fitted forward cost at the job's end (CostCurve.to_list)
     calibration: dict = field(default_factory=dict)  # acceptance by draft-confidence bin (scheduler/calibration.py)
     verifier_threads: dict = field(default_factory=dict)  # threads -> [forwards, seconds] (scheduler/cores.py)
+    beams: dict = field(default_factory=dict)  # beam modes: sequence -> {"tokens": [...], "logprobs": [...]}
     verifier_finished: bool = False
     rejected_telemetry: int = 0
     started: float = 0.0

@@ -71,11 +71,11 @@ class JobRun:
 
     @property
     def speculative(self) -> bool:
-        return self.config.mode in ("sd", "seed")
+        return self.config.mode in ("sd", "seed", "dsbd")
 
     @property
     def workers_needed(self) -> int:
-        return {"seed": self.n, "sd": 1}.get(self.config.mode, 0)
+        return self.config.draft_workers
 
     def owns(self, seq: int) -> bool:
         return self.first_seq <= seq < self.first_seq + self.n
@@ -110,13 +110,22 @@ class JobRun:
         deadline = None if self.meta.deadline_s is None else self.submitted + self.meta.deadline_s
         return {"job": self.id, "config": self.config.to_dict(), "threads": threads, "elastic": elastic,
                 "arrival": self.submitted, "priority": self.meta.priority, "deadline": deadline,
-                "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)]}
+                "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)],
+                "beam_workers": [self.beam_workers(i) for i in range(self.n)]}
+
+    def beam_workers(self, local_seq: int) -> list[int]:
+        """dsbd: the pool workers of a sequence's beams, slot by slot (empty in other modes)."""
+        if self.config.mode != "dsbd":
+            return []
+        first = worker_of(self.config, local_seq)
+        return self.workers[first:first + self.config.beams]
 
     def assignments(self) -> list[tuple[int, list]]:
         """(pool worker, its sequences) for each of the job's workers."""
         out: dict[int, list] = {}
         for i, p in enumerate(self.prompts):
-            out.setdefault(self.owner(i), []).append([self.first_seq + i, i, p])
+            for slot, worker in enumerate(self.beam_workers(i) or [self.owner(i)]):
+                out.setdefault(worker, []).append([self.first_seq + i, i, p, slot])
         return list(out.items()) if self.speculative else []
 
     @property

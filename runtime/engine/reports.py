@@ -62,6 +62,7 @@ class Reports:
                 job.collected.cost_curve = f.get("cost_curve")
                 job.collected.calibration = dict(f.get("calibration") or {})
                 job.collected.verifier_threads = dict(f.get("verifier_threads") or {})
+                job.collected.beams = dict(f.get("beams") or {})
                 job.collected.verifier_finished = True
                 self._maybe_complete(job)
         elif msg.kind == "job_failed":

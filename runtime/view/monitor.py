@@ -20,7 +20,7 @@ MIN_SPAN_S, MAX_SPAN_S, START_SPAN_S = 0.25, 60.0, 2.0
 
 
 def draft_workers(config: RunConfig) -> int:
-    return {"seed": config.n_sequences, "sd": 1}.get(config.mode, 0)
+    return config.draft_workers
 
 
 def draft_size(config: RunConfig) -> int:

@@ -1,0 +1,148 @@
+"""The verifier's beam sequences (``--mode beam`` and ``dsbd``): each holds W beams, not one context.
+
+A beam sequence keeps its input beams (token contexts, the target's joint log-probabilities, a target
+cache each) and, in dsbd, one draft worker per beam slot. A round of dsbd: every slot sends its tree
+(``TreeDraft``; empty when it holds no beam); once all have, the sequence enters the run queue as one
+ready draft, so the policy schedules it like any other work; when picked, ``combine`` makes the trees
+one forest (scheduler/beam_allocation.py states why that keeps Theorem 3.1), one batched target forward
+reads it and ``verify_beams`` steps the beams on; each slot is answered with its next task (its new
+beam and how many nodes each layer of its tree gets, drawn by ``allocate``), none, or done. Round 0 has
+no beam to draft from: it is one target-only step from the prompt. ``--mode beam`` is that step,
+round after round, with no workers.
+
+What is committed. Beams rewrite their past, so a token is final only once every beam holds it: after
+each round the verifier commits the beams' common prefix. When the sequence has ``--max-new-tokens``
+steps it takes the beams after exactly that step (beam_decode.py says why), commits the rest of the
+most likely one and reports all of them. The random draws - allocation, shuffle, acceptance on the
+verifier's stream; each tree on its slot's (seed, sequence, slot, round) stream - happen in the order
+``dsbd_decode`` makes them, so a run's beams are those of the in-process loop the law tests check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
+from specsched.runtime.core.beam_width import DynamicWidth
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.beam_allocation import allocate, combine
+from specsched.scheduler.beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
+from specsched.scheduler.jobs import SequenceState, commit
+from specsched.workers.beam_drafter import BeamTree
+
+
+@dataclass(slots=True)
+class BeamSequence:
+    st: SequenceState
+    contexts: list[list[int]]
+    logprobs: np.ndarray
+    caches: list[Cache]
+    round: int = 0
+    steps: int = 0                                   # steps taken so far
+    counts: np.ndarray | None = None                 # [W_in, gamma]: nodes per tree and layer this round
+    trees: dict[int, tuple[TreeDraft, bytes]] = field(default_factory=dict)  # slot -> its tree, reply-to
+    beams: list[list[int]] | None = None             # the final beams' new tokens, once done
+    final_logprobs: np.ndarray | None = None
+
+    @classmethod
+    def start(cls, st: SequenceState) -> BeamSequence:
+        return cls(st, [list(st.prompt)], np.zeros(1), [st.cache])
+
+    @property
+    def complete(self) -> bool:
+        """Every slot's tree of this round is in."""
+        return len(self.trees) == len(self.st.beam_workers)
+
+    def tree(self, slot: int) -> BeamTree:
+        """The slot's tree (it may have no nodes: a sampled tree still carries the q its layers drew from)."""
+        d = self.trees[slot][0]
+        return BeamTree.from_arrays(d.tokens, d.parents, d.layer_sizes, d.q)
+
+
+def width_rule(config: RunConfig) -> int | DynamicWidth:
+    """W_L: --beams, or the dynamic rule (Eq. 6-7) capped at --beams, so no more workers are ever needed."""
+    if not config.beam_threshold:
+        return config.beams
+    return CappedWidth(config.beam_threshold, config.min_beams, bonus=config.beams)
+
+
+class CappedWidth(DynamicWidth):
+    def layer(self, p, q, m: int) -> int:
+        return min(self.bonus, super().layer(p, q, m))
+
+
+def check_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -> None:
+    """A tree must be the one its task asked for: the task's node counts (a tree stops at its first empty
+    layer), a q of the right shape; a slot without a beam sends an empty tree."""
+    holds = seq.counts is not None and d.slot < len(seq.contexts)
+    if not holds:
+        if not d.empty:
+            raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}, which holds no beam this round")
+        return
+    asked, sizes = np.trim_zeros(np.asarray(seq.counts[d.slot]), "b"), np.trim_zeros(np.asarray(d.layer_sizes), "b")
+    if not np.array_equal(sizes, asked):
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} has layers {sizes.tolist()}, "
+                            f"its task asked for {asked.tolist()}")
+    if not config.sampling.greedy and (d.q is None or d.q.shape[1] != vocab):
+        raise ProtocolError(f"sampled tree for sequence {d.seq} slot {d.slot} lacks a valid q")
+
+
+def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> BeamAdvance:
+    """One round's forward: a target-only step (round 0, --mode beam) or the forest of the slots' trees."""
+    width, rng = width_rule(config), seq.st.rng
+    if config.mode == "beam" or seq.round == 0:
+        return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beams, rng)
+    trees = [seq.tree(s) for s in range(len(seq.contexts))]
+    forest = combine(trees, seq.logprobs, config.sampling, rng)
+    return verify_beams(target, seq.caches, seq.contexts, seq.logprobs, forest, config.sampling, width, rng)
+
+
+def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: int | None) -> list[int]:
+    """Take the round's beams; commit what is now final (returns it) and, unless done, draw next round's counts."""
+    st, prompt = seq.st, len(seq.st.prompt)
+    if seq.steps + len(out.steps) >= config.max_new_tokens:
+        j = config.max_new_tokens - seq.steps  # the step asked for, within this round
+        final = beams_after(seq.contexts, out.steps, j)
+        seq.final_logprobs = out.steps[j - 1].logprobs
+        seq.beams = [b[prompt:] for b in final]
+        best = final[int(np.argmax(seq.final_logprobs))][prompt:]
+        kept = commit(st, best[len(st.generated):], eos, config.max_new_tokens)
+        st.done, seq.round = True, seq.round + 1
+        return kept
+    seq.steps += len(out.steps)
+    seq.contexts, seq.logprobs, seq.caches = out.contexts, out.logprobs, out.caches
+    shared = _common_prefix(seq.contexts)[prompt:]
+    kept = commit(st, shared[len(st.generated):], eos, config.max_new_tokens)
+    if st.done:  # every beam holds the end of the sequence
+        seq.beams, seq.final_logprobs = [b[prompt:] for b in seq.contexts], seq.logprobs
+    elif config.mode == "dsbd":
+        seq.counts = allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
+                              st.rng)
+    seq.round += 1
+    return kept
+
+
+def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> list[tuple[int, BeamTask]]:
+    """(slot, its task) for every slot: its beam this round, none, or done."""
+    out = []
+    for slot in range(len(seq.st.beam_workers)):
+        task = BeamTask(seq.st.seq, slot, seq.round, seq.st.done, verify_start=verify_start, verify_end=verify_end)
+        if not seq.st.done and slot < len(seq.contexts):
+            task.context = np.asarray(seq.contexts[slot], np.int32)
+            task.logprob = float(seq.logprobs[slot])
+            task.counts = np.asarray(seq.counts[slot], np.int32)
+        out.append((slot, task))
+    return out
+
+
+def _common_prefix(contexts: list[list[int]]) -> list[int]:
+    first = contexts[0]
+    n = min(len(c) for c in contexts)
+    for i in range(n):
+        if any(c[i] != first[i] for c in contexts[1:]):
+            return first[:i]
+    return first[:n]

@@ -1,0 +1,82 @@
+"""The verifier's desk for beam sequences: admit the slots' trees, run a round, answer every slot.
+
+``Verifier`` hands beam work here (its own loop stays the same for every mode): ``admit`` files a
+slot's tree and says when the round is complete (the sequence then enters the run queue as one ready
+draft), ``run`` verifies a round in one target forward, commits what is final and returns each slot's
+task. beam_jobs.py holds the rules; this is the bookkeeping around them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
+from specsched.runtime.core.transport import worker_identity
+from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.beam_jobs import BeamSequence, advance, check_tree, settle_round, tasks
+from specsched.scheduler.jobs import JobState
+
+
+class BeamRounds:
+    def __init__(self, target: LanguageModel) -> None:
+        self.target = target
+        self.seqs: dict[int, BeamSequence] = {}
+
+    def add(self, job: JobState) -> None:
+        if job.config.beam_mode:
+            self.seqs.update((st.seq, BeamSequence.start(st)) for st in job.sequences)
+
+    def forget(self, job: JobState) -> None:
+        for st in job.sequences:
+            self.seqs.pop(st.seq, None)
+
+    def admit(self, d: TreeDraft, reply_to: bytes, job: JobState) -> bool:
+        """File a slot's tree (anything off is a ProtocolError); True when every slot's is in."""
+        seq = self.seqs.get(d.seq)
+        if seq is None or seq.st.done or job.config.mode != "dsbd":
+            raise ProtocolError(f"tree for sequence {d.seq}, which is not a running dsbd sequence")
+        slots = seq.st.beam_workers
+        if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(slots[d.slot]):
+            raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from {reply_to!r}, not from its worker")
+        if d.round != seq.round or d.slot in seq.trees:
+            raise ProtocolError(f"tree round {d.round} for sequence {d.seq} slot {d.slot}, expected {seq.round}")
+        check_tree(seq, d, job.config, self.target.vocab_size)
+        seq.trees[d.slot] = (d, reply_to)
+        return seq.complete
+
+    def nodes(self, seq_id: int) -> np.ndarray:
+        """The round's draft tokens over every tree: what the run queue shows the policy as the draft."""
+        trees = self.seqs[seq_id].trees.values()
+        return np.concatenate([np.zeros(0, np.int32), *(d.tokens for d, _ in trees)]).astype(np.int32)
+
+    def run(self, seq_id: int, job: JobState) -> tuple[list[int], list[tuple[bytes, int, BeamTask]], dict]:
+        """Verify the round of `seq_id`: (tokens committed, [(reply-to, worker, task)], counts for the counters)."""
+        seq = self.seqs[seq_id]
+        t0 = time.monotonic()
+        out = advance(seq, self.target, job.config)
+        t1 = time.monotonic()
+        drafted = sum(len(d.tokens) for d, _ in seq.trees.values())
+        accepted = sum(step.width for step in out.steps[:out.layers_accepted])
+        kept = settle_round(seq, out, job.config, self.target.eos_token_id)
+        replies = [(seq.trees[slot][1], seq.st.beam_workers[slot], task)
+                   for slot, task in tasks(seq, t0, t1) if slot in seq.trees]
+        seq.trees = {}
+        return kept, replies, {"drafted": drafted, "accepted": accepted, "read": out.read, "seconds": t1 - t0}
+
+    def target_step(self, job: JobState) -> list[tuple[int, list[int]]]:
+        """--mode beam: one round of the job's first unfinished sequence (as ``ar`` serves its sequences)."""
+        st = next(st for st in job.sequences if not st.done)
+        kept, _, _ = self.run(st.seq, job)
+        return [(st.seq, kept)]
+
+    def result(self, job: JobState) -> dict:
+        """Each finished sequence's beams (new tokens) and their joint log-probabilities, by index in the job."""
+        out = {}
+        for st in job.sequences:
+            seq = self.seqs.get(st.seq)
+            if seq is not None and seq.beams is not None:
+                out[str(st.local)] = {"tokens": seq.beams, "logprobs": [float(x) for x in seq.final_logprobs]}
+        return out

@@ -1,0 +1,64 @@
+"""The verifier's beam steps: how ``Verifier`` admits, verifies and counts beam work (a mixin, so the
+verifier's own file keeps one loop for every mode; the rules are in beam_jobs.py, the bookkeeping in
+beam_rounds.py)."""
+
+from __future__ import annotations
+
+import time
+
+from specsched.runtime.core.beam_messages import TreeDraft
+from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.jobs import JobState
+from specsched.scheduler.run_queue import PolicyFailure, Queued
+
+
+class BeamSteps:
+    """Mixed into ``Verifier``: uses its jobs, seqs, queue, counters, recorder, cores and reply machinery."""
+
+    def admit_tree(self, d: TreeDraft, reply_to: bytes, arrival: float) -> None:
+        """A beam slot's tree; when the round is complete the sequence is queued as one ready draft."""
+        st = self.seqs.get(d.seq)
+        if st is None:
+            raise ProtocolError(f"tree for sequence {d.seq}, which is not part of a running job")
+        job = self.jobs[st.job]
+        if self.beam_rounds.admit(d, reply_to, job):
+            self.enqueue(Draft.chain(d.seq, st.owner, st.rounds, self.beam_rounds.nodes(d.seq).tolist()), b"",
+                         arrival, st, job)
+
+    def verify_beam(self, entry: Queued) -> list:
+        """One round of a dsbd sequence: one target forward over its forest; every slot gets its task."""
+        from specsched.scheduler.verifier import Reply  # the verifier's own reply type (it imports this module)
+
+        st = self.seqs[entry.draft.seq]
+        job = self.jobs[st.job]
+        threads = self.cores.before_forward(self.drafting_workers({st.seq}))
+        t0 = time.monotonic()
+        kept, answers, n = self.beam_rounds.run(st.seq, job)
+        self._count_beam_round(job, st, kept, n, threads, t0)
+        try:
+            self.queue.served([entry], n["seconds"], [len(kept)])
+        except PolicyFailure as exc:
+            self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
+            return []
+        return [Reply(task, reply_to, worker) for reply_to, worker, task in answers]
+
+    def beam_target_step(self, job: JobState) -> None:
+        """--mode beam: one round of target-only beam sampling (or search) for the job."""
+        threads = self.cores.before_forward(self.drafting_workers())
+        t0 = time.monotonic()
+        st = next(s for s in job.sequences if not s.done)
+        kept, _, n = self.beam_rounds.run(st.seq, job)
+        self._count_beam_round(job, st, kept, n, threads, t0)
+
+    def _count_beam_round(self, job: JobState, st, kept: list[int], n: dict, threads: int, t0: float) -> None:
+        st.rounds += 1
+        self.cores.add({job.id}, threads, n["seconds"])
+        for c in (self.counters, job.counters):
+            c.verifications += 1
+            c.drafted += n["drafted"]
+            c.accepted += n["accepted"]
+            c.committed += len(kept)
+            c.batched_drafts += 1 if n["drafted"] else 0
+        self.recorder.add("verify", t0, time.monotonic(), st.seq, job.id)
+        self._report_commits([(st, kept, st.owner)])

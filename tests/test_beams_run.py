@@ -1,0 +1,58 @@
+"""Beam modes through the real runtime (verifier and beam-worker processes, ZeroMQ): `--mode beam` is beam
+search at temperature 0, `--mode dsbd` gives exactly the beams of beam search too, and sampled dsbd gives
+exactly the beams of the in-process loop whose law tests/test_beams_decode.py checks (same streams)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import EOS, draft_model, run_ok, sim_config, target_model, words
+
+from specsched.runtime.core.sampling import SamplingParams, stream
+from specsched.scheduler.beam_decode import beam_decode, dsbd_decode
+
+VOCAB = 16
+PROMPTS = [(5, 7), (3, 9, 2)]
+WIDTH, STEPS = 3, 8
+
+
+def run_beams(mode: str, **kw):
+    return run_ok(sim_config(mode=mode, prompts=[words(VOCAB, p) for p in PROMPTS], sim_vocab=VOCAB, beams=WIDTH,
+                             max_new_tokens=STEPS, **kw))
+
+
+def best(tokens: list[list[int]], logprobs) -> list[int]:
+    """The most likely beam, cut after its end of sequence (what the record's text is)."""
+    out = tokens[int(np.argmax(logprobs))]
+    return out[: out.index(EOS) + 1] if EOS in out else out
+
+
+def check(record, reference) -> None:
+    for i, want in enumerate(reference):
+        got = record.collected.beams[str(i)]
+        assert got["tokens"] == want.tokens
+        assert np.allclose(got["logprobs"], want.logprobs)
+        assert record.sequences[i].tokens == best(want.tokens, want.logprobs)
+
+
+def test_beam_mode_is_beam_search():
+    record = run_beams("beam")
+    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS,
+                               np.random.default_rng(0)) for p in PROMPTS])
+
+
+@pytest.mark.parametrize("agreement", [0.9, 0.3])
+def test_greedy_dsbd_in_processes_is_beam_search(agreement):
+    record = run_beams("dsbd", sim_agreement=agreement, gamma=3)
+    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS,
+                               np.random.default_rng(0)) for p in PROMPTS])
+    assert record.metrics.accepted > 0  # the draft's layers were used, not only the target's steps
+
+
+def test_sampled_dsbd_in_processes_gives_the_in_process_loops_beams():
+    params = SamplingParams(1.0)
+    record = run_beams("dsbd", temperature=1.0, seed=11, gamma=2, draft_beams=4, sim_agreement=0.7)
+    reference = [dsbd_decode(target_model(VOCAB), draft_model(VOCAB, 0.7), list(p), params, WIDTH, beams=4,
+                             gamma=2, steps=STEPS, rng_target=stream(11, i, "verify"), seed=11, sequence=i)
+                 for i, p in enumerate(PROMPTS)]
+    check(record, reference)
