@@ -71,9 +71,12 @@ def test_ratios_are_medians_measured_in_the_same_run(smoke):
 
 def test_greedy_outputs_match_ar_and_drafting_arms_report_alpha(smoke):
     by_name = {a.name: a for a in smoke.arms}
-    assert all(by_name[n].outputs_match_ar is True for n in RUNTIME)
-    assert all(by_name[n].outputs_match_ar is None for n in PEER_ARMS)
+    assert all(by_name[n].outputs_match_ar is True for n in RUNTIME if n != "beam"), [
+        n for n in RUNTIME if by_name[n].outputs_match_ar is not True]
+    assert all(by_name[n].outputs_match_ar is None for n in (*PEER_ARMS, "beam"))  # beam: the beam arms' reference
     for name in RUNTIME:
+        if name in ("beam", "dsbd"):
+            continue  # tokens per verification: steps per forward (beam_jobs.py), not bounded by a draft path
         alpha = by_name[name].median("acceptance_rate")
         assert (alpha is None) == (name in ("ar", "parallel"))
         assert alpha is None or 0 <= alpha <= 1

@@ -36,6 +36,8 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                      {"mode": "seed", "policy": "goodput", "max_batch": 0}),
     "seed-cost": ("SEED, cost-aware: PCT trees, goodput batches, stepping aside",
                   {"mode": "seed", "policy": "goodput", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
+    "beam": ("beam sampling, target only (beam search at T = 0), --beams per sequence", {"mode": "beam"}),
+    "dsbd": ("DSBD: a draft worker per beam, the forest verified in one forward", {"mode": "dsbd"}),
 }
 PEER_ARMS: dict[str, str] = {
     "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",
@@ -62,7 +64,7 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
     0 most urgent), as in `specsched compare`: equal priorities would only repeat FCFS."""
     _, fields = RUNTIME_ARMS[name]
     fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, **fields}
-    if fields["mode"] in ("ar", "parallel"):
+    if fields["mode"] in ("ar", "parallel", "beam", "dsbd"):
         fields["step_aside"] = "off"  # no drafts to step aside from
     if fields.get("tree", base.tree) == "pct":
         fields["k_config"] = []       # PCT shapes its own trees

@@ -120,15 +120,22 @@ def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
     return results
 
 
+# Greedy beam arms decode by beam search, not by one argmax a step: their reference is `beam`, not `ar`
+REFERENCE = {"beam": None, "dsbd": "beam"}
+
+
 def compare_with_baseline(results: list[ArmResult], *, greedy: bool) -> None:
-    """Fill ``speedup_vs_ar`` and (greedy) ``outputs_match_ar`` / ``mismatched`` of every arm."""
-    base = next((r for r in results if r.name == BASELINE), None)
+    """Fill ``speedup_vs_ar`` and (greedy) ``outputs_match_ar`` / ``mismatched`` of every arm (beam arms:
+    against ``beam``, see REFERENCE)."""
+    by_name = {r.name: r for r in results}
+    base = by_name.get(BASELINE)
     base_rate = base.tokens_per_s if base else None
-    reference = base.ok[0].tokens if base and base.ok else None
     for r in results:
         rate = r.tokens_per_s
         r.speedup_vs_ar = rate / base_rate if rate is not None and base_rate else None
         r.outputs_match_ar, r.mismatched = None, []
+        ref = by_name.get(REFERENCE.get(r.name, BASELINE))
+        reference = ref.ok[0].tokens if ref is not None and ref.ok else None
         if not greedy or reference is None or not r.ok:
             continue
         # failed runs are reported as failures (errors), not compared: a partial output is no
