@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import EOS, draft_model, run_ok, sim_config, target_model, words
+from helpers import EOS, draft_model, run_cli, run_ok, sim_config, stderr_lines, target_model, words
 
 from specsched.runtime.core.sampling import SamplingParams, stream
 from specsched.scheduler.beam_decode import beam_decode, dsbd_decode
+from specsched.scheduler.beam_jobs import width_rule
 
 VOCAB = 16
 PROMPTS = [(5, 7), (3, 9, 2)]
@@ -56,3 +57,29 @@ def test_sampled_dsbd_in_processes_gives_the_in_process_loops_beams():
                              gamma=2, steps=STEPS, rng_target=stream(11, i, "verify"), seed=11, sequence=i)
                  for i, p in enumerate(PROMPTS)]
     check(record, reference)
+
+
+def test_a_dynamic_width_in_processes_gives_the_in_process_loops_beams():
+    params = SamplingParams(1.0)
+    record = run_beams("dsbd", temperature=1.0, seed=5, gamma=2, draft_beams=4, sim_agreement=0.8,
+                       beam_threshold=0.5, min_beams=1)
+    width = width_rule(record.config)
+    reference = [dsbd_decode(target_model(VOCAB), draft_model(VOCAB, 0.8), list(p), params, width, beams=4,
+                             gamma=2, steps=STEPS, rng_target=stream(5, i, "verify"), seed=5, sequence=i)
+                 for i, p in enumerate(PROMPTS)]
+    check(record, reference)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--beams", "0"], "--beams must be in 1..64"),
+    (["--gamma", "0"], "--gamma must be in 1..16"),
+    (["--min-beams", "9"], "--min-beams must be in 1..--beams"),
+    (["--beam-threshold", "1.5", "--temperature", "1"], "--beam-threshold must be in [0, 1]"),
+    (["--beam-threshold", "0.5"], "needs sampling"),
+    (["--lockstep"], "--lockstep, --tree and --k-config do not apply"),
+])
+def test_bad_beam_flags_are_one_line_and_exit_2(args, message):
+    out = run_cli("--mode", "dsbd", *args)
+    assert out.returncode == 2
+    (line,) = stderr_lines(out.stderr)
+    assert line.startswith("specsched: error: ") and message in line

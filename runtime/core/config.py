@@ -134,12 +134,12 @@ class RunConfig:
             raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
 
     def _check_beams(self) -> None:
-        if not (1 <= self.beams <= 64 and 0 <= self.draft_beams <= 256 and 1 <= self.gamma <= 16):
-            raise ConfigError(f"--beams must be in 1..64, --draft-beams in 0..256 and --gamma in 1..16, got "
-                              f"{self.beams}, {self.draft_beams}, {self.gamma}")
-        if not 0 <= self.beam_threshold <= 1 or not 1 <= self.min_beams <= self.beams:
-            raise ConfigError(f"--beam-threshold must be in [0, 1] and --min-beams in 1..--beams, got "
-                              f"{self.beam_threshold}, {self.min_beams}")
+        for flag, value, lo, hi in (("--beams", self.beams, 1, 64), ("--draft-beams", self.draft_beams, 0, 256),
+                                    ("--gamma", self.gamma, 1, 16), ("--min-beams", self.min_beams, 1, self.beams)):
+            if not lo <= value <= hi:
+                raise ConfigError(f"{flag} must be in {lo}..{'--beams' if flag == '--min-beams' else hi}, got {value}")
+        if not 0 <= self.beam_threshold <= 1:
+            raise ConfigError(f"--beam-threshold must be in [0, 1], got {self.beam_threshold}")
         if self.mode in BEAM_MODES and (self.lockstep or self.tree != "fixed" or self.k_config):
             raise ConfigError(f"--mode {self.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
         if self.beam_threshold and self.temperature == 0:
