@@ -44,7 +44,7 @@ class BeamSequence:
     round: int = 0
     steps: int = 0                                   # steps taken so far
     counts: np.ndarray | None = None                 # [W_in, gamma]: nodes per tree and layer this round
-    trees: dict[int, tuple[TreeDraft, bytes]] = field(default_factory=dict)  # slot -> its tree, reply-to
+    trees: dict[int, tuple[TreeDraft, bytes, BeamTree | None]] = field(default_factory=dict)  # slot -> tree
     beams: list[list[int]] | None = None             # the final beams' new tokens, once done
     final_logprobs: np.ndarray | None = None
 
@@ -59,8 +59,7 @@ class BeamSequence:
 
     def tree(self, slot: int) -> BeamTree:
         """The slot's tree (it may have no nodes: a sampled tree still carries the q its layers drew from)."""
-        d = self.trees[slot][0]
-        return BeamTree.from_arrays(d.tokens, d.parents, d.layer_sizes, d.q)
+        return self.trees[slot][2]
 
 
 def width_rule(config: RunConfig) -> int | DynamicWidth:
@@ -75,20 +74,31 @@ class CappedWidth(DynamicWidth):
         return min(self.bonus, super().layer(p, q, m))
 
 
-def check_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -> None:
-    """A tree must be the one its task asked for: the task's node counts (a tree stops at its first empty
-    layer), a q of the right shape; a slot without a beam sends an empty tree."""
-    holds = seq.counts is not None and d.slot < len(seq.contexts)
-    if not holds:
-        if not d.empty:
+def parse_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -> BeamTree | None:
+    """The slot's tree, checked whole before it is filed (a worker's arrays are not trusted: whatever passes
+    here cannot fail the round's forward): exactly the node counts its task asked for, tokens in the
+    vocabulary, parents in the layer above, and - sampled - a q of the vocabulary's width with mass in every
+    layer that has rows, positive on every node's cell. A slot that holds no beam sends an empty tree."""
+    if seq.counts is None or d.slot >= len(seq.contexts):
+        if not d.empty or d.q is not None:
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}, which holds no beam this round")
-        return
-    asked, sizes = np.trim_zeros(np.asarray(seq.counts[d.slot]), "b"), np.trim_zeros(np.asarray(d.layer_sizes), "b")
-    if not np.array_equal(sizes, asked):
-        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} has layers {sizes.tolist()}, "
+        return None
+    asked = np.asarray(seq.counts[d.slot])
+    if not np.array_equal(np.asarray(d.layer_sizes), asked):
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} has layers {d.layer_sizes.tolist()}, "
                             f"its task asked for {asked.tolist()}")
-    if not config.sampling.greedy and (d.q is None or d.q.shape[1] != vocab):
-        raise ProtocolError(f"sampled tree for sequence {d.seq} slot {d.slot} lacks a valid q")
+    if len(d.tokens) and int(d.tokens.max()) >= vocab:
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} holds a token outside the vocabulary")
+    if config.sampling.greedy != (d.q is None) or (d.q is not None and d.q.shape[1] != vocab):
+        shape = "absent (greedy)" if config.sampling.greedy else f"[rows, {vocab}]"
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}: its q must be {shape}")
+    try:
+        tree = BeamTree.from_arrays(d.tokens, d.parents, d.layer_sizes, d.q)
+    except ValueError as exc:
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}: {exc}") from None
+    if any(layer.q is not None and len(layer.q) and not layer.q.sum() > 0 for layer in tree.layers):
+        raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}: a layer's q has no mass")
+    return tree
 
 
 def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> BeamAdvance:

@@ -16,7 +16,7 @@ from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.transport import worker_identity
 from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.beam_jobs import BeamSequence, advance, check_tree, settle_round, tasks
+from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, tasks
 from specsched.scheduler.jobs import JobState
 
 
@@ -43,14 +43,19 @@ class BeamRounds:
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from {reply_to!r}, not from its worker")
         if d.round != seq.round or d.slot in seq.trees:
             raise ProtocolError(f"tree round {d.round} for sequence {d.seq} slot {d.slot}, expected {seq.round}")
-        check_tree(seq, d, job.config, self.target.vocab_size)
-        seq.trees[d.slot] = (d, reply_to)
+        seq.trees[d.slot] = (d, reply_to, parse_tree(seq, d, job.config, self.target.vocab_size))
         return seq.complete
 
     def nodes(self, seq_id: int) -> np.ndarray:
         """The round's draft tokens over every tree: what the run queue shows the policy as the draft."""
         trees = self.seqs[seq_id].trees.values()
-        return np.concatenate([np.zeros(0, np.int32), *(d.tokens for d, _ in trees)]).astype(np.int32)
+        return np.concatenate([np.zeros(0, np.int32), *(d.tokens for d, _, _ in trees)]).astype(np.int32)
+
+    def drafting(self, idle: set[int]) -> int:
+        """Beam workers drafting now: slots holding a beam whose tree has not come in."""
+        return sum(len(s.contexts) - sum(slot < len(s.contexts) for slot in s.trees)
+                   for s in self.seqs.values() if s.st.beam_workers and s.counts is not None
+                   and not s.st.done and s.st.seq not in idle)
 
     def run(self, seq_id: int, job: JobState) -> tuple[list[int], list[tuple[bytes, int, BeamTask]], dict]:
         """Verify the round of `seq_id`: (tokens committed, [(reply-to, worker, task)], counts for the counters)."""
@@ -58,19 +63,13 @@ class BeamRounds:
         t0 = time.monotonic()
         out = advance(seq, self.target, job.config)
         t1 = time.monotonic()
-        drafted = sum(len(d.tokens) for d, _ in seq.trees.values())
+        drafted = sum(len(d.tokens) for d, _, _ in seq.trees.values())
         accepted = sum(step.width for step in out.steps[:out.layers_accepted])
         kept = settle_round(seq, out, job.config, self.target.eos_token_id)
         replies = [(seq.trees[slot][1], seq.st.beam_workers[slot], task)
                    for slot, task in tasks(seq, t0, t1) if slot in seq.trees]
         seq.trees = {}
         return kept, replies, {"drafted": drafted, "accepted": accepted, "read": out.read, "seconds": t1 - t0}
-
-    def target_step(self, job: JobState) -> list[tuple[int, list[int]]]:
-        """--mode beam: one round of the job's first unfinished sequence (as ``ar`` serves its sequences)."""
-        st = next(st for st in job.sequences if not st.done)
-        kept, _, _ = self.run(st.seq, job)
-        return [(st.seq, kept)]
 
     def result(self, job: JobState) -> dict:
         """Each finished sequence's beams (new tokens) and their joint log-probabilities, by index in the job."""

@@ -9,7 +9,7 @@ import time
 from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.jobs import JobState
+from specsched.scheduler.jobs import JobState, running_mean
 from specsched.scheduler.run_queue import PolicyFailure, Queued
 
 
@@ -34,7 +34,12 @@ class BeamSteps:
         job = self.jobs[st.job]
         threads = self.cores.before_forward(self.drafting_workers({st.seq}))
         t0 = time.monotonic()
-        kept, answers, n = self.beam_rounds.run(st.seq, job)
+        try:
+            kept, answers, n = self.beam_rounds.run(st.seq, job)
+        except (ValueError, IndexError) as exc:  # a backstop: the trees were checked whole when filed
+            self.finish_job(job)
+            self.telemetry.send("job_failed", {"job": job.id, "message": f"verifier: {type(exc).__name__}: {exc}"})
+            return []
         self._count_beam_round(job, st, kept, n, threads, t0)
         try:
             self.queue.served([entry], n["seconds"], [len(kept)])
@@ -47,12 +52,13 @@ class BeamSteps:
         """--mode beam: one round of target-only beam sampling (or search) for the job."""
         threads = self.cores.before_forward(self.drafting_workers())
         t0 = time.monotonic()
-        st = next(s for s in job.sequences if not s.done)
+        st = next(s for s in job.sequences if not s.done)  # one sequence after another, as ``ar``
         kept, _, n = self.beam_rounds.run(st.seq, job)
         self._count_beam_round(job, st, kept, n, threads, t0)
 
     def _count_beam_round(self, job: JobState, st, kept: list[int], n: dict, threads: int, t0: float) -> None:
         st.rounds += 1
+        st.yield_mean = running_mean(st.yield_mean, len(kept), st.rounds)  # what a policy expects of its rounds
         self.cores.add({job.id}, threads, n["seconds"])
         for c in (self.counters, job.counters):
             c.verifications += 1

@@ -1,7 +1,7 @@
 """Cores as a scheduled resource: the verifier's torch threads follow what the draft workers leave free.
 
-On a 2-core machine with three draft workers the verifier used to get one thread for the whole job
-(cores − workers). But a draft worker is not always busy: while its draft waits in the run queue or
+On a 2-core machine with three draft workers, cores − workers leaves the verifier one thread. But a
+draft worker is not always busy: while its draft waits in the run queue or
 is being verified, it sleeps on its socket. So before every forward the verifier counts the workers
 that are drafting now (owners of live sequences with no draft queued, none being verified and none
 riding aside) and takes the rest:

@@ -88,6 +88,11 @@ class JobState:
                    int(fields.get("priority", 0)), None if deadline is None else float(deadline))
 
 
+def running_mean(mean: float, value: float, n: int, weight: float = 0.3) -> float:
+    """A running mean that starts as the first value (n = 1) and then follows the newest with `weight`."""
+    return float(value) if n <= 1 else mean + weight * (value - mean)
+
+
 def commit(st: SequenceState, tokens: list[int], eos: int | None, limit: int) -> list[int]:
     """Append verified tokens, stopping at EOS (kept) or at the token limit. Returns what was kept."""
     kept = []

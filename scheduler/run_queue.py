@@ -7,7 +7,9 @@ import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specsched.policies.base import Policy, ReadyDraft
+from specsched.policies.base import Policy, PolicySettings, ReadyDraft
+from specsched.policies.loader import load_policy
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.messages import Draft
 
@@ -98,6 +100,27 @@ class RunQueue:
                 raise
             except BaseException as exc:
                 raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__} in served: {exc}") from exc
+
+
+def scheduling_key(config: RunConfig) -> tuple:
+    """What the run queue's discipline depends on. Concurrent speculative jobs must agree on it; the
+    engine holds back a job whose key differs until the jobs with the other key have finished."""
+    return (config.policy, config.max_batch, config.lockstep)
+
+
+def start_policy(config: RunConfig):
+    """Load and construct the job's policy; a constructor that raises stops the run naming it."""
+    policy_cls = load_policy(config.policy)
+    name = policy_cls.name or policy_cls.__name__
+    try:
+        policy = policy_cls(PolicySettings(max_batch=config.max_batch))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
+        raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(getattr(policy, "settings", None), PolicySettings):
+        raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
+    return policy
 
 
 def _describe(value: object) -> str:

@@ -17,11 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.policies.base import PolicySettings
-from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Draft, Verdict
@@ -30,36 +27,15 @@ from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_rounds import BeamRounds
 from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
-from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit
+from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, running_mean
 from specsched.scheduler.layout import lay_out, settle
-from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue
+from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue, scheduling_key, start_policy
 from specsched.scheduler.step_aside import Rider, StepAside
 from specsched.scheduler.target_only import target_only_step
 
 NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
 
-__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "start_policy"]
-
-
-def scheduling_key(config: RunConfig) -> tuple:
-    """What the run queue's discipline depends on. Concurrent speculative jobs must agree on it; the
-    engine holds back a job whose key differs until the jobs with the other key have finished."""
-    return (config.policy, config.max_batch, config.lockstep)
-
-
-def start_policy(config: RunConfig):
-    """Load and construct the job's policy; a constructor that raises stops the run naming it."""
-    policy_cls = load_policy(config.policy)
-    name = policy_cls.name or policy_cls.__name__
-    try:
-        policy = policy_cls(PolicySettings(max_batch=config.max_batch))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
-        raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(getattr(policy, "settings", None), PolicySettings):
-        raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
-    return policy
+__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "start_policy"]  # the last two: run_queue.py
 
 
 @dataclass(slots=True)
@@ -191,7 +167,10 @@ class Verifier(BeamSteps):
             beams = [e for e in picked if e.draft.seq in self.beam_rounds.seqs]
             replies = self.verify([e for e in picked if e not in beams]) if len(beams) < len(picked) else []
             for e in beams:
-                replies += self.verify_beam(e)
+                if self.queue is None:  # a policy failure ended the speculative jobs: nothing left to verify
+                    break
+                if e.draft.seq in self.seqs:
+                    replies += self.verify_beam(e)
             return replies
         self.riders_next = not self.riders_next  # riders and target-only jobs take turns: neither starves
         if self.riders and (self.riders_next or not self.has_target_only_jobs()):
@@ -208,9 +187,14 @@ class Verifier(BeamSteps):
         return []
 
     def drafting_workers(self, verifying: set[int] = frozenset()) -> int:
-        """Workers drafting now: owners of live sequences with no draft queued, riding or being verified."""
+        """Workers drafting now. A worker drafts its first live sequence (sd serves them one after another)
+        unless that one's draft is queued, riding or being verified; a beam sequence's slots count apart."""
         idle = verifying | set(self.riders) | (self.queue.sequences() if self.queue is not None else set())
-        return len({st.owner for st in self.seqs.values() if st.owner >= 0 and not st.done and st.seq not in idle})
+        current: dict[int, int] = {}
+        for st in sorted(self.seqs.values(), key=lambda s: s.seq):
+            if st.owner >= 0 and not st.done and not st.beam_workers:
+                current.setdefault(st.owner, st.seq)
+        return sum(seq not in idle for seq in current.values()) + self.beam_rounds.drafting(idle)
 
     def has_target_only_jobs(self) -> bool:
         return any(j.target_only and not j.done for j in self.jobs.values())
@@ -264,7 +248,7 @@ class Verifier(BeamSteps):
                 continue
             e, d = entries[i], entries[i].draft
             st.rounds += 1
-            st.yield_mean = _running(st.yield_mean, len(kept), st.rounds)
+            st.yield_mean = running_mean(st.yield_mean, len(kept), st.rounds)
             commits.append((st, kept, d.worker))
             self.calibration(job).add(d.conf, d.parents, outcome.path, greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
@@ -332,11 +316,6 @@ class Verifier(BeamSteps):
                                              "cost_curve": curve.to_list() if curve else None,
                                              "calibration": calibration, "beams": beams,
                                              "verifier_threads": self.cores.report(job.id)})
-
-
-def _running(mean: float, value: float, n: int, weight: float = 0.3) -> float:
-    """A running mean that starts as the first value and then follows the newest with `weight`."""
-    return float(value) if n <= 1 else mean + weight * (value - mean)
 
 
 def _as_dict(c: Counters) -> dict:

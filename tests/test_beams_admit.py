@@ -73,3 +73,41 @@ def test_a_tree_with_other_counts_than_its_task_is_refused():
     wrong = TreeDraft(7, 10, 0, 1, np.array([3], np.int32), np.array([-1], np.int32), np.array([1], np.int32))
     with pytest.raises(ProtocolError, match="asked for"):
         rounds.admit(wrong, worker_identity(10), job)
+
+
+def after_round_zero(temperature: float = 0.0):
+    rounds, job = desk(temperature)
+    for slot, worker in ((0, 10), (1, 11)):
+        rounds.admit(empty(slot, worker), worker_identity(worker), job)
+    _, answers, _ = rounds.run(7, job)
+    return rounds, job, answers[0][2]
+
+
+def tree(tokens, parents, sizes, q=None, slot=0, worker=10) -> TreeDraft:
+    return TreeDraft(7, worker, slot, 1, np.array(tokens, np.int32), np.array(parents, np.int32),
+                     np.array(sizes, np.int32), q)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (tree([1, 2, 3, 4], [-1, -1, -1, 0], [2, 2]), "outside the layer above"),  # a layer-2 node under the beam
+    (tree([1, 2, 3, 99], [-1, -1, 0, 1], [2, 2]), "outside the vocabulary"),
+    (tree([1, 2, 3, 4], [-1, -1, 0, 1], [2, 2, 0]), "asked for"),               # a layer the task did not ask for
+    (tree([1, 2, 3, 4], [-1, -1, 0, 1], [2, 2], q=np.ones((3, VOCAB), np.float32)), "q must be absent"),
+])
+def test_a_malformed_tree_is_refused_when_filed_never_in_the_forward(bad, message):
+    rounds, job, task = after_round_zero()
+    assert list(task.counts) == [2, 2]
+    with pytest.raises(ProtocolError, match=message):
+        rounds.admit(bad, worker_identity(10), job)
+    assert not rounds.seqs[7].trees
+
+
+def test_a_sampled_layer_whose_q_has_no_mass_is_refused():
+    rounds, job, task = after_round_zero(temperature=1.0)
+    sizes = task.counts.tolist()
+    rows = 1 + sizes[0]
+    tokens = np.arange(sum(sizes)) % VOCAB
+    parents = [-1] * sizes[0] + [0] * sizes[1]
+    q = np.zeros((rows, VOCAB), np.float32)  # no mass anywhere: nothing could have been drawn from it
+    with pytest.raises(ProtocolError):
+        rounds.admit(tree(tokens, parents, sizes, q=q), worker_identity(10), job)

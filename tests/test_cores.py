@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from helpers import run_ok, sim_config, words
+from helpers import run_ok, sim_config, target_model, words
 
 from specsched.runtime.report import summary_table
 from specsched.scheduler.cores import Cores, describe, usable_cores
+from specsched.scheduler.jobs import JobState
+from specsched.scheduler.verifier import Verifier
 
 
 def test_the_verifier_takes_the_cores_the_drafting_workers_leave():
@@ -47,6 +49,15 @@ def test_a_fixed_verifier_thread_count_is_kept():
     record = run_ok(sim_config(mode="seed", workers=2, prompts=[words(64, (5, 7))] * 2, max_new_tokens=8,
                                sim_vocab=64, verifier_threads=1))
     assert set(record.collected.verifier_threads) == {"1"}
+
+
+def test_an_sd_worker_counts_as_drafting_only_while_its_current_sequence_is_not_being_verified():
+    config = sim_config(mode="sd", workers=3, prompts=[words(64, (5, 7))] * 3)
+    verifier = Verifier(target_model(64), None)
+    verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
+                                            "sequences": [[s, s, 0, [5, 7]] for s in range(3)]}, verifier.target))
+    assert verifier.drafting_workers() == 1             # one worker, drafting its first sequence
+    assert verifier.drafting_workers({0}) == 0          # its draft is being verified: no one drafts
 
 
 def summary_rows(record):
