@@ -72,6 +72,8 @@ def build_record(config: RunConfig, collected: Collected, status: str, error: st
         tokens = collected.tokens.get(i, [])
         prompt = config.prompt_for(i) if config.prompts else ""  # interrupted before the default prompt was set
         sequences.append(SequenceResult(i, worker_of(config, i), prompt, tokens, decode(tokens), i in collected.done))
+    for beams in collected.beams.values():  # beam modes: every beam's text too
+        beams["texts"] = [decode(t) for t in beams["tokens"]]
     metrics, os_metrics = measure(config, collected)
     return RunRecord(config, sequences, metrics, collected, status, error, os_metrics=os_metrics,
                      provenance=provenance)

@@ -72,10 +72,12 @@ class BeamRounds:
         return kept, replies, {"drafted": drafted, "accepted": accepted, "read": out.read, "seconds": t1 - t0}
 
     def result(self, job: JobState) -> dict:
-        """Each finished sequence's beams (new tokens) and their joint log-probabilities, by index in the job."""
-        out = {}
+        """Each finished sequence's beams (new tokens, cut after an end of sequence) and their joint
+        log-probabilities (of every step taken), by index in the job."""
+        out, eos = {}, self.target.eos_token_id
         for st in job.sequences:
             seq = self.seqs.get(st.seq)
             if seq is not None and seq.beams is not None:
-                out[str(st.local)] = {"tokens": seq.beams, "logprobs": [float(x) for x in seq.final_logprobs]}
+                beams = [b[: b.index(eos) + 1] if eos in b else b for b in seq.beams]
+                out[str(st.local)] = {"tokens": beams, "logprobs": [float(x) for x in seq.final_logprobs]}
         return out

@@ -63,7 +63,7 @@ class Toy(Task):
 BASE = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, sim_vocab=48, temperature=1.0, seed=7)
 
 
-def build(gold: str = "x", **overrides):
+def build(gold: str = "x", decoding: str = "sample", **overrides):
     labels: list[str] = []
 
     def run_phase(config: RunConfig, label: str):
@@ -71,7 +71,8 @@ def build(gold: str = "x", **overrides):
         return run(config)
 
     base = dataclasses.replace(BASE, **overrides)
-    tree = search(Toy(), Problem("p0", "two apples", answer=gold), base, SearchConfig(thoughts=3, breadth=2), run_phase)
+    cfg = SearchConfig(thoughts=3, breadth=2, thought_decoding=decoding)
+    tree = search(Toy(), Problem("p0", "two apples", answer=gold), base, cfg, run_phase)
     return tree, labels
 
 
@@ -158,3 +159,13 @@ def test_a_gsm8k_tree_on_tiny_transformers_models_is_the_same_across_policies(tm
     assert len(trees[0].nodes) == 3 and trees[0].answer_text is not None
     assert isinstance(trees[0].correct, bool)  # gsm8k answers are always checked
     assert shape(trees[0]) == shape(trees[1])
+
+
+def test_thoughts_can_be_the_beams_of_one_beam_search_and_dsbd_builds_the_same_tree():
+    beam, _ = build(decoding="beam", temperature=0.0)
+    dsbd, _ = build(decoding="dsbd", temperature=0.0)
+    assert beam.status == dsbd.status == "ok"
+    assert [p.sequences for p in beam.phases] == [1, 3, 2, 6, 1]  # one beam search per kept state
+    level1 = [n.thought for n in beam.nodes if n.level == 1]
+    assert len(level1) == 3 and len(set(level1)) == 3  # beam search keeps distinct beams
+    assert shape(dsbd) == shape(beam)  # greedy dsbd is beam search: the same thoughts, the same tree

@@ -39,6 +39,9 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--steps", type=int, default=None, metavar="T", help="thought steps (default: the task's)")
     g.add_argument("--breadth", type=int, default=1, metavar="b", help="states kept per level")
+    g.add_argument("--thought-decoding", default=None, metavar="sample|beam|dsbd",
+                   help="sample (default): n sampled thoughts per state; beam / dsbd: the n beams of one beam "
+                        "sampling of the state's prompt, target only or with a draft worker per beam")
     for what in ("thought", "eval", "answer"):
         g.add_argument(
             f"--{what}-tokens",
@@ -49,7 +52,7 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
         )
 
 
-TREE_FLAGS = ("data", "thoughts", "steps", "thought_tokens", "eval_tokens", "answer_tokens")
+TREE_FLAGS = ("data", "thoughts", "steps", "thought_tokens", "eval_tokens", "answer_tokens", "thought_decoding")
 
 
 def wants_tot(args: argparse.Namespace) -> bool:
@@ -79,7 +82,11 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
         value = getattr(args, f"{what}_tokens")
         if value is not None and value < 1:
             raise ConfigError(f"--{what}-tokens must be at least 1, got {value}")
-    return SearchConfig(thoughts, args.steps, args.breadth, args.thought_tokens, args.eval_tokens, args.answer_tokens)
+    decoding = args.thought_decoding or "sample"
+    if decoding not in ("sample", "beam", "dsbd"):
+        raise ConfigError(f"--thought-decoding must be sample, beam or dsbd, got {decoding!r}")
+    return SearchConfig(thoughts, args.steps, args.breadth, args.thought_tokens, args.eval_tokens, args.answer_tokens,
+                        decoding)
 
 
 def problems(task: Task, args: argparse.Namespace) -> list[Problem]:

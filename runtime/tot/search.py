@@ -35,6 +35,7 @@ class SearchConfig:
     thought_tokens: int | None = None  # None = the task's limits
     eval_tokens: int | None = None
     answer_tokens: int | None = None
+    thought_decoding: str = "sample"  # sample: n sequences per state | beam | dsbd: the n beams of one search
 
 
 def phase_seed(seed: int, level: int, phase: str) -> int:
@@ -77,17 +78,16 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
     for level in range(1, steps + 1):
         where = f"{task.name} · level {level}/{steps}"
         parents = [p for p in frontier for _ in range(cfg.thoughts)]
-        prompts = [task.thought_prompt(problem, tree.state(p)) for p in parents]
-        texts = _phase(
-            tree,
-            run_phase,
-            phase_config(
-                base, prompts, cfg.thought_tokens or task.thought_tokens, phase_seed(base.seed, level, GENERATE)
-            ),
-            level,
-            GENERATE,
-            where,
+        config = phase_config(
+            base,
+            [task.thought_prompt(problem, tree.state(p)) for p in parents],
+            cfg.thought_tokens or task.thought_tokens,
+            phase_seed(base.seed, level, GENERATE),
         )
+        if cfg.thought_decoding == "sample":
+            texts = _phase(tree, run_phase, config, level, GENERATE, where)
+        else:
+            texts = _beam_thoughts(tree, run_phase, config, frontier, cfg, level, where)
         new = []
         for parent, text in zip(parents, texts):
             node = Node(len(tree.nodes), parent, level, task.clean_thought(text), text)
@@ -135,8 +135,32 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
     tree.correct = task.correct(problem, tree.answer)
 
 
+def _beam_thoughts(tree: Tree, run_phase: RunPhase, config: RunConfig, frontier: list[int], cfg: SearchConfig,
+                   level: int, where: str) -> list[str]:
+    """--thought-decoding beam|dsbd (beyond SEED, which lists it as future work): a kept state's n thoughts
+    are the n beams of one beam sampling (or search, at T = 0) of its thought prompt, most likely first;
+    the beam job's sequences are the kept states."""
+    beams = dataclasses.replace(
+        config, prompts=config.prompts[:: cfg.thoughts], workers=len(frontier), mode=cfg.thought_decoding,
+        beams=cfg.thoughts, policy="fcfs", priorities=[], tickets=[], max_batch=1, lockstep=False, tree="fixed",
+        k_config=[], step_aside="off",
+    )
+    record = _run_phase(tree, run_phase, beams, level, GENERATE, where)
+    texts = []
+    for i in range(len(frontier)):
+        got = record.collected.beams.get(str(i), {"texts": [], "logprobs": []})
+        order = sorted(range(len(got["texts"])), key=lambda k: -got["logprobs"][k])
+        state = [got["texts"][k] for k in order]
+        texts += (state + [""] * cfg.thoughts)[: cfg.thoughts]  # a run that stopped early: empty thoughts
+    return texts
+
+
 def _phase(tree: Tree, run_phase: RunPhase, config: RunConfig, level: int, name: str, where: str) -> list[str]:
     """Run one phase; its texts (what was verified, even if the run stopped) and its cost go in the tree."""
+    return [s.text for s in _run_phase(tree, run_phase, config, level, name, where).sequences]
+
+
+def _run_phase(tree: Tree, run_phase: RunPhase, config: RunConfig, level: int, name: str, where: str) -> RunRecord:
     record = run_phase(config, f"{where} · {name}")
     m, c = record.metrics, record.collected
     wall = c.finished - c.started if c.finished else m.startup_s + m.wall_s  # `finished` is set on success
@@ -158,4 +182,4 @@ def _phase(tree: Tree, run_phase: RunPhase, config: RunConfig, level: int, name:
     )
     if record.status != "ok":
         tree.status, tree.error, tree.stopped_by = record.status, record.error, record.stopped_by
-    return [s.text for s in record.sequences]
+    return record
