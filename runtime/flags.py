@@ -56,6 +56,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         "(DSBD Eq. 6-7; default 0 = fixed width; sampling only)")
     p.add_argument("--min-beams", type=int, default=d.min_beams, metavar="W_MIN",
                    help=f"dsbd: the dynamic width's floor (default {d.min_beams})")
+    p.add_argument("--beam-input", default=d.beam_input, metavar="all|best",
+                   help="beam modes: the next step grows from all beams (default) or only the most likely one "
+                        "(DSBD §3.4: one cache, but no longer the law of beam sampling)")
     p.add_argument("--temperature", type=float, default=None, metavar="T",
                    help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
     p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
@@ -139,4 +142,4 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
-        min_beams=args.min_beams, **given)
+        min_beams=args.min_beams, beam_input=args.beam_input, **given)

@@ -125,6 +125,9 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
         return kept
     seq.steps += len(out.steps)
     seq.contexts, seq.logprobs, seq.caches = out.contexts, out.logprobs, out.caches
+    if config.beam_input == "best":  # §3.4: one input beam, the most likely (= lowest perplexity: equal lengths)
+        best = int(np.argmax(seq.logprobs))
+        seq.contexts, seq.logprobs, seq.caches = [seq.contexts[best]], seq.logprobs[best:best + 1], [seq.caches[best]]
     shared = _common_prefix(seq.contexts)[prompt:]
     kept = commit(st, shared[len(st.generated):], eos, config.max_new_tokens)
     if st.done:  # every beam holds the end of the sequence

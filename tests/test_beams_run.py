@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import EOS, draft_model, run_cli, run_ok, sim_config, stderr_lines, target_model, words
+from helpers import EOS, draft_model, greedy_reference, run_cli, run_ok, sim_config, stderr_lines, target_model, words
 
 from specsched.runtime.core.sampling import SamplingParams, stream
 from specsched.scheduler.beam_decode import beam_decode, dsbd_decode
@@ -87,3 +87,15 @@ def test_bad_beam_flags_are_one_line_and_exit_2(args, message):
     assert out.returncode == 2
     (line,) = stderr_lines(out.stderr)
     assert line.startswith("specsched: error: ") and message in line
+
+
+def test_beam_input_best_grows_every_step_from_the_most_likely_beam_only():
+    # greedy with one input beam: each step's best cell extends the best beam - that is greedy decoding
+    record = run_beams("beam", beam_input="best")
+    for i, p in enumerate(PROMPTS):
+        assert record.sequences[i].tokens == greedy_reference(p, VOCAB, STEPS)
+    # dsbd keeps only the best beam between rounds (a round spans 1..gamma + 1 steps), as §3.4 does per
+    # iteration: not the same as pruning every step, and not beam search either
+    dsbd = run_beams("dsbd", beam_input="best")
+    assert all(len(b) == 1 or len(b) == WIDTH for b in [dsbd.collected.beams[str(i)]["tokens"] for i in (0, 1)])
+    assert all(s.finished and 0 < len(s.tokens) <= STEPS for s in dsbd.sequences)

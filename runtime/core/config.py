@@ -64,6 +64,7 @@ class RunConfig:
     gamma: int = 3                   # dsbd: draft layers per iteration
     beam_threshold: float = 0.0      # dsbd: t of the dynamic width (Eq. 6-7); 0 = a fixed width
     min_beams: int = 1               # dsbd: W_min of the dynamic width
+    beam_input: str = "all"          # beam modes: all beams go on | best: only the most likely (§3.4; not exact)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -138,6 +139,8 @@ class RunConfig:
                                     ("--gamma", self.gamma, 1, 16), ("--min-beams", self.min_beams, 1, self.beams)):
             if not lo <= value <= hi:
                 raise ConfigError(f"{flag} must be in {lo}..{'--beams' if flag == '--min-beams' else hi}, got {value}")
+        if self.beam_input not in ("all", "best"):
+            raise ConfigError(f"--beam-input must be all or best, got {self.beam_input!r}")
         if not 0 <= self.beam_threshold <= 1:
             raise ConfigError(f"--beam-threshold must be in [0, 1], got {self.beam_threshold}")
         if self.mode in BEAM_MODES and (self.lockstep or self.tree != "fixed" or self.k_config):
