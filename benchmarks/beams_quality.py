@@ -40,7 +40,7 @@ def arm(engine: Engine, name: str, prompt: str, args) -> dict:
                              max_new_tokens=args.max_new_tokens, seed=args.seed, workers=1)
     beams_out = record.collected.beams.get("0", {"tokens": [[]], "logprobs": [0.0]})
     best = max(range(len(beams_out["logprobs"])), key=beams_out["logprobs"].__getitem__)
-    n_tokens = max(len(beams_out["tokens"][best]), 1)
+    n_tokens = max(beams_out.get("steps", len(beams_out["tokens"][best])), 1)  # the steps its log-prob covers
     return {"text": record.sequences[0].text, "status": record.status,
             "perplexity": math.exp(-beams_out["logprobs"][best] / n_tokens),
             "tokens_per_s": record.metrics.tokens_per_s, "forwards": record.metrics.verifications,

@@ -79,5 +79,6 @@ class BeamRounds:
             seq = self.seqs.get(st.seq)
             if seq is not None and seq.beams is not None:
                 beams = [b[: b.index(eos) + 1] if eos in b else b for b in seq.beams]
-                out[str(st.local)] = {"tokens": beams, "logprobs": [float(x) for x in seq.final_logprobs]}
+                out[str(st.local)] = {"tokens": beams, "logprobs": [float(x) for x in seq.final_logprobs],
+                                      "steps": len(seq.beams[0])}  # what each log-probability covers
         return out
