@@ -63,7 +63,7 @@ class JobState:
 
     @property
     def target_only(self) -> bool:
-        return self.config.mode in ("ar", "parallel", "beam")
+        return self.config.target_only
 
     @property
     def done(self) -> bool:

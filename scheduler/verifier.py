@@ -35,7 +35,7 @@ from specsched.scheduler.target_only import target_only_step
 
 NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
 
-__all__ = ["Counters", "Reply", "Verifier", "commit", "scheduling_key", "start_policy"]  # the last two: run_queue.py
+__all__ = ["Counters", "Reply", "Verifier", "commit"]
 
 
 @dataclass(slots=True)

@@ -19,8 +19,7 @@ from specsched.runtime.cli import build_parser
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.flags import config_from_args
-from specsched.scheduler.run_queue import PolicyFailure, RunQueue
-from specsched.scheduler.verifier import start_policy
+from specsched.scheduler.run_queue import PolicyFailure, RunQueue, start_policy
 
 
 def ready(worker: int, arrival: float, order: int, *, priority: int = 0, seq: int | None = None,

@@ -154,6 +154,11 @@ class RunConfig:
         return self.mode in BEAM_MODES
 
     @property
+    def target_only(self) -> bool:
+        """No draft workers: the verifier decodes alone (ar, parallel, beam)."""
+        return self.mode in ("ar", "parallel", "beam")
+
+    @property
     def draft_workers(self) -> int:
         """Draft-worker processes a job needs: one per thought (seed), one (sd), one per beam (dsbd)."""
         return {"seed": self.n_sequences, "sd": 1, "dsbd": self.n_sequences * self.beams}.get(self.mode, 0)

@@ -2,7 +2,7 @@
 
 A job is admitted once its workers are loaded (parked ones first, new ones for the rest, within
 ``max_workers``) and its scheduling agrees with the speculative jobs already running
-(scheduler/verifier.scheduling_key). It is then announced to the verifier; its workers are told to draft
+(scheduler/run_queue.scheduling_key). It is then announced to the verifier; its workers are told to draft
 only after the verifier acknowledges it (reports.py), so no draft ever arrives for a sequence the
 verifier does not know. A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets.
 """
@@ -14,7 +14,7 @@ import time
 
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.process_table import Child, State
-from specsched.scheduler.verifier import scheduling_key
+from specsched.scheduler.run_queue import scheduling_key
 
 
 class Admission:
