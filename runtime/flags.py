@@ -48,7 +48,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--beams", type=int, default=d.beams, metavar="W",
                    help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
     p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
-                   help="dsbd: draft beams per layer over all trees (default: --beams)")
+                   help="dsbd: draft beams per layer, over all trees when sampling, per tree when greedy "
+                        "(default: --beams)")
     p.add_argument("--gamma", type=int, default=d.gamma, metavar="G",
                    help=f"dsbd: draft layers per iteration (default {d.gamma})")
     p.add_argument("--beam-threshold", type=float, default=d.beam_threshold, metavar="T",

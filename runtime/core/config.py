@@ -60,7 +60,7 @@ class RunConfig:
     sim_draft_ms: float = 2.0
     sim_verify_ms: float = 10.0
     beams: int = 4                   # beam modes: the beam width W (W_L of a layer; input beams per step)
-    draft_beams: int = 0             # dsbd: W_S, draft beams per layer over all trees; 0 = --beams
+    draft_beams: int = 0             # dsbd: W_S per layer (sampled: over all trees; greedy: per tree); 0 = --beams
     gamma: int = 3                   # dsbd: draft layers per iteration
     beam_threshold: float = 0.0      # dsbd: t of the dynamic width (Eq. 6-7); 0 = a fixed width
     min_beams: int = 1               # dsbd: W_min of the dynamic width
