@@ -146,3 +146,26 @@ def test_the_drafter_learns_its_calibration_from_its_verdicts():
     d.observe([1, 2, 5], path=[0, 1])  # 1 and 2 accepted; 3 judged and rejected; 4 judged (parent 2 accepted)
     assert d.calibration.proposed.sum() == len(p.tokens) == 4
     assert d.calibration.accepted.sum() == 2
+
+
+def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
+    from dataclasses import replace
+
+    from helpers import _LoopbackSocket, _NoTelemetry, sim_config
+
+    from specsched.runtime.backends.backend import get_backend
+    from specsched.scheduler.jobs import JobState
+    from specsched.scheduler.verifier import Verifier
+    from specsched.workers.draft_worker import DraftWorker
+
+    config = replace(sim_config(tree="pct", sim_vocab=64, max_new_tokens=12), mode="sd", workers=2, prompts=[],
+                     sim_draft_ms=0.0, sim_verify_ms=0.0)
+    backend = get_backend(config)
+    verifier = Verifier(backend.target(), _NoTelemetry())
+    verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
+                                            "sequences": [[s, s, 0, [5, 7 + s]] for s in (0, 1)]}, verifier.target))
+    worker = DraftWorker(backend.draft(), 0, _LoopbackSocket(verifier), _NoTelemetry())
+    worker.run_sequence(config, 0, 0, [5, 7])
+    after_one = int(worker.calibrations[True].proposed.sum())
+    worker.run_sequence(config, 1, 1, [5, 8])
+    assert 0 < after_one < int(worker.calibrations[True].proposed.sum())  # the second sequence adds to the bins

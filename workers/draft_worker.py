@@ -14,6 +14,7 @@ import time
 import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.calibration import Calibration
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import Recorder
@@ -38,6 +39,9 @@ class DraftWorker:
         self.telemetry, self.parent_alive = telemetry, parent_alive
         self.recorder = Recorder("draft", worker)
         self.retitle = lambda job: None  # the process's name for `ps` (job id, or None when parked)
+        # PCT's calibration bins, kept over every sequence this worker drafts (greedy and sampled judge
+        # acceptance differently, so apart): one 32-token sequence barely fills a bin
+        self.calibrations: dict[bool, Calibration] = {}
 
     @classmethod
     def connect(cls, model: LanguageModel, worker: int, ctx: zmq.Context, endpoint: str, telemetry: Telemetry,
@@ -85,7 +89,8 @@ class DraftWorker:
                                k_config=config.tree_shape, replacement=config.replacement,
                                lookup=config.draft_lookup, min_confidence=config.min_confidence,
                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
-                               else None)
+                               else None,
+                               calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
         generated, rnd = 0, 0
         while True:
             # never draft deeper than the token limit allows: a verdict adds one target token after the draft

@@ -188,13 +188,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
                  *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0,
-                 min_confidence: float = 0.0, pct: tuple[int, int, float] | None = None) -> Drafter:
-    """A fixed shape (`k_config`), or with `pct` = (top-k, depth, floor) a tree shaped by expected gain."""
+                 min_confidence: float = 0.0, pct: tuple[int, int, float] | None = None,
+                 calibration=None) -> Drafter:
+    """A fixed shape (`k_config`), or with `pct` = (top-k, depth, floor) a tree shaped by expected gain (with
+    `calibration`, the bins it learns from, shared across the sequences of one worker)."""
     if pct is not None:
         from specsched.workers.pct import PctDrafter  # it builds on TreeDrafter, defined above
 
         top_k, depth, floor = pct
         return PctDrafter(model, params, rng, prompt, top_k=top_k, depth=depth, floor=floor,
-                          replacement=replacement, lookup=lookup)
+                          replacement=replacement, lookup=lookup, calibration=calibration)
     return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup,
                        min_confidence=min_confidence)

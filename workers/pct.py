@@ -50,14 +50,15 @@ RUNNING = 0.3           # weight of the newest value in the running means (s_d, 
 class PctDrafter(TreeDrafter):
     def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
                  prompt: list[int], *, top_k: int = 5, depth: int = 10, floor: float = 0.02,
-                 replacement: bool = True, lookup: int = 0) -> None:
+                 replacement: bool = True, lookup: int = 0, calibration: Calibration | None = None) -> None:
         super().__init__(model, params, rng, prompt, k_config=(top_k,) * depth, replacement=replacement,
                          lookup=lookup)
         self.top_k, self.depth, self.floor = top_k, depth, floor
         self.step_s: float | None = None   # s_d: one draft level's forward, measured
         self.nodes: float | None = None    # n̄: running mean of the nodes per tree
         self.committed: float | None = None  # Ē: running mean of the tokens a verdict commits
-        self.calibration = Calibration()   # acceptance by confidence over this drafter's verdicts
+        # acceptance by confidence over the verdicts seen: the worker's (over every sequence it drafted), if given
+        self.calibration = calibration if calibration is not None else Calibration()
         self.judged: tuple[list[float], list[int]] | None = None  # the last tree's (confidences, parents)
 
     def thresholds(self, drafted_s: float) -> tuple[float, float]:
