@@ -12,8 +12,10 @@ verification (``expected_tokens``; L_i/2 + 1 before its first verdict). This pol
 
     S* = argmax  Σ_{i∈S} E_i / t(S)   over the batches that contain the oldest ready draft
 
-(the oldest always goes, so no draft waits forever), searching every such subset while there are at
-most `EXACT` candidates (2^11 ratios) and adding drafts greedily by their own rate beyond that. A long
+(the oldest always goes, so no draft waits forever). t(S) depends on S only through |S| and the
+longest row, so for a longest-row bound L and a size k the best S is the oldest draft plus the k − 1
+others of length ≤ L with the largest E: trying every (L, k) finds S* exactly in O(n²) (a set whose
+longest row is shorter than L is also tried at its own length, where it costs no more). A long
 draft with a poor record is left for a later forward instead of padding every row to its length;
 a draft that costs a row and a few tokens but brings more than the batch's average joins. Until the
 verifier has timed a forward (``self.cost`` is None) it behaves as `batch`.
@@ -22,11 +24,8 @@ verifier has timed a forward (``self.cost`` is None) it behaves as `batch`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 
 from specsched.policies.base import Policy, ReadyDraft, by_arrival
-
-EXACT = 12  # ready drafts up to which every batch is tried
 
 
 class Goodput(Policy):
@@ -37,16 +36,16 @@ class Goodput(Policy):
         limit = self.settings.max_batch or len(ordered)
         if self.cost is None:
             return ordered[:limit]
-        head, rest = ordered[0], ordered[1:]
-        if len(ordered) <= EXACT:
-            batches = ([head, *extra] for size in range(min(limit, len(ordered)))
-                       for extra in combinations(rest, size))
-            return max(batches, key=self.rate)  # max keeps the first best: fewer drafts, older ones
-        chosen = [head]
-        for d in sorted(rest, key=lambda d: -self.rate([d])):
-            if len(chosen) < limit and self.rate([*chosen, d]) > self.rate(chosen):
-                chosen.append(d)
-        return sorted(chosen, key=by_arrival)
+        head, best, best_rate = ordered[0], [ordered[0]], self.rate([ordered[0]])
+        for bound in sorted({d.length for d in ordered if d.length >= head.length}):
+            # the others that fit under the bound, most expected tokens first (ties: the older)
+            fitting = sorted((d for d in ordered[1:] if d.length <= bound), key=lambda d: -expected(d))
+            for k in range(1, min(limit, len(fitting) + 1) + 1):
+                batch = [head, *fitting[:k - 1]]
+                rate = self.rate(batch)
+                if rate > best_rate:  # strictly: ties keep the smaller batch
+                    best, best_rate = batch, rate
+        return sorted(best, key=by_arrival)
 
     def rate(self, batch: Sequence[ReadyDraft]) -> float:
         """Expected committed tokens per second of the forward that verifies `batch`."""

@@ -10,7 +10,7 @@ from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.jobs import JobState, running_mean
-from specsched.scheduler.run_queue import PolicyFailure, Queued
+from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply
 
 
 class BeamSteps:
@@ -28,8 +28,6 @@ class BeamSteps:
 
     def verify_beam(self, entry: Queued) -> list:
         """One round of a dsbd sequence: one target forward over its forest; every slot gets its task."""
-        from specsched.scheduler.verifier import Reply  # the verifier's own reply type (it imports this module)
-
         st = self.seqs[entry.draft.seq]
         job = self.jobs[st.job]
         threads = self.cores.before_forward(self.drafting_workers({st.seq}))

@@ -25,6 +25,14 @@ class Queued:
     reply_to: bytes  # the worker's ZeroMQ identity
 
 
+@dataclass(slots=True)
+class Reply:
+    """What one step produced for one draft: its verdict, and where to send it."""
+    verdict: object   # a Verdict, or a BeamTask: anything with to_frames()
+    reply_to: bytes
+    worker: int
+
+
 class RunQueue:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,21 +28,13 @@ from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, running_mean
 from specsched.scheduler.layout import lay_out, settle
-from specsched.scheduler.run_queue import PolicyFailure, Queued, RunQueue, scheduling_key, start_policy
+from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply, RunQueue, scheduling_key, start_policy
 from specsched.scheduler.step_aside import Rider, StepAside
 from specsched.scheduler.target_only import target_only_step
 
 NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
 
 __all__ = ["Counters", "Reply", "Verifier", "commit"]
-
-
-@dataclass(slots=True)
-class Reply:
-    """What one step produced for one draft: its verdict, and where to send it."""
-    verdict: Verdict
-    reply_to: bytes
-    worker: int
 
 
 class Verifier(BeamSteps):

@@ -6,9 +6,10 @@ from __future__ import annotations
 from helpers import outputs, run_ok, sim_config, words
 
 from specsched.policies.base import PolicySettings, ReadyDraft
-from specsched.policies.goodput import EXACT, Goodput
+from specsched.policies.goodput import Goodput
 from specsched.runtime.core.costs import CostCurve
 
+MANY = 12  # ready drafts: a queue of several jobs' drafts
 CURVE = CostCurve(a=0.050, b=0.003, c=0.013)  # the default pair's shape on a 2-core CPU
 
 
@@ -64,10 +65,10 @@ def test_before_a_sequence_has_a_record_its_draft_counts_half_its_tokens_plus_on
     assert p.rate([fresh]) == (6 / 2 + 1) / CURVE.time(7)
 
 
-def test_beyond_the_exact_search_the_greedy_batch_still_prefers_good_drafts():
-    ready = [draft(i) for i in range(EXACT + 4)] + [draft(EXACT + 4, length=30, expected=1.0)]
+def test_a_long_queue_still_gets_the_batch_of_good_drafts():
+    ready = [draft(i) for i in range(MANY + 4)] + [draft(MANY + 4, length=30, expected=1.0)]
     chosen = workers(policy().pick(ready))
-    assert chosen[0] == 0 and EXACT + 4 not in chosen and len(chosen) == EXACT + 4
+    assert chosen[0] == 0 and MANY + 4 not in chosen and len(chosen) == MANY + 4
 
 
 def test_goodput_keeps_the_output_of_a_real_run():
