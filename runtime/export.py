@@ -16,6 +16,7 @@ from rich.console import Console
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.engine.collected import Collected
+from specsched.runtime.trace import marks_of
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.monitor import Monitor
 
@@ -26,8 +27,9 @@ def _us(t: float, t0: float) -> int:
 
 
 def chrome_trace(events: list[Event], *, names: dict[int, str] | None = None,
-                 meta: dict | None = None) -> dict:
-    """The Trace Event Format document of a run's events. ``names`` maps a pid to its track name."""
+                 meta: dict | None = None, marks: list[tuple[float, int, str]] = ()) -> dict:
+    """The Trace Event Format document of a run's events. ``names`` maps a pid to its track name;
+    ``marks`` (dsbd: a worker forking into or exiting a beam slot) become instant events on its track."""
     t0 = min((e.start for e in events), default=0.0)
     names = dict(names or {})
     tracks: dict[int, list[Event]] = {}
@@ -47,6 +49,9 @@ def chrome_trace(events: list[Event], *, names: dict[int, str] | None = None,
         clipped += n
         out += [{"ph": "X", "name": e.kind, "cat": e.role, "ts": a, "dur": b - a, "pid": pid, "tid": pid,
                  "args": {"seq": e.seq, "worker": e.worker}} for a, b, e in spans]
+    pid_of = {tracks[pid][0].worker: pid for pid in order}
+    out += [{"ph": "i", "s": "t", "name": kind, "cat": "process", "ts": _us(t, t0), "pid": pid_of[w], "tid": pid_of[w]}
+            for t, w, kind in marks if w in pid_of]
     verifier = next((pid for pid in order if tracks[pid][0].worker == VERIFIER), order[0] if order else 0)
     out += [{"ph": "C", "name": "run queue", "ts": ts, "pid": verifier, "tid": verifier, "args": {"depth": d}}
             for ts, d in _queue_steps(events, t0)]
@@ -101,7 +106,7 @@ def write_chrome(data: dict, events: list[Event], path: str | Path) -> None:
              for name, pid in (trace.get("processes") or {}).items()}
     config = data.get("config") or {}
     meta = {k: config.get(k) for k in ("mode", "policy", "backend", "k") if k in config}
-    Path(path).write_text(json.dumps(chrome_trace(events, names=names, meta=meta)))
+    Path(path).write_text(json.dumps(chrome_trace(events, names=names, meta=meta, marks=marks_of(data))))
 
 
 def final_svg(data: dict, events: list[Event], *, width: int = 120, title: str = "specsched") -> str:
@@ -109,7 +114,7 @@ def final_svg(data: dict, events: list[Event], *, width: int = 120, title: str =
     trace = data.get("trace") or {}
     collected = Collected(tokens={s["id"]: s["tokens"] for s in data.get("sequences", [])},
                           done={s["id"] for s in data.get("sequences", []) if s.get("finished")},
-                          events=events, counters=dict(data.get("counters") or {}),
+                          events=events, counters=dict(data.get("counters") or {}), marks=marks_of(data),
                           started=float(trace.get("started", min((e.start for e in events), default=0.0))))
     return chart_svg(RunConfig.from_dict(data["config"]), collected, width=width, title=title)
 

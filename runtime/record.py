@@ -53,6 +53,8 @@ class RunRecord:
             "calibration": self.collected.calibration,
             "verifier_threads": self.collected.verifier_threads,
             **({"beams": self.collected.beams} if self.collected.beams else {}),
+            # dsbd: a worker forking into a beam slot or exiting it, [time, worker, "fork" | "exit"]
+            **({"process_marks": [list(m) for m in self.collected.marks]} if self.collected.marks else {}),
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,
@@ -82,7 +84,7 @@ def build_record(config: RunConfig, collected: Collected, status: str, error: st
 def worker_of(config: RunConfig, seq: int) -> int:
     """The draft worker (numbered inside the job) that drafts sequence ``seq``: its own in seed mode, the
     single one in sd, the first of its beams' in dsbd. The one place this rule is written."""
-    return {"seed": seq, "dsbd": seq * config.beams}.get(config.mode, 0)
+    return {"seed": seq, "dsbd": seq * config.beam_slots_at_start}.get(config.mode, 0)
 
 
 def measure(config: RunConfig, collected: Collected) -> tuple[Metrics, OsMetrics]:

@@ -84,12 +84,20 @@ def load_trace(path: str | Path) -> Trace:
         verifier_threads=dict(data.get("verifier_threads") or {}),
         verifier_finished=bool(t["verifier_finished"]), started=float(t["started"]),
         finished=float(t["finished"]), processes=dict(t["processes"]),
-        commits=[(float(a), int(b), int(n)) for a, b, n in t["commits"]])
+        commits=[(float(a), int(b), int(n)) for a, b, n in t["commits"]], marks=marks_of(data))
     sequences = [SequenceResult(**s) for s in data["sequences"]]
     metrics, os_metrics = measure(config, collected)
     record = RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),
                        os_metrics=os_metrics, provenance=data.get("provenance"))
     return Trace(data, record)
+
+
+def marks_of(data: dict) -> list[tuple[float, int, str]]:
+    """A record's process marks (dsbd workers forking into and exiting beam slots), as ``Collected`` holds them."""
+    try:
+        return [(float(t), int(w), str(k)) for t, w, k in data.get("process_marks") or []]
+    except (TypeError, ValueError) as exc:
+        raise TraceError(f"not a specsched record: process_marks ({type(exc).__name__}: {exc})") from None
 
 
 class ReplayClock:
@@ -128,10 +136,11 @@ def replay(trace: Trace, update: Callable[[Collected], None], clock: ReplayClock
             if seq in rec.done and last_commit[seq] == t:
                 feed.done.add(seq)
             j += 1
+        feed.marks = [m for m in rec.marks if m[0] <= now]
         if now >= clock.end:
             break
         update(feed)
         sleep(tick)
     feed.tokens, feed.counters, feed.done = rec.tokens, rec.counters, rec.done
-    feed.verifier_finished, feed.finished = rec.verifier_finished, rec.finished
+    feed.verifier_finished, feed.finished, feed.marks = rec.verifier_finished, rec.finished, rec.marks
     update(feed)

@@ -1,14 +1,21 @@
 """The verifier's beam sequences (``--mode beam`` and ``dsbd``): each holds W beams, not one context.
 
 A beam sequence keeps its input beams (token contexts, the target's joint log-probabilities, a target
-cache each) and, in dsbd, one draft worker per beam slot. A round of dsbd: every slot sends its tree
-(``TreeDraft``; empty when it holds no beam); once all have, the sequence enters the run queue as one
-ready draft, so the policy schedules it like any other work; when picked, ``combine`` makes the trees
-one forest (scheduler/beam_allocation.py states why that keeps Theorem 3.1), one batched target forward
-reads it and ``verify_beams`` steps the beams on; each slot is answered with its next task (its new
-beam and how many nodes each layer of its tree gets, drawn by ``allocate``), none, or done. Round 0 has
-no beam to draft from: it is one target-only step from the prompt. ``--mode beam`` is that step,
-round after round, with no workers.
+cache each) and, in dsbd, one draft worker per beam it holds. A round of dsbd: every slot that holds a
+beam sends its tree (``TreeDraft``); once all have, the sequence enters the run queue as one ready
+draft, so the policy schedules it like any other work; when picked, ``combine`` makes the trees one
+forest (scheduler/beam_allocation.py states why that keeps Theorem 3.1), one batched target forward
+reads it and ``verify_beams`` steps the beams on; each slot's worker is answered with its next task
+(its new beam and how many nodes each layer of its tree gets, drawn by ``allocate``) or told to leave.
+Round 0 has no beam to draft from: it is one target-only step from the prompt, after every starting
+worker has said it is there (an empty tree). ``--mode beam`` is that step, round after round, with no
+workers.
+
+The workers follow the width, as an OS's process tree follows its work: when the dynamic width narrows,
+the workers of the slots past it leave the sequence (``exit``: parked by the engine, kept loaded); when
+it widens, the verifier asks the engine for a worker for each new slot (``beam_want``), and the one it
+hands over (``fork``: a parked one, or a new process) joins (``beam_join``) and is given the slot's beam.
+Which process drafts a slot never changes a draw: each tree's stream is keyed by its slot, not by it.
 
 What is committed. Beams rewrite their past, so a token is final only once every beam holds it: after
 each round the verifier commits the beams' common prefix. When the sequence has ``--max-new-tokens``
@@ -43,19 +50,24 @@ class BeamSequence:
     caches: list[Cache]
     round: int = 0
     steps: int = 0                                   # steps taken so far
+    expected: set[int] = field(default_factory=set)  # slots whose tree this round waits for
+    wanted: set[int] = field(default_factory=set)    # slots holding a beam but no worker yet (asked for)
     counts: np.ndarray | None = None                 # [W_in, gamma]: nodes per tree and layer this round
     trees: dict[int, tuple[TreeDraft, bytes, BeamTree | None]] = field(default_factory=dict)  # slot -> tree
     beams: list[list[int]] | None = None             # the final beams' new tokens, once done
     final_logprobs: np.ndarray | None = None
 
     @classmethod
-    def start(cls, st: SequenceState) -> BeamSequence:
-        return cls(st, [list(st.prompt)], np.zeros(1), [st.cache])
+    def start(cls, st: SequenceState, beams: int) -> BeamSequence:
+        """Slots past the workers the job started with are vacant (-1) until a worker joins them."""
+        st.beam_workers += [-1] * (beams - len(st.beam_workers))
+        return cls(st, [list(st.prompt)], np.zeros(1), [st.cache], expected={
+            slot for slot, worker in enumerate(st.beam_workers) if worker >= 0})
 
     @property
     def complete(self) -> bool:
-        """Every slot's tree of this round is in."""
-        return len(self.trees) == len(self.st.beam_workers)
+        """Every expected tree of this round is in."""
+        return self.expected <= self.trees.keys()
 
     def tree(self, slot: int) -> BeamTree:
         """The slot's tree (it may have no nodes: a sampled tree still carries the q its layers drew from)."""
@@ -78,7 +90,7 @@ def parse_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -
     """The slot's tree, checked whole before it is filed (a worker's arrays are not trusted: whatever passes
     here cannot fail the round's forward): exactly the node counts its task asked for, tokens in the
     vocabulary, parents in the layer above, and - sampled - a q of the vocabulary's width with mass in every
-    layer that has rows, positive on every node's cell. A slot that holds no beam sends an empty tree."""
+    layer that has rows, positive on every node's cell. Round 0's trees are empty: no beam exists yet."""
     if seq.counts is None or d.slot >= len(seq.contexts):
         if not d.empty or d.q is not None:
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot}, which holds no beam this round")
@@ -139,16 +151,30 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
     return kept
 
 
-def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> list[tuple[int, BeamTask]]:
-    """(slot, its task) for every slot: its beam this round, none, or done."""
-    out = []
-    for slot in range(len(seq.st.beam_workers)):
-        task = BeamTask(seq.st.seq, slot, seq.round, seq.st.done, verify_start=verify_start, verify_end=verify_end)
-        if not seq.st.done and slot < len(seq.contexts):
-            task.context = np.asarray(seq.contexts[slot], np.int32)
-            task.logprob = float(seq.logprobs[slot])
-            task.counts = np.asarray(seq.counts[slot], np.int32)
-        out.append((slot, task))
+def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> tuple[list[tuple[int, BeamTask]], list[int]]:
+    """After a round: (slot, its task) for every slot that has a worker - its beam next round, or leave
+    (the sequence is done, or the width narrowed past the slot: the slot is vacant from now on) - and the
+    slots that hold a beam but have no worker (the width widened: the engine is asked for one each)."""
+    out, held = [], 0 if seq.st.done or seq.counts is None else len(seq.contexts)
+    for slot, worker in enumerate(seq.st.beam_workers):
+        if worker >= 0:
+            out.append((slot, task(seq, slot, verify_start, verify_end)))
+            if slot >= held:
+                seq.st.beam_workers[slot] = -1
+    seq.expected = set(range(held))
+    want = [slot for slot in range(held) if seq.st.beam_workers[slot] < 0 and slot not in seq.wanted]
+    seq.wanted.update(want)
+    return out, want
+
+
+def task(seq: BeamSequence, slot: int, verify_start: float = 0.0, verify_end: float = 0.0) -> BeamTask:
+    """The slot's task for the round to come: its beam, or leave (``done``) when it holds none."""
+    holds = not seq.st.done and seq.counts is not None and slot < len(seq.contexts)
+    out = BeamTask(seq.st.seq, slot, seq.round, not holds, verify_start=verify_start, verify_end=verify_end)
+    if holds:
+        out.context = np.asarray(seq.contexts[slot], np.int32)
+        out.logprob = float(seq.logprobs[slot])
+        out.counts = np.asarray(seq.counts[slot], np.int32)
     return out
 
 

@@ -2,8 +2,9 @@
 
 ``Verifier`` hands beam work here (its own loop stays the same for every mode): ``admit`` files a
 slot's tree and says when the round is complete (the sequence then enters the run queue as one ready
-draft), ``run`` verifies a round in one target forward, commits what is final and returns each slot's
-task. beam_jobs.py holds the rules; this is the bookkeeping around them.
+draft), ``run`` verifies a round in one target forward, commits what is final and returns each worker's
+task and the slots that need a worker, ``join`` gives a vacant slot to the worker the engine sent.
+beam_jobs.py holds the rules; this is the bookkeeping around them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.transport import worker_identity
 from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, tasks
+from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, task, tasks
 from specsched.scheduler.jobs import JobState
 
 
@@ -27,7 +28,8 @@ class BeamRounds:
 
     def add(self, job: JobState) -> None:
         if job.config.beam_mode:
-            self.seqs.update((st.seq, BeamSequence.start(st)) for st in job.sequences)
+            beams = job.config.beams if job.config.mode == "dsbd" else 0
+            self.seqs.update((st.seq, BeamSequence.start(st, beams)) for st in job.sequences)
 
     def forget(self, job: JobState) -> None:
         for st in job.sequences:
@@ -39,12 +41,22 @@ class BeamRounds:
         if seq is None or seq.st.done or job.config.mode != "dsbd":
             raise ProtocolError(f"tree for sequence {d.seq}, which is not a running dsbd sequence")
         slots = seq.st.beam_workers
-        if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(slots[d.slot]):
+        if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(d.worker):
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from {reply_to!r}, not from its worker")
-        if d.round != seq.round or d.slot in seq.trees:
+        if d.round != seq.round or d.slot in seq.trees or d.slot not in seq.expected:
             raise ProtocolError(f"tree round {d.round} for sequence {d.seq} slot {d.slot}, expected {seq.round}")
         seq.trees[d.slot] = (d, reply_to, parse_tree(seq, d, job.config, self.target.vocab_size))
         return seq.complete
+
+    def join(self, seq_id: int, slot: int, worker: int, reply_to: bytes) -> BeamTask:
+        """The worker the engine sent for a vacant slot that holds a beam: it takes the slot, and its task."""
+        seq = self.seqs.get(seq_id)
+        if seq is None or seq.st.done or slot not in seq.wanted or reply_to != worker_identity(worker):
+            raise ProtocolError(f"beam_join for sequence {seq_id} slot {slot} from {reply_to!r}: not a slot "
+                                f"waiting for a worker")
+        seq.wanted.discard(slot)
+        seq.st.beam_workers[slot] = worker
+        return task(seq, slot)
 
     def nodes(self, seq_id: int) -> np.ndarray:
         """The round's draft tokens over every tree: what the run queue shows the policy as the draft."""
@@ -52,13 +64,13 @@ class BeamRounds:
         return np.concatenate([np.zeros(0, np.int32), *(d.tokens for d, _, _ in trees)]).astype(np.int32)
 
     def drafting(self, idle: set[int]) -> int:
-        """Beam workers drafting now: slots holding a beam whose tree has not come in."""
-        return sum(len(s.contexts) - sum(slot < len(s.contexts) for slot in s.trees)
-                   for s in self.seqs.values() if s.st.beam_workers and s.counts is not None
-                   and not s.st.done and s.st.seq not in idle)
+        """Beam workers drafting now (or joining, to draft): expected trees that have not come in."""
+        return sum(len(s.expected - s.trees.keys()) for s in self.seqs.values()
+                   if s.st.beam_workers and s.counts is not None and not s.st.done and s.st.seq not in idle)
 
-    def run(self, seq_id: int, job: JobState) -> tuple[list[int], list[tuple[bytes, int, BeamTask]], dict]:
-        """Verify the round of `seq_id`: (tokens committed, [(reply-to, worker, task)], counts for the counters)."""
+    def run(self, seq_id: int, job: JobState) -> tuple[list[int], list[tuple[bytes, int, BeamTask]], list[int], dict]:
+        """Verify the round of `seq_id`: (tokens committed, [(reply-to, worker, task)], slots that want a
+        worker, counts for the counters)."""
         seq = self.seqs[seq_id]
         t0 = time.monotonic()
         out = advance(seq, self.target, job.config)
@@ -66,10 +78,11 @@ class BeamRounds:
         drafted = sum(len(d.tokens) for d, _, _ in seq.trees.values())
         accepted = sum(step.width for step in out.steps[:out.layers_accepted])
         kept = settle_round(seq, out, job.config, self.target.eos_token_id)
-        replies = [(seq.trees[slot][1], seq.st.beam_workers[slot], task)
-                   for slot, task in tasks(seq, t0, t1) if slot in seq.trees]
+        workers = list(seq.st.beam_workers)  # before tasks() vacates the slots past the width
+        answers, want = tasks(seq, t0, t1)
+        replies = [(worker_identity(workers[slot]), workers[slot], t) for slot, t in answers]
         seq.trees = {}
-        return kept, replies, {"drafted": drafted, "accepted": accepted, "read": out.read, "seconds": t1 - t0}
+        return kept, replies, want, {"drafted": drafted, "accepted": accepted, "read": out.read, "seconds": t1 - t0}
 
     def result(self, job: JobState) -> dict:
         """Each finished sequence's beams (new tokens, cut after an end of sequence) and their joint

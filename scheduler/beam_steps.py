@@ -26,6 +26,11 @@ class BeamSteps:
             self.enqueue(Draft.chain(d.seq, st.owner, st.rounds, self.beam_rounds.nodes(d.seq).tolist()), b"",
                          arrival, st, job)
 
+    def join_beam(self, fields: dict, reply_to: bytes) -> Reply:
+        """A worker the engine sent for a vacant slot: it takes the slot and is given the slot's beam."""
+        seq, slot, worker = int(fields["seq"]), int(fields["slot"]), int(fields["worker"])
+        return Reply(self.beam_rounds.join(seq, slot, worker, reply_to), reply_to, worker)
+
     def verify_beam(self, entry: Queued) -> list:
         """One round of a dsbd sequence: one target forward over its forest; every slot gets its task."""
         st = self.seqs[entry.draft.seq]
@@ -33,12 +38,14 @@ class BeamSteps:
         threads = self.cores.before_forward(self.drafting_workers({st.seq}))
         t0 = time.monotonic()
         try:
-            kept, answers, n = self.beam_rounds.run(st.seq, job)
+            kept, answers, want, n = self.beam_rounds.run(st.seq, job)
         except (ValueError, IndexError) as exc:  # a backstop: the trees were checked whole when filed
             self.finish_job(job)
             self.telemetry.send("job_failed", {"job": job.id, "message": f"verifier: {type(exc).__name__}: {exc}"})
             return []
         self._count_beam_round(job, st, kept, n, threads, t0)
+        for slot in want:  # the width widened: the engine sends a worker for each new slot (beam_join)
+            self.telemetry.send("beam_want", {"job": job.id, "seq": st.seq, "slot": slot})
         try:
             self.queue.served([entry], n["seconds"], [len(kept)])
         except PolicyFailure as exc:
@@ -51,7 +58,7 @@ class BeamSteps:
         threads = self.cores.before_forward(self.drafting_workers())
         t0 = time.monotonic()
         st = next(s for s in job.sequences if not s.done)  # one sequence after another, as ``ar``
-        kept, _, n = self.beam_rounds.run(st.seq, job)
+        kept, _, _, n = self.beam_rounds.run(st.seq, job)
         self._count_beam_round(job, st, kept, n, threads, t0)
 
     def _count_beam_round(self, job: JobState, st, kept: list[int], n: dict, threads: int, t0: float) -> None:

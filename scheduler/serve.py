@@ -91,6 +91,10 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
             if msg.kind == "beam_draft":
                 v.admit_tree(TreeDraft.from_message(msg), frames[0].bytes, now)
                 continue
+            if msg.kind == "beam_join":  # a worker the engine sent for a vacant beam slot: its task at once
+                r = v.join_beam(msg.fields, frames[0].bytes)
+                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
+                continue
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")
             v.admit(Draft.from_message(msg), frames[0].bytes, now)

@@ -12,6 +12,7 @@ from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.transport import worker_identity
 from specsched.runtime.core.wire import ProtocolError
+from specsched.scheduler.beam_jobs import tasks
 from specsched.scheduler.beam_rounds import BeamRounds
 from specsched.scheduler.jobs import JobState
 
@@ -67,7 +68,7 @@ def test_a_tree_with_other_counts_than_its_task_is_refused():
     rounds, job = desk()
     for slot, worker in ((0, 10), (1, 11)):
         rounds.admit(empty(slot, worker), worker_identity(worker), job)
-    kept, answers, _ = rounds.run(7, job)  # round 0: a target-only step; each slot gets its task
+    kept, answers, _, _ = rounds.run(7, job)  # round 0: a target-only step; each slot gets its task
     task = answers[0][2]
     assert task.round == 1 and task.context is not None and list(task.counts) == [2, 2]  # greedy: W_S per layer
     wrong = TreeDraft(7, 10, 0, 1, np.array([3], np.int32), np.array([-1], np.int32), np.array([1], np.int32))
@@ -79,7 +80,7 @@ def after_round_zero(temperature: float = 0.0):
     rounds, job = desk(temperature)
     for slot, worker in ((0, 10), (1, 11)):
         rounds.admit(empty(slot, worker), worker_identity(worker), job)
-    _, answers, _ = rounds.run(7, job)
+    _, answers, _, _ = rounds.run(7, job)
     return rounds, job, answers[0][2]
 
 
@@ -111,3 +112,27 @@ def test_a_sampled_layer_whose_q_has_no_mass_is_refused():
     q = np.zeros((rows, VOCAB), np.float32)  # no mass anywhere: nothing could have been drawn from it
     with pytest.raises(ProtocolError):
         rounds.admit(tree(tokens, parents, sizes, q=q), worker_identity(10), job)
+
+
+def test_a_narrower_width_sends_a_slots_worker_away_and_a_wider_one_asks_the_engine_for_one():
+    rounds, job, _ = after_round_zero()
+    seq = rounds.seqs[7]
+    wide = (seq.contexts, seq.logprobs, seq.counts)
+    seq.contexts, seq.logprobs, seq.counts = seq.contexts[:1], seq.logprobs[:1], seq.counts[:1]
+    answers, want = tasks(seq, 0.0, 0.0)
+    assert [(slot, t.done) for slot, t in answers] == [(0, False), (1, True)] and want == []
+    assert seq.st.beam_workers == [10, -1] and seq.expected == {0}
+    with pytest.raises(ProtocolError, match="not from its worker"):  # the worker that left cannot send
+        rounds.admit(tree([1, 2], [-1, -1], [2], slot=1, worker=11), worker_identity(11), job)
+    seq.contexts, seq.logprobs, seq.counts = wide
+    answers, want = tasks(seq, 0.0, 0.0)
+    assert [slot for slot, _ in answers] == [0] and want == [1] and seq.expected == {0, 1}
+    assert not seq.complete
+    for slot, sender in ((0, 12), (1, 10)):  # a slot nobody waits a worker for; a forged identity
+        with pytest.raises(ProtocolError, match="not a slot waiting"):
+            rounds.join(7, slot, 12, worker_identity(sender))
+    given = rounds.join(7, 1, 12, worker_identity(12))  # the worker the engine sent: the slot's beam at once
+    assert given.slot == 1 and not given.done and given.context.tolist() == seq.contexts[1]
+    assert seq.st.beam_workers == [10, 12] and seq.wanted == set()
+    with pytest.raises(ProtocolError, match="not a slot waiting"):  # taken: a second worker is refused
+        rounds.join(7, 1, 13, worker_identity(13))

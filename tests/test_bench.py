@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import io
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -113,6 +115,19 @@ def test_measure_interleaves_arms_discards_warmup_and_survives_a_broken_arm():
     assert sd.tokens_per_s is None and sd.speedup_vs_ar is None and sd.outputs_match_ar is None
 
 
+def test_cpu_seconds_per_token_count_the_processes_an_arm_starts():
+    class Busy:
+        name, description, skipped = "ar", "", None
+
+        def run(self):  # a child process that burns ~0.3 s of CPU and exits before the run ends
+            subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                            "while time.process_time() - t < 0.3: pass"], check=True)
+            return Sample(10.0, 1.0, [[1, 2, 3], [4]])
+
+    (result,) = measure([Busy()], warmup=0, repeats=1, greedy=False)
+    assert result.median("cpu_s_per_token") >= 0.3 / 4  # 4 tokens; the child's time counted once reaped
+
+
 def test_overhead_is_a_share_of_verifier_busy_time(smoke):
     # No upper bound on the share itself: on a loaded machine the time the OS gives the verifier's
     # core to other processes counts as overhead, and can exceed the sim's (sleeping) busy time. What
@@ -202,7 +217,8 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
     assert json.loads((tmp_path / "b.json").read_text())["schema"] == "specsched-bench/1"
     md = (tmp_path / "b.md").read_text()
-    assert "| arm | tok/s | min–max | × ar | α | tok/ver | draft | aside | busy | ovh | wall s | = ar |" in md
+    assert "| arm | tok/s | min–max | × ar | α | tok/ver | draft | aside | busy | ovh | wall s | cpu ms/tok | = ar |" \
+        in md
     assert "| seed-fcfs ≥ 2.0× serial AR (tokens/s) |" in md
     svg = ET.fromstring((tmp_path / "plots" / "speedup_vs_alpha.svg").read_text())
     drafting = [a for a in smoke.arms if a.median("acceptance_rate") is not None]

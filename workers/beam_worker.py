@@ -2,10 +2,11 @@
 
 Each round the worker drafts the tree of the forest that grows from its slot's beam - as many nodes per
 layer as the verifier's task says, from its own random stream keyed by (seed, sequence, slot, round) -
-and sends it; a slot that holds no beam this round (the width is narrower, or the first round, before
-any beam exists) sends an empty tree, so the verifier hears from every slot every round. The verdict
-is the next task. The draft cache follows the slot's beam: ``sync_to`` keeps what the new beam shares
-with the old one and reads the rest.
+and sends it; the verdict is its next task. A worker that starts with the sequence sends an empty tree
+first (round 0: no beam exists yet); one the engine sends later, when the width widens, joins
+(``beam_join``) and is given its slot's beam at once. A task marked ``done`` - the sequence is finished,
+or the width narrowed past the slot - ends the worker's part. The draft cache follows the slot's beam:
+``sync_to`` keeps what the new beam shares with the old one and reads the rest.
 """
 
 from __future__ import annotations
@@ -17,18 +18,25 @@ import numpy as np
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beams import beam_stream
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.core.wire import ProtocolError
+from specsched.runtime.core.wire import ProtocolError, pack
 from specsched.workers.beam_drafter import draft_tree
 
 EMPTY = np.zeros(0, np.int32)
 
 
-def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, expect) -> None:
+def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, expect, join: bool = False) -> None:
     """Draft `slot` of sequence `seq` until the verifier says done. `worker`: the DraftWorker (model, socket,
-    recorder); `expect(sock, kinds)` waits for a message of one of those kinds."""
+    recorder); `expect(sock, kinds)` waits for a message of one of those kinds; `join`: the slot is taken
+    mid-sequence (the width widened), so the first task is asked for rather than earned by a round-0 tree."""
     cache = worker.model.new_cache()
     task: BeamTask | None = None
     rnd = 0
+    if join:
+        worker.sock.send_multipart(pack("beam_join", {"seq": seq, "worker": worker.worker, "slot": slot}))
+        task = _task(expect(worker.sock, ("beam_task",)), seq, slot, None)
+        if task.done:
+            return
+        rnd = task.round
     while True:
         started = time.monotonic()
         if task is not None and task.context is not None:
@@ -41,10 +49,7 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ex
         sent = time.monotonic()
         draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started)
         worker.sock.send_multipart(draft.to_frames(), copy=False)
-        task = BeamTask.from_message(expect(worker.sock, ("beam_task",)))
-        if task.seq != seq or task.slot != slot or task.round != rnd + 1:
-            raise ProtocolError(f"beam task for sequence {task.seq} slot {task.slot} round {task.round}, "
-                                f"expected {seq} slot {slot} round {rnd + 1}")
+        task = _task(expect(worker.sock, ("beam_task",)), seq, slot, rnd + 1)
         if not draft.empty:
             worker.recorder.add("queued", draft.sent_at, task.verify_start, seq)
             worker.recorder.add("verify", task.verify_start, task.verify_end, seq)
@@ -52,3 +57,12 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ex
         rnd = task.round
         if task.done:
             return
+
+
+def _task(msg, seq: int, slot: int, rnd: int | None) -> BeamTask:
+    """The verifier's task, checked to be this slot's (and, unless joining, the next round's)."""
+    task = BeamTask.from_message(msg)
+    if task.seq != seq or task.slot != slot or (rnd is not None and task.round != rnd):
+        raise ProtocolError(f"beam task for sequence {task.seq} slot {task.slot} round {task.round}, "
+                            f"expected {seq} slot {slot}" + ("" if rnd is None else f" round {rnd}"))
+    return task

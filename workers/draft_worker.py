@@ -53,7 +53,8 @@ class DraftWorker:
         return cls(model, worker, sock, telemetry, parent_alive)
 
     def serve(self, control: zmq.Socket) -> None:
-        """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot), ...])."""
+        """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot
+        [, join: the slot is taken mid-sequence]), ...])."""
         # ready only once the verifier has answered: a first draft must not wait for a connection to form
         # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
         self.sock.send_multipart(pack("hello", {"worker": self.worker}))
@@ -69,10 +70,10 @@ class DraftWorker:
                     return
                 config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
                 self.retitle(job)
-                for seq, local, prompt, slot in msg.fields["sequences"]:
+                for seq, local, prompt, slot, *join in msg.fields["sequences"]:
                     if config.mode == "dsbd":
                         run_beam_slot(self, config, int(seq), int(local), int(slot),
-                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive))
+                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive), any(join))
                     else:
                         self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
                 self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from specsched.runtime.bench.cpu import tree_cpu_seconds
+
 BASELINE = "ar"
 
 
@@ -35,6 +37,7 @@ class Sample:
     draft_size: float | None = None               # draft tokens per verified draft (a tree's nodes)
     aside_share: float | None = None              # share of the tokens decoded while stepped aside
     cost_curve: list | None = None                # the verifier's fitted forward cost (CostCurve.to_list)
+    cpu_s_per_token: float | None = None          # CPU seconds of every process of the run per token (cpu.py)
     error: str | None = None                      # a failed run: excluded from every statistic
 
 
@@ -89,6 +92,7 @@ class ArmResult:
             "draft_size": self.median("draft_size"),
             "aside_share": self.median("aside_share"),
             "wall_s": self.median("wall_s"),
+            "cpu_s_per_token": self.median("cpu_s_per_token"),
             "outputs_match_ar": self.outputs_match_ar,
             "mismatched_sequences": self.mismatched,
             "skipped": self.skipped,
@@ -109,7 +113,10 @@ def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
             if progress:
                 progress(f"{label} · {arm.name}")
             try:
+                cpu = tree_cpu_seconds()
                 sample = arm.run()
+                tokens = sum(len(t) for t in sample.tokens)
+                sample.cpu_s_per_token = (tree_cpu_seconds() - cpu) / tokens if tokens else None
             except Exception as exc:  # one broken arm must not lose the others' measurements
                 sample = Sample(0.0, 0.0, [], error=f"{type(exc).__name__}: {exc}")
             if sample.error:

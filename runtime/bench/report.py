@@ -1,7 +1,7 @@
 """What `specsched bench` prints (Rich tables) and writes for BENCHMARKS.md (markdown): the same rows.
 
 Tables: the arms (median tokens/s [min-max], speedup over serial AR, α, tokens per verification,
-verifier busy, runtime overhead, output check), the goals (met/missed and by how much), and a sweep.
+verifier busy, runtime overhead, CPU time per token, output check), the goals (met/missed and by how much), and a sweep.
 A greedy output that differs from serial AR is a losslessness bug: it gets a red panel of its own.
 """
 
@@ -20,8 +20,9 @@ from specsched.runtime.bench.sweep import SweepPoint
 
 # tok/s: median over the repeats, min–max their spread; ×ar: speedup over serial AR; busy: verifier busy share of
 # the decode window; ovh: runtime overhead as a share of verifier busy time (overhead.py); = ar: greedy
-# output identical to serial AR's.
-ARM_HEADERS = ["arm", "tok/s", "min–max", "× ar", "α", "tok/ver", "draft", "aside", "busy", "ovh", "wall s", "= ar"]
+# output identical to serial AR's; cpu ms/tok: CPU time of every process of the run per token (cpu.py).
+ARM_HEADERS = ["arm", "tok/s", "min–max", "× ar", "α", "tok/ver", "draft", "aside", "busy", "ovh", "wall s",
+               "cpu ms/tok", "= ar"]
 TARGET_HEADERS = ["goal", "measured", "result"]
 
 
@@ -31,6 +32,10 @@ def _f(value: float | None, fmt: str) -> str:
 
 def _pct(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{100 * value:.{digits}f} %"
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1000 * seconds
 
 
 def _rate(tokens_per_s: float) -> str:
@@ -47,7 +52,7 @@ def arm_rows(results: list[ArmResult]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.skipped:
-            rows.append([r.name, "skipped", *["–"] * 9, _match(r)])
+            rows.append([r.name, "skipped", *["–"] * 10, _match(r)])
             continue
         spread = r.spread()
         rows.append([r.name, "failed" if r.tokens_per_s is None else f"{r.tokens_per_s:.1f}",
@@ -56,7 +61,7 @@ def arm_rows(results: list[ArmResult]) -> list[list[str]]:
                      _f(r.median("acceptance_rate"), ".3f"), _f(r.median("mean_tokens_per_verify"), ".2f"),
                      _f(r.median("draft_size"), ".1f"), _pct(r.median("aside_share"), 0),
                      _pct(r.median("verifier_busy")), _pct(r.median("overhead")), _f(r.median("wall_s"), ".2f"),
-                     _match(r)])
+                     _f(_ms(r.median("cpu_s_per_token")), ".1f"), _match(r)])
     return rows
 
 

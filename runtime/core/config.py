@@ -161,7 +161,14 @@ class RunConfig:
     @property
     def draft_workers(self) -> int:
         """Draft-worker processes a job needs: one per thought (seed), one (sd), one per beam (dsbd)."""
-        return {"seed": self.n_sequences, "sd": 1, "dsbd": self.n_sequences * self.beams}.get(self.mode, 0)
+        return {"seed": self.n_sequences, "sd": 1,
+                "dsbd": self.n_sequences * self.beam_slots_at_start}.get(self.mode, 0)
+
+    @property
+    def beam_slots_at_start(self) -> int:
+        """dsbd: beams a sequence holds from its first step on, each drafted by a worker of its own - the
+        most it ever holds: --beams, or one with --beam-input best."""
+        return 1 if self.beam_input == "best" else self.beams
 
     @property
     def sampling(self) -> SamplingParams:

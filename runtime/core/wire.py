@@ -29,7 +29,8 @@ KINDS = frozenset({
     "hello",     # worker -> verifier: I am connected (sent once, before the worker says ready)
     "welcome",   # verifier -> worker: your connection works; drafts will reach the run queue
     "beam_draft",  # beam worker -> verifier: its slot's tree of a dsbd forest (runtime/core/beam_messages.py)
-    "beam_task",   # verifier -> beam worker: the beam it drafts from next, none, or done
+    "beam_task",   # verifier -> beam worker: the beam it drafts from next, or leave (done, or past the width)
+    "beam_join",   # beam worker -> verifier: I take this vacant slot (the engine sent me); its task comes back
     # control (engine's ROUTER -> each child's DEALER)
     "job",       # engine -> verifier: a job's settings and sequences (with their owners)
     "cancel",    # engine -> verifier: forget a job
@@ -43,6 +44,7 @@ KINDS = frozenset({
     "job_failed",  # verifier -> engine: a job ended early (its policy failed), one line
     "events",    # any -> engine: timeline events
     "commit",    # verifier -> engine: tokens now final for a sequence
+    "beam_want",  # verifier -> engine: a dsbd sequence widened; send a worker for this slot
     "error",     # any -> engine: a fatal error, one line
 })
 

@@ -4,7 +4,11 @@ A job is admitted once its workers are loaded (parked ones first, new ones for t
 ``max_workers``) and its scheduling agrees with the speculative jobs already running
 (scheduler/run_queue.scheduling_key). It is then announced to the verifier; its workers are told to draft
 only after the verifier acknowledges it (reports.py), so no draft ever arrives for a sequence the
-verifier does not know. A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets.
+verifier does not know. A dsbd job's workers are a pre-forked pool that follows the beam width: a worker
+whose slot the width leaves is parked, and when a sequence widens the verifier asks for a worker per new
+slot (``beam_want``), which gets a parked one of the job's; the job holds one per beam of every
+sequence, so one is always free, at worst once a leaving worker has said so. A mixin of the Dispatcher:
+it shares the dispatcher's jobs, table and sockets.
 """
 
 from __future__ import annotations
@@ -86,3 +90,22 @@ class Admission:
         for c in stale:
             self._send(c, "stop", {})
             c.become(State.RETIRING)
+
+    def _hand_beam_workers(self) -> None:
+        """dsbd: each slot the verifier asked a worker for gets a parked worker of its job, which joins it;
+        a want with none parked yet waits for the next tick."""
+        waiting = []
+        for job, seq, slot in self.wants:
+            if job.phase is not Phase.RUNNING or seq not in self.by_seq:
+                continue  # the job ended meanwhile
+            child = next((c for c in map(self.table.by_worker, job.workers) if c.state is State.PARKED), None)
+            if child is None:
+                waiting.append((job, seq, slot))
+                continue
+            local = seq - job.first_seq
+            child.become(State.DRAFTING, job.id)
+            job.idle.discard(child.worker)
+            job.mark(child.worker, "fork")
+            self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(),
+                                         "sequences": [[seq, local, job.prompts[local], slot, True]]})
+        self.wants = waiting

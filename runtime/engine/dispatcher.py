@@ -41,6 +41,7 @@ class Dispatcher(Admission, Reports):
         self.closing = False
         self.jobs: list[JobRun] = []               # not finished, in submission order
         self.by_seq: dict[int, JobRun] = {}        # global sequence id -> its job, while it runs
+        self.wants: list[tuple[JobRun, int, int]] = []  # dsbd: (job, sequence, beam slot) waiting for a worker
         self.broken: str | None = None             # set once the verifier is gone: no job can run
         self.started = threading.Event()
         self.table: ProcessTable | None = None
@@ -136,6 +137,7 @@ class Dispatcher(Admission, Reports):
             while self.sink.poll(0):
                 self._telemetry(self.sink.recv_multipart(copy=False))
             self._reap()
+            self._hand_beam_workers()
             self._admit()
             self._retire_idle()
             now = time.monotonic()

@@ -95,6 +95,11 @@ class JobRun:
         if done:
             self.collected.done.add(local)
 
+    def mark(self, worker: int, kind: str) -> None:
+        """A pool worker forks into one of the job's beam slots or exits it: a mark on its row (live view,
+        traces), in the job's worker ids."""
+        self.collected.marks.append((time.monotonic(), self.local_worker(worker), kind))
+
     def event(self, e: Event) -> None:
         """An event of this job's: ids translated; the verifier's shared events (idle, a batch across
         jobs) are clipped to the job's life so an earlier idle stretch never widens its window."""
@@ -118,7 +123,7 @@ class JobRun:
         if self.config.mode != "dsbd":
             return []
         first = worker_of(self.config, local_seq)
-        return self.workers[first:first + self.config.beams]
+        return self.workers[first:first + self.config.beam_slots_at_start]
 
     def assignments(self) -> list[tuple[int, list]]:
         """(pool worker, its sequences) for each of the job's workers."""

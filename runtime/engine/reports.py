@@ -2,9 +2,10 @@
 
 Over the control socket only ``ready`` (so the engine's ROUTER can reach the child from then on);
 over telemetry everything else: commits and events (filed under their job, in the job's own ids),
-the verifier's job_ack (the job's workers may draft), job_done / job_failed, a worker's ``idle`` and
-any child's ``error``. Messages are matched to the live incarnation of a child by its pid, so a late
-message of a dead process is never taken for its successor's. A mixin of the Dispatcher.
+the verifier's job_ack (the job's workers may draft), job_done / job_failed, a worker's ``idle``,
+the verifier's ``beam_want`` (a dsbd slot needs a worker) and any child's ``error``. Messages are
+matched to the live incarnation of a child by its pid, so a late message of a dead process is never
+taken for its successor's. A mixin of the Dispatcher.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Reports:
             if job is not None and job.phase is Phase.ANNOUNCED:
                 job.phase = Phase.RUNNING
                 for worker, sequences in job.assignments():
+                    if job.config.mode == "dsbd":
+                        job.mark(worker, "fork")
                     self._send(self.table.by_worker(worker), "assign",
                                {"job": job.id, "config": job.config.to_dict(), "sequences": sequences})
         elif msg.kind == "job_done":
@@ -76,7 +79,13 @@ class Reports:
             child.become(State.PARKED)
             if job is not None:
                 job.idle.add(child.worker)
+                if job.config.mode == "dsbd":  # it left its beam slot: the sequence ended or narrowed
+                    job.mark(child.worker, "exit")
                 self._maybe_complete(job)
+        elif msg.kind == "beam_want":  # dsbd: a sequence widened; admission.py hands the slot a worker
+            job = self._job(int(f["job"]))
+            if job is not None:
+                self.wants.append((job, int(f["seq"]), int(f["slot"])))
         elif msg.kind == "error":
             child = self._incarnation(f)
             if child is not None:

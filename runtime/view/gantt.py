@@ -2,7 +2,9 @@
 
 It reads like Figure 3(b) of the SEED paper: the verifier's row shows whose draft it is verifying
 (the worker's id), each worker's row alternates draft / queued / verify, and idle time shows as
-dots. Below it, the run-queue depth per cell and a time axis (seconds since the run's first event).
+dots. In dsbd a worker's row also marks where it forks into a beam slot (``+``) and exits it (``†``),
+as the beam width changes. Below it, the run-queue depth per cell and a time axis (seconds since the
+run's first event).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ STYLES = {"draft": "blue", "queued": "yellow", "verify": "green", "resample": "b
 VERIFYING = "black on green"          # the verifier's verify cells carry the worker's id
 QUEUE_STYLE = "magenta"
 WORKER_MARKS = "0123456789abcdefghijklmnopqrstuvwxyz"
+PROCESS_MARKS = {"fork": "+", "exit": "†"}   # dsbd: a worker forks into a beam slot / exits it
+PROCESS_MARK_STYLE = "bold cyan"
 MIN_COLUMNS = 10
 _BOLD, _DIM = Style(bold=True), Style.parse(STYLES["idle"])
 
@@ -61,6 +65,7 @@ class Gantt:
                 workers = g.seqs[r] if s.mode == "seed" else np.zeros_like(g.seqs[r])
                 marked = (g.seqs[r] >= 0) & (workers < len(WORKER_MARKS))
                 codes = np.where(marked, len(ORDER) + workers, codes)
+            codes = _with_marks(codes, [(t, kind) for t, w, kind in s.marks if w == row.worker], s.start, s.end)
             yield from _line(row.label.ljust(label_width), codes)
         if len(s.rows) > self.max_rows:
             yield Segment(f"{'':<{label_width}}… {len(s.rows) - self.max_rows} more draft workers",
@@ -72,18 +77,18 @@ class Gantt:
         yield Segment(_axis(s, label_width, columns)[:options.max_width], _DIM)
         yield Segment.line()
         if self.legend:
-            yield from _legend_lines(options.max_width)
+            yield from _legend_lines(options.max_width, s.beams)
 
 
 @functools.lru_cache(maxsize=8)
-def _legend_lines(width: int) -> list[Segment]:
+def _legend_lines(width: int, beams: bool = False) -> list[Segment]:
     """The legend, laid out once per width: it is the same in every frame."""
     console = Console(width=width, file=io.StringIO(), color_system="truecolor", force_terminal=True)
-    lines = console.render_lines(legend(), console.options.update(width=width), pad=False)
+    lines = console.render_lines(legend(beams), console.options.update(width=width), pad=False)
     return [seg for line in lines for seg in (*line, Segment.line())]
 
 
-def legend() -> Text:
+def legend(beams: bool = False) -> Text:
     text = Text()
     for state, name in (("draft", "draft"), ("queued", "queued"), ("verify", "verify"),
                         ("resample", "resample"), ("idle", "idle")):
@@ -93,12 +98,29 @@ def legend() -> Text:
     text.append(" verifying worker 0's draft  ")
     text.append("2", QUEUE_STYLE)
     text.append(" drafts in the run queue")
+    if beams:
+        for kind, words in (("fork", "forks into a beam slot"), ("exit", "exits it")):
+            text.append(f"  {PROCESS_MARKS[kind]}", PROCESS_MARK_STYLE)
+            text.append(f" {words}")
     return text
+
+
+def _with_marks(codes: np.ndarray, marks: list[tuple[float, str]], start: float, end: float) -> np.ndarray:
+    """A row's cells with its fork / exit marks drawn over the state of the cell each falls in."""
+    if not marks:
+        return codes
+    codes = codes.copy()
+    for t, kind in marks:
+        cell = min(int((t - start) / (end - start) * len(codes)), len(codes) - 1)
+        codes[cell] = _MARK_CODE[kind]
+    return codes
 
 
 # what each cell code draws: the states in ORDER, then the workers' ids on the verifier's row
 _CODES = [(GLYPHS[s], Style.parse(STYLES[s])) for s in ORDER] + [(m, Style.parse(VERIFYING))
-                                                                 for m in WORKER_MARKS]
+                                                                 for m in WORKER_MARKS] \
+    + [(glyph, Style.parse(PROCESS_MARK_STYLE)) for glyph in PROCESS_MARKS.values()]
+_MARK_CODE = {kind: len(ORDER) + len(WORKER_MARKS) + i for i, kind in enumerate(PROCESS_MARKS)}
 
 
 def _line(label: str, codes: np.ndarray, table: list[tuple[str, Style]] = _CODES) -> list[Segment]:
