@@ -80,6 +80,11 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
     p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
+    p.add_argument("--max-restarts", type=int, default=d.max_restarts, metavar="R",
+                   help=f"supervision: restarts of one draft worker allowed within --restart-period; one more "
+                        f"fails the jobs it serves (default {d.max_restarts}; 0 = never restart)")
+    p.add_argument("--restart-period", type=float, default=d.restart_period_s, metavar="S",
+                   help=f"supervision: the window of --max-restarts, in seconds (default {d.restart_period_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0,
                    help="torch threads of the verifier; 0 = before every forward, the cores the drafting workers "
                         "leave free (scheduler/cores.py)")
@@ -143,4 +148,5 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
-        min_beams=args.min_beams, beam_input=args.beam_input, **given)
+        min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
+        restart_period_s=args.restart_period, **given)

@@ -53,8 +53,9 @@ class RunRecord:
             "calibration": self.collected.calibration,
             "verifier_threads": self.collected.verifier_threads,
             **({"beams": self.collected.beams} if self.collected.beams else {}),
-            # dsbd: a worker forking into a beam slot or exiting it, [time, worker, "fork" | "exit"]
+            # a worker forking into a dsbd beam slot, exiting it or restarted: [time, worker, kind]
             **({"process_marks": [list(m) for m in self.collected.marks]} if self.collected.marks else {}),
+            **({"restarts": self.collected.restarts} if self.collected.restarts else {}),
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

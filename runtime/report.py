@@ -51,6 +51,10 @@ def summary_table(record: RunRecord) -> Table:
         rows.append(("draft calibration (ECE)", f"{error:.3f}"))
     if m.rejected_messages:
         rows.append(("rejected messages", str(m.rejected_messages)))
+    if restarts := record.collected.restarts:  # engine/supervisor.py: who died, resumed from the verified prefix
+        who = sorted({r["process"] for r in restarts})
+        rows.append(("restarts", f"{len(restarts)} ({', '.join(who)}), "
+                                 f"{sum(r['reprefilled_tokens'] for r in restarts)} tokens re-prefilled"))
     view = record.extra.get("view")
     if view and view.get("share") is not None:
         rows.append(("watching (view CPU / run CPU)",

@@ -33,6 +33,7 @@ class SequenceState:
     done: bool = False
     yield_mean: float = 0.0      # running mean of tokens a verification of its drafts commits (0: none yet)
     beam_workers: list[int] = field(default_factory=list)  # dsbd: the draft worker of each beam slot
+    epoch: int = 0               # restarts of its worker it has resumed after (scheduler/resume.py)
 
     @property
     def context(self) -> list[int]:

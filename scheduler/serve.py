@@ -11,10 +11,12 @@ from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.resume import Resume
 from specsched.runtime.core.transport import Telemetry
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState
+from specsched.scheduler.resume import resume
 from specsched.scheduler.run_queue import PolicyFailure
 from specsched.scheduler.verifier import Verifier
 
@@ -24,6 +26,7 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     """The verifier process's loop, until the engine says stop (or goes away)."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
+    router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its dead predecessor's identity over
     router.bind(endpoint)
     v = Verifier(target, telemetry, Cores(set_threads))
     poller = zmq.Poller()
@@ -90,6 +93,10 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
                 continue
             if msg.kind == "beam_draft":
                 v.admit_tree(TreeDraft.from_message(msg), frames[0].bytes, now)
+                continue
+            if msg.kind == "resume":  # a restarted worker: where its sequence stands (scheduler/resume.py)
+                answer = resume(v, Resume.from_message(msg), frames[0].bytes)
+                router.send_multipart([frames[0], *answer.to_frames()], copy=False)
                 continue
             if msg.kind == "beam_join":  # a worker the engine sent for a vacant beam slot: its task at once
                 r = v.join_beam(msg.fields, frames[0].bytes)

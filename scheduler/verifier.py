@@ -128,6 +128,9 @@ class Verifier(BeamSteps):
             raise ProtocolError(f"draft for sequence {draft.seq} from {reply_to!r}, not from its worker {st.owner}")
         if st.done:
             raise ProtocolError(f"draft for finished sequence {draft.seq}")
+        if draft.epoch != st.epoch:
+            raise ProtocolError(f"draft for sequence {draft.seq} from epoch {draft.epoch} of its worker, "
+                                f"now {st.epoch}")
         if draft.round != st.rounds or draft.seq in self.queue.sequences():
             raise ProtocolError(f"draft round {draft.round} for sequence {draft.seq}, expected {st.rounds}")
         job = self.jobs[st.job]

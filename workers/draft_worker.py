@@ -19,6 +19,7 @@ from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import Recorder
 from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.resume import Resume, Resumed
 from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.transport import Telemetry, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
@@ -54,7 +55,7 @@ class DraftWorker:
 
     def serve(self, control: zmq.Socket) -> None:
         """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot
-        [, join: the slot is taken mid-sequence]), ...])."""
+        [, how: start | join - a dsbd slot taken mid-sequence | resume - after a restart]), ...], epoch)."""
         # ready only once the verifier has answered: a first draft must not wait for a connection to form
         # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
         self.sock.send_multipart(pack("hello", {"worker": self.worker}))
@@ -69,13 +70,16 @@ class DraftWorker:
                 if msg.kind == "stop":
                     return
                 config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
+                epoch = int(msg.fields.get("epoch", 0))
                 self.retitle(job)
-                for seq, local, prompt, slot, *join in msg.fields["sequences"]:
+                for seq, local, prompt, slot, *how in msg.fields["sequences"]:
+                    how = how[0] if how else "start"   # start | join (a dsbd slot) | resume (after a restart)
                     if config.mode == "dsbd":
                         run_beam_slot(self, config, int(seq), int(local), int(slot),
-                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive), any(join))
+                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive), how == "join")
                     else:
-                        self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt])
+                        self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
+                                          resume=how == "resume", epoch=epoch)
                 self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})
                 self.retitle(None)
         except Stopped:
@@ -83,16 +87,27 @@ class DraftWorker:
         finally:
             self.sock.close()
 
-    def run_sequence(self, config: RunConfig, seq: int, local: int, prompt: list[int]) -> None:
+    def run_sequence(self, config: RunConfig, seq: int, local: int, prompt: list[int], *, resume: bool = False,
+                     epoch: int = 0) -> None:
         """Draft `seq` until the verifier says it is done. Its random stream is keyed by the job's seed and
-        the sequence's index in its job, never by what this worker did before."""
-        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft"), prompt,
+        the sequence's index in its job, never by what this worker did before. `resume`: this process
+        replaces one that died; it asks the verifier for the verified context and round and drafts on."""
+        generated, rnd, context = 0, 0, prompt
+        if resume:
+            self.sock.send_multipart(Resume(seq, self.worker, epoch).to_frames())
+            where = Resumed.from_message(_expect(self.sock, ("resumed",), self.parent_alive))
+            if where.seq != seq:
+                raise ProtocolError(f"resumed sequence {where.seq}, expected {seq}")
+            if where.done:
+                return
+            context = where.context.tolist()
+            generated, rnd = len(context) - len(prompt), where.round
+        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft"), context,
                                k_config=config.tree_shape, replacement=config.replacement,
                                lookup=config.draft_lookup, min_confidence=config.min_confidence,
                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
                                else None,
                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
-        generated, rnd = 0, 0
         while True:
             # never draft deeper than the token limit allows: a verdict adds one target token after the draft
             budget = config.max_new_tokens - generated - 1
@@ -101,7 +116,7 @@ class DraftWorker:
                 proposal = drafter.propose(budget)
             sent = time.monotonic()
             draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
-                          sent_at=sent, conf=proposal.conf, draft_s=sent - started)
+                          sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch)
             self.sock.send_multipart(draft.to_frames(), copy=False)
             verdict = Verdict.from_message(_expect(self.sock, ("verdict",), self.parent_alive))
             if verdict.seq != seq or verdict.round != rnd:

@@ -65,6 +65,8 @@ class RunConfig:
     beam_threshold: float = 0.0      # dsbd: t of the dynamic width (Eq. 6-7); 0 = a fixed width
     min_beams: int = 1               # dsbd: W_min of the dynamic width
     beam_input: str = "all"          # beam modes: all beams go on | best: only the most likely (§3.4; not exact)
+    max_restarts: int = 3            # supervision: restarts of one child allowed within restart_period_s (OTP)
+    restart_period_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -145,6 +147,10 @@ class RunConfig:
             raise ConfigError(f"--beam-threshold must be in [0, 1], got {self.beam_threshold}")
         if self.mode in BEAM_MODES and (self.lockstep or self.tree != "fixed" or self.k_config):
             raise ConfigError(f"--mode {self.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
+        if not 0 <= self.max_restarts <= 1000:
+            raise ConfigError(f"--max-restarts must be in 0..1000, got {self.max_restarts}")
+        if not 0 < self.restart_period_s <= 86400:
+            raise ConfigError(f"--restart-period must be in (0, 86400] seconds, got {self.restart_period_s}")
         if self.beam_threshold and self.temperature == 0:
             raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
                               "keeps a fixed width")

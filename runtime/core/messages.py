@@ -26,6 +26,7 @@ class Draft:
     sent_at: float = 0.0
     conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token (calibration, PCT)
     draft_s: float = 0.0            # seconds the worker spent drafting it
+    epoch: int = 0                  # restarts of the worker before it drafted this (supervisor.py)
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -52,7 +53,7 @@ class Draft:
         if self.conf is not None:
             arrays["conf"] = self.conf.astype(np.float32)
         return pack("draft", {"seq": self.seq, "worker": self.worker, "round": self.round,
-                              "sent_at": self.sent_at, "draft_s": self.draft_s}, arrays)
+                              "sent_at": self.sent_at, "draft_s": self.draft_s, "epoch": self.epoch}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> Draft:
@@ -60,7 +61,8 @@ class Draft:
         q = a.get("q")
         return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
                    q.astype(np.float32, copy=False) if q is not None else None,
-                   a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)))
+                   a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)),
+                   int(f.get("epoch", 0)))
 
 
 @dataclass(slots=True)

@@ -107,5 +107,5 @@ class Admission:
             job.idle.discard(child.worker)
             job.mark(child.worker, "fork")
             self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(),
-                                         "sequences": [[seq, local, job.prompts[local], slot, True]]})
+                                         "sequences": [[seq, local, job.prompts[local], slot, "join"]]})
         self.wants = waiting

@@ -32,4 +32,5 @@ class Collected:
     threads: dict[str, int] = field(default_factory=dict)     # child name -> torch threads it was given
     commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)
     states: dict[str, str] = field(default_factory=dict)      # child name -> its process-table state now
-    marks: list[tuple[float, int, str]] = field(default_factory=list)  # dsbd: (when, worker, "fork" | "exit")
+    marks: list[tuple[float, int, str]] = field(default_factory=list)  # (when, worker, "fork" | "exit" | "restart")
+    restarts: list[dict] = field(default_factory=list)  # a worker restarted: who, when, why (engine/supervisor.py)

@@ -1,7 +1,8 @@
 """The engine's thread: it owns every socket and the process table, and moves jobs along.
 
 One loop, like a kernel's: take submissions (woken through a pipe), hear the children (reports.py),
-notice the dead, admit pending jobs and retire idle workers (admission.py), refresh the live views.
+notice the dead and restart what can resume (supervisor.py), admit pending jobs and retire idle workers
+(admission.py), refresh the live views.
 Here too: how a job ends - complete, failed with the child that served it, cancelled, or at shutdown,
 always keeping every token verified so far.
 """
@@ -26,12 +27,13 @@ from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.process_table import Child, ProcessTable, State
 from specsched.runtime.engine.reports import Reports
+from specsched.runtime.engine.supervisor import Intensity, Supervision
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
 STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
 
 
-class Dispatcher(Admission, Reports):
+class Dispatcher(Admission, Reports, Supervision):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float) -> None:
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
@@ -42,6 +44,9 @@ class Dispatcher(Admission, Reports):
         self.jobs: list[JobRun] = []               # not finished, in submission order
         self.by_seq: dict[int, JobRun] = {}        # global sequence id -> its job, while it runs
         self.wants: list[tuple[JobRun, int, int]] = []  # dsbd: (job, sequence, beam slot) waiting for a worker
+        self.intensity = Intensity(config.max_restarts, config.restart_period_s)   # supervisor.py
+        self.epochs: dict[int, int] = {}           # worker id -> its restarts so far
+        self.resuming: dict[int, JobRun] = {}      # restarted worker -> the job whose sequences it resumes
         self.broken: str | None = None             # set once the verifier is gone: no job can run
         self.started = threading.Event()
         self.table: ProcessTable | None = None
@@ -137,6 +142,7 @@ class Dispatcher(Admission, Reports):
             while self.sink.poll(0):
                 self._telemetry(self.sink.recv_multipart(copy=False))
             self._reap()
+            self._hand_resumed()
             self._hand_beam_workers()
             self._admit()
             self._retire_idle()
@@ -183,7 +189,7 @@ class Dispatcher(Admission, Reports):
 
     def _reap(self) -> None:
         for child, code in self.table.dead():
-            self._child_failed(child, f"{child.name} exited with status {code}: {self.table.why(child)}")
+            self._supervise(child, code)
 
     def _child_failed(self, child: Child, error: str) -> None:
         """A verifier failure ends every job (and the engine); a worker's ends the jobs it serves."""

@@ -82,8 +82,9 @@ class ProcessTable:
     def by_worker(self, worker: int) -> Child:
         return self.children[process_name("draft", worker)]
 
-    def spawn(self, role: str, threads: int) -> Child:
-        worker = -1 if role == "verifier" else self._take_worker_id()
+    def spawn(self, role: str, threads: int, worker: int | None = None) -> Child:
+        """A new child; a draft worker takes `worker` (a restart keeps the dead one's id) or the lowest free id."""
+        worker = -1 if role == "verifier" else self._take_worker_id() if worker is None else worker
         name = process_name(role, worker)
         log = self.run_dir / f"{name}.log"
         env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}

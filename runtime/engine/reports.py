@@ -54,6 +54,8 @@ class Reports:
             if job is not None and job.phase is Phase.ANNOUNCED:
                 job.phase = Phase.RUNNING
                 for worker, sequences in job.assignments():
+                    if worker in self.resuming:  # restarted before the job started: resumes once loaded
+                        continue
                     if job.config.mode == "dsbd":
                         job.mark(worker, "fork")
                     self._send(self.table.by_worker(worker), "assign",

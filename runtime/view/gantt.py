@@ -3,8 +3,8 @@
 It reads like Figure 3(b) of the SEED paper: the verifier's row shows whose draft it is verifying
 (the worker's id), each worker's row alternates draft / queued / verify, and idle time shows as
 dots. In dsbd a worker's row also marks where it forks into a beam slot (``+``) and exits it (``†``),
-as the beam width changes. Below it, the run-queue depth per cell and a time axis (seconds since the
-run's first event).
+as the beam width changes; any worker's row marks where it was restarted (``↻``). Below it, the
+run-queue depth per cell and a time axis (seconds since the run's first event).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ STYLES = {"draft": "blue", "queued": "yellow", "verify": "green", "resample": "b
 VERIFYING = "black on green"          # the verifier's verify cells carry the worker's id
 QUEUE_STYLE = "magenta"
 WORKER_MARKS = "0123456789abcdefghijklmnopqrstuvwxyz"
-PROCESS_MARKS = {"fork": "+", "exit": "†"}   # dsbd: a worker forks into a beam slot / exits it
+PROCESS_MARKS = {"fork": "+", "exit": "†", "restart": "↻"}
+MARK_WORDS = {"fork": "forks into a beam slot", "exit": "exits it", "restart": "restarted"}
 PROCESS_MARK_STYLE = "bold cyan"
 MIN_COLUMNS = 10
 _BOLD, _DIM = Style(bold=True), Style.parse(STYLES["idle"])
@@ -77,18 +78,19 @@ class Gantt:
         yield Segment(_axis(s, label_width, columns)[:options.max_width], _DIM)
         yield Segment.line()
         if self.legend:
-            yield from _legend_lines(options.max_width, s.beams)
+            yield from _legend_lines(options.max_width, s.mark_kinds)
 
 
 @functools.lru_cache(maxsize=8)
-def _legend_lines(width: int, beams: bool = False) -> list[Segment]:
+def _legend_lines(width: int, kinds: tuple[str, ...] = ()) -> list[Segment]:
     """The legend, laid out once per width: it is the same in every frame."""
     console = Console(width=width, file=io.StringIO(), color_system="truecolor", force_terminal=True)
-    lines = console.render_lines(legend(beams), console.options.update(width=width), pad=False)
+    lines = console.render_lines(legend(kinds), console.options.update(width=width), pad=False)
     return [seg for line in lines for seg in (*line, Segment.line())]
 
 
-def legend(beams: bool = False) -> Text:
+def legend(kinds: tuple[str, ...] = ()) -> Text:
+    """The legend; `kinds`: the process marks the run can show (Snapshot.mark_kinds)."""
     text = Text()
     for state, name in (("draft", "draft"), ("queued", "queued"), ("verify", "verify"),
                         ("resample", "resample"), ("idle", "idle")):
@@ -98,10 +100,9 @@ def legend(beams: bool = False) -> Text:
     text.append(" verifying worker 0's draft  ")
     text.append("2", QUEUE_STYLE)
     text.append(" drafts in the run queue")
-    if beams:
-        for kind, words in (("fork", "forks into a beam slot"), ("exit", "exits it")):
-            text.append(f"  {PROCESS_MARKS[kind]}", PROCESS_MARK_STYLE)
-            text.append(f" {words}")
+    for kind in kinds:
+        text.append(f"  {PROCESS_MARKS[kind]}", PROCESS_MARK_STYLE)
+        text.append(f" {MARK_WORDS[kind]}")
     return text
 
 

@@ -58,8 +58,8 @@ class Snapshot:
     usage: tuple[Usage, ...] = ()
     label: str = ""                   # where a multi-run job is (a ToT level and phase); in the title too
     states: dict[str, str] = field(default_factory=dict)  # process name -> process-table state (live runs)
-    marks: tuple[tuple[float, int, str], ...] = ()  # dsbd: (when, worker, "fork" | "exit") inside the window
-    beams: bool = False               # a dsbd run: its workers fork into beam slots and exit them
+    marks: tuple[tuple[float, int, str], ...] = ()  # (when, worker, "fork" | "exit" | "restart") in the window
+    mark_kinds: tuple[str, ...] = ()  # the marks the run can show: the legend explains these
 
     @property
     def tokens_per_s(self) -> float:
@@ -139,7 +139,8 @@ class Monitor:
             done=len(collected.done), sequences=c.n_sequences,
             usage=self.usage.sample(collected.processes, now) if self.usage else (),
             label=self.label, states=dict(collected.states),
-            marks=tuple(m for m in collected.marks if start <= m[0] < end), beams=c.mode == "dsbd",
+            marks=tuple(m for m in collected.marks if start <= m[0] < end),
+            mark_kinds=("fork", "exit") * (c.mode == "dsbd") + ("restart",) * bool(collected.restarts),
         )
 
     def _done_workers(self, collected: Collected) -> set[int]:

@@ -1,0 +1,132 @@
+"""Supervision: a draft worker killed mid-run is restarted and resumes from the verified prefix - the
+output is the undisturbed run's, nothing verified is lost - within OTP's restart intensity; beyond
+it the job fails in one line with its tokens kept, and no process is left behind."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import psutil
+import pytest
+from helpers import _NoTelemetry, greedy_reference, run_cli, sim_config, stderr_lines, target_model, words
+
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.resume import Resume
+from specsched.runtime.core.transport import worker_identity
+from specsched.runtime.core.wire import ProtocolError
+from specsched.runtime.engine.engine import Engine
+from specsched.runtime.engine.supervisor import Intensity
+from specsched.scheduler.jobs import JobState
+from specsched.scheduler.resume import resume
+from specsched.scheduler.verifier import Verifier
+
+VOCAB, TOKENS = 16, 200
+PROMPTS = [(i + 1, i + 3) for i in range(4)]
+
+
+def no_orphans() -> bool:
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+@pytest.mark.parametrize("mode", ["seed", "sd"])
+def test_killed_workers_are_restarted_and_the_output_is_the_undisturbed_runs(mode):
+    config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5, max_restarts=100, restart_period_s=1)
+    rng, kills = random.Random(1), 0
+    with Engine(config) as e:
+        job = e.submit([words(VOCAB, p) for p in PROMPTS], mode=mode, max_new_tokens=TOKENS)
+        while kills < 6 and not job.done():
+            time.sleep(0.2)
+            drafting = [p for p in e.processes if p["role"] == "draft" and p["state"] == "drafting"]
+            if drafting:
+                psutil.Process(rng.choice(drafting)["pid"]).kill()
+                kills += 1
+        record = job.result(timeout=120)
+    assert no_orphans()
+    assert kills >= 3, "the run ended before the test could kill enough workers"
+    assert record.status == "ok", record.error
+    assert [s.tokens for s in record.sequences] == [greedy_reference(p, VOCAB, TOKENS) for p in PROMPTS]
+    assert len(record.collected.restarts) == kills  # every kill, restarted once; its marks on the rows
+    assert sum(kind == "restart" for _, _, kind in record.collected.marks) == kills
+    assert all("exited with status -9" in r["why"] and r["reprefilled_tokens"] > 0 for r in record.collected.restarts)
+    assert record.to_json()["restarts"] == record.collected.restarts
+
+
+def test_beyond_the_restart_intensity_the_job_fails_in_one_line_and_keeps_its_tokens():
+    config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5, max_restarts=2, restart_period_s=60)
+    killed: set[int] = set()
+    with Engine(config) as e:
+        job = e.submit([words(VOCAB, PROMPTS[0])], workers=1, max_new_tokens=100_000)
+        deadline = time.monotonic() + 60
+        while not job.done():  # kill the worker each time it is up again: a worker that keeps dying
+            assert time.monotonic() < deadline
+            for p in e.processes:
+                if p["role"] == "draft" and p["pid"] and p["state"] in ("ready", "drafting") and p["pid"] not in killed:
+                    if p["state"] == "ready" or job.collected.tokens.get(0):  # first let it commit something
+                        killed.add(p["pid"])
+                        psutil.Process(p["pid"]).kill()
+            time.sleep(0.01)
+        record = job.result(timeout=60)
+        assert not e.broken  # the engine goes on
+    assert no_orphans()
+    assert record.status == "failed" and len(killed) == 3
+    assert "draft-0 died more than 2 times within 60 s (--max-restarts 2, --restart-period 60)" in record.error
+    kept = record.sequences[0].tokens
+    assert kept and kept == greedy_reference(PROMPTS[0], VOCAB, len(kept))  # every verified token kept
+
+
+def test_restart_intensity_counts_within_a_sliding_window():
+    rule = Intensity(2, 10.0)
+    assert rule.allow("draft-0", 0.0) and rule.allow("draft-0", 1.0)
+    assert not rule.allow("draft-0", 2.0)              # a third within 10 s
+    assert rule.allow("draft-1", 2.0)                  # per child
+    assert rule.allow("draft-0", 10.5)                 # the first has left the window
+    assert not Intensity(0, 5.0).allow("draft-0", 0.0)  # --max-restarts 0: never restart
+
+
+def test_a_resume_drops_the_dead_workers_draft_and_only_the_new_epoch_may_draft():
+    config = RunConfig(backend="sim", mode="seed", sim_vocab=VOCAB, prompts=["x"])
+    v = Verifier(target_model(VOCAB), _NoTelemetry())
+    v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
+                                    v.target))
+    old = Draft.chain(5, 3, 0, [4, 4])
+    v.admit(old, worker_identity(3), 0.0)
+    assert len(v.queue) == 1
+    where = resume(v, Resume(5, 3, 1), worker_identity(3))
+    assert (where.round, where.done, where.context.tolist()) == (0, False, [1, 2]) and len(v.queue) == 0
+    with pytest.raises(ProtocolError, match="epoch 0"):  # the dead process's draft, arriving late
+        v.admit(old, worker_identity(3), 0.0)
+    v.admit(Draft.chain(5, 3, 0, [4, 4], epoch=1), worker_identity(3), 0.0)
+    for r, sender in ((Resume(5, 3, 1), 3), (Resume(5, 3, 2), 4), (Resume(6, 3, 2), 3)):  # stale; forged; none
+        with pytest.raises(ProtocolError, match="newest incarnation"):
+            resume(v, r, worker_identity(sender))
+    assert np.array_equal(v.queue.sequences(), {5})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-restarts", "-1"], "--max-restarts must be in 0..1000"),
+    (["--restart-period", "0"], "--restart-period must be in (0, 86400]"),
+])
+def test_bad_supervision_flags_are_one_line_and_exit_2(args, message):
+    out = run_cli("--backend", "sim", *args)
+    assert out.returncode == 2
+    (line,) = stderr_lines(out.stderr)
+    assert line.startswith("specsched: error: ") and message in line
+
+
+def test_a_killed_verifier_fails_the_running_jobs_in_one_line_keeps_their_tokens_and_leaves_no_orphan():
+    with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=2, sim_verify_ms=4)) as e:
+        job = e.submit([words(VOCAB, p) for p in PROMPTS[:2]], max_new_tokens=100_000)
+        deadline = time.monotonic() + 60
+        while not job.collected.tokens.get(0):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        psutil.Process(next(p["pid"] for p in e.processes if p["name"] == "verifier")).kill()
+        record = job.result(timeout=60)
+        assert record.status == "failed" and "verifier exited with status -9" in record.error
+        assert e.broken and "verifier exited" in e.broken
+        kept = record.sequences[0].tokens
+        assert kept == greedy_reference(PROMPTS[0], VOCAB, len(kept))
+    assert no_orphans()
