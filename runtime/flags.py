@@ -85,6 +85,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         f"fails the jobs it serves (default {d.max_restarts}; 0 = never restart)")
     p.add_argument("--restart-period", type=float, default=d.restart_period_s, metavar="S",
                    help=f"supervision: the window of --max-restarts, in seconds (default {d.restart_period_s:g})")
+    p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, metavar="S",
+                   help=f"supervision: a draft worker silent this long (stopped, hung) is killed and restarted "
+                        f"(default {d.heartbeat_timeout_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0,
                    help="torch threads of the verifier; 0 = before every forward, the cores the drafting workers "
                         "leave free (scheduler/cores.py)")
@@ -149,4 +152,4 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
         min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
-        restart_period_s=args.restart_period, **given)
+        restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout, **given)

@@ -34,10 +34,18 @@ class SequenceState:
     yield_mean: float = 0.0      # running mean of tokens a verification of its drafts commits (0: none yet)
     beam_workers: list[int] = field(default_factory=list)  # dsbd: the draft worker of each beam slot
     epoch: int = 0               # restarts of its worker it has resumed after (scheduler/resume.py)
+    seed: int = 0                # the job's seed and the stream's purpose, for draws()
+    purpose: str = "verify"
 
     @property
     def context(self) -> list[int]:
         return self.prompt + self.generated
+
+    def draws(self) -> np.random.Generator:
+        """The random stream of the sequence's next verification (or target step): keyed by its position
+        (tokens committed), so a restarted process draws what the undisturbed run would (sampling.stream).
+        Every verification commits at least one token, so no position is drawn at twice."""
+        return stream(self.seed, self.local, self.purpose, len(self.generated))
 
 
 @dataclass(slots=True)
@@ -78,12 +86,17 @@ class JobState:
 
     @classmethod
     def from_message(cls, fields: dict, target: LanguageModel) -> JobState:
+        """A job as the engine announces it; re-announced to a restarted verifier, each sequence comes with
+        what it has committed (``generated``, ``done``), which the first verification re-reads."""
         config = RunConfig.from_dict(fields["config"])
         purpose = "target" if config.mode in ("ar", "parallel") else "verify"
         slots = fields.get("beam_workers") or [[] for _ in fields["sequences"]]
         seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
-                              stream(config.seed, int(local), purpose), int(owner), beam_workers=list(beams))
+                              stream(config.seed, int(local), purpose), int(owner), beam_workers=list(beams),
+                              seed=config.seed, purpose=purpose)
                 for (g, local, owner, prompt), beams in zip(fields["sequences"], slots)]
+        for st, generated, done in zip(seqs, fields.get("generated") or [], fields.get("done") or []):
+            st.generated, st.done = [int(t) for t in generated], bool(done)
         deadline = fields.get("deadline")
         return cls(int(fields["job"]), config, seqs, float(fields.get("arrival", 0.0)),
                    int(fields.get("priority", 0)), None if deadline is None else float(deadline))

@@ -26,4 +26,4 @@ def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
     if verifier.queue is not None:
         verifier.queue.drop(lambda q: q.draft.seq == r.seq)
     verifier.riders.pop(r.seq, None)
-    return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32))
+    return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch)

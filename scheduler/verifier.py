@@ -222,7 +222,7 @@ class Verifier(BeamSteps):
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
         for i, (st, (tokens, parents, q), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
             job = self.jobs[st.job]
-            outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.rng)
+            outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws())
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             for c in (self.counters, job.counters):
@@ -247,7 +247,8 @@ class Verifier(BeamSteps):
             self.calibration(job).add(d.conf, d.parents, outcome.path, greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
                               np.asarray(outcome.path, np.int32), st.done, t0, 0.0,
-                              curve.to_list() if curve else None, len(self.queue) if self.queue else 0)
+                              curve.to_list() if curve else None, len(self.queue) if self.queue else 0,
+                              epoch=d.epoch)
             aside = 0 if st.done or not job.config.steps_aside else self.aside.rounds_aside(
                 st.seq, len(kept), len(d.tokens), d.draft_s, curve)
             fresh.append(verdict)

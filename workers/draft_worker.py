@@ -31,6 +31,14 @@ class Stopped(Exception):
     """The engine went away: stop quietly."""
 
 
+class Resync(Exception):
+    """The verifier was restarted (runtime/engine/supervisor.py): resume the assignment under a new epoch."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(f"resync to epoch {epoch}")
+        self.epoch = epoch
+
+
 class DraftWorker:
     """One draft worker: its model, its socket to the verifier (a DEALER named ``w<id>``), its events."""
 
@@ -38,6 +46,7 @@ class DraftWorker:
                  parent_alive=lambda: True) -> None:
         self.model, self.worker, self.sock = model, worker, verify
         self.telemetry, self.parent_alive = telemetry, parent_alive
+        self.control: zmq.Socket | None = None   # the engine's: resync or stop may come while drafting
         self.recorder = Recorder("draft", worker)
         self.retitle = lambda job: None  # the process's name for `ps` (job id, or None when parked)
         # PCT's calibration bins, kept over every sequence this worker drafts (greedy and sampled judge
@@ -58,28 +67,22 @@ class DraftWorker:
         [, how: start | join - a dsbd slot taken mid-sequence | resume - after a restart]), ...], epoch)."""
         # ready only once the verifier has answered: a first draft must not wait for a connection to form
         # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
-        self.sock.send_multipart(pack("hello", {"worker": self.worker}))
         try:
-            _expect(self.sock, ("welcome",), self.parent_alive)
+            self.greet()
         except Stopped:
             return
         control.send_multipart(pack("ready", {"role": "draft", "worker": self.worker}))  # the engine can reach us
+        self.control = control
         try:
             while True:
-                msg = _expect(control, ("assign", "stop"), self.parent_alive)
+                msg = _expect(control, ("assign", "stop", "resync"), self.parent_alive)
                 if msg.kind == "stop":
                     return
+                if msg.kind == "resync":  # late: this assignment had ended before the verifier was restarted
+                    continue
                 config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
-                epoch = int(msg.fields.get("epoch", 0))
                 self.retitle(job)
-                for seq, local, prompt, slot, *how in msg.fields["sequences"]:
-                    how = how[0] if how else "start"   # start | join (a dsbd slot) | resume (after a restart)
-                    if config.mode == "dsbd":
-                        run_beam_slot(self, config, int(seq), int(local), int(slot),
-                                      lambda sock, kinds: _expect(sock, kinds, self.parent_alive), how == "join")
-                    else:
-                        self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
-                                          resume=how == "resume", epoch=epoch)
+                self.run_assignment(config, [list(e) for e in msg.fields["sequences"]], int(msg.fields.get("epoch", 0)))
                 self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})
                 self.retitle(None)
         except Stopped:
@@ -87,22 +90,86 @@ class DraftWorker:
         finally:
             self.sock.close()
 
+    def greet(self) -> None:
+        """hello until welcome. Said again each second: a verifier that died meanwhile never answered, and its
+        successor binds the same endpoint. A restarted worker has its predecessor's identity, so the
+        verifier's answers to the dead one may come first: skipped."""
+        while True:
+            self.sock.send_multipart(pack("hello", {"worker": self.worker}))
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                if self.sock.poll(100):
+                    if unpack(self.sock.recv_multipart(copy=False)).kind == "welcome":
+                        return
+                elif not self.parent_alive():
+                    raise Stopped
+
+    def run_assignment(self, config: RunConfig, entries: list[list], epoch: int) -> None:
+        """Each (sequence id, index in its job, prompt, beam slot[, how]) in turn; how: start | join (a dsbd
+        slot taken mid-sequence) | resume (after a restart). A resync - the verifier was restarted - resumes
+        the unfinished ones under the new epoch."""
+        finished = 0
+        while finished < len(entries):
+            try:
+                for seq, local, prompt, slot, *how in entries[finished:]:
+                    how = how[0] if how else "start"
+                    if config.mode == "dsbd":
+                        run_beam_slot(self, config, int(seq), int(local), int(slot),
+                                      lambda _, kinds: self.expect(kinds), how == "join")
+                    else:
+                        self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
+                                          resume=how == "resume", epoch=epoch)
+                    finished += 1
+            except Resync as r:
+                epoch = r.epoch
+                entries = [[*e[:4], "resume"] for e in entries]
+
+    def expect_current(self, kinds: tuple[str, ...], epoch: int):
+        """As ``expect``, skipping answers meant for an earlier epoch: what a dead verifier, or a verifier
+        answering this process's dead predecessor, sent and this process reads only now."""
+        while True:
+            msg = self.expect(("verdict", "resumed"))
+            if int(msg.fields.get("epoch", 0)) == epoch:
+                if msg.kind not in kinds:
+                    raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")
+                return msg
+
+    def expect(self, kinds: tuple[str, ...]):
+        """The verifier's next message, of one of `kinds`; meanwhile the engine may say resync (raises
+        Resync) or stop (raises Stopped)."""
+        while not self.sock.poll(100):
+            if self.control is not None and self.control.poll(0):
+                msg = unpack(self.control.recv_multipart(copy=False))
+                if msg.kind == "resync":
+                    raise Resync(int(msg.fields["epoch"]))
+                if msg.kind == "stop":
+                    raise Stopped
+                raise ProtocolError(f"unexpected {msg.kind!r} from the engine while drafting")
+            if not self.parent_alive():
+                raise Stopped
+        msg = unpack(self.sock.recv_multipart(copy=False))
+        if msg.kind == "welcome":  # the answer to a hello said twice (greet): nothing to act on
+            return self.expect(kinds)
+        if msg.kind not in kinds:
+            raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")
+        return msg
+
     def run_sequence(self, config: RunConfig, seq: int, local: int, prompt: list[int], *, resume: bool = False,
                      epoch: int = 0) -> None:
-        """Draft `seq` until the verifier says it is done. Its random stream is keyed by the job's seed and
-        the sequence's index in its job, never by what this worker did before. `resume`: this process
+        """Draft `seq` until the verifier says it is done. Its random draws are keyed by the job's seed, the
+        sequence's index in its job and its position, never by what this worker did before. `resume`: this process
         replaces one that died; it asks the verifier for the verified context and round and drafts on."""
         generated, rnd, context = 0, 0, prompt
         if resume:
             self.sock.send_multipart(Resume(seq, self.worker, epoch).to_frames())
-            where = Resumed.from_message(_expect(self.sock, ("resumed",), self.parent_alive))
+            where = Resumed.from_message(self.expect_current(("resumed",), epoch))
             if where.seq != seq:
                 raise ProtocolError(f"resumed sequence {where.seq}, expected {seq}")
             if where.done:
                 return
             context = where.context.tolist()
             generated, rnd = len(context) - len(prompt), where.round
-        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft"), context,
+        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft", generated), context,
                                k_config=config.tree_shape, replacement=config.replacement,
                                lookup=config.draft_lookup, min_confidence=config.min_confidence,
                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
@@ -112,13 +179,14 @@ class DraftWorker:
             # never draft deeper than the token limit allows: a verdict adds one target token after the draft
             budget = config.max_new_tokens - generated - 1
             started = time.monotonic()
+            drafter.rng = stream(config.seed, local, "draft", generated)  # keyed by position, as the verifier's
             with self.recorder.span("draft", seq):
                 proposal = drafter.propose(budget)
             sent = time.monotonic()
             draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
                           sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch)
             self.sock.send_multipart(draft.to_frames(), copy=False)
-            verdict = Verdict.from_message(_expect(self.sock, ("verdict",), self.parent_alive))
+            verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
             if verdict.seq != seq or verdict.round != rnd:
                 raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
                                     f"expected {seq} round {rnd}")

@@ -67,6 +67,7 @@ class RunConfig:
     beam_input: str = "all"          # beam modes: all beams go on | best: only the most likely (§3.4; not exact)
     max_restarts: int = 3            # supervision: restarts of one child allowed within restart_period_s (OTP)
     restart_period_s: float = 5.0
+    heartbeat_timeout_s: float = 10.0  # supervision: a worker silent this long is killed and restarted
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -151,6 +152,8 @@ class RunConfig:
             raise ConfigError(f"--max-restarts must be in 0..1000, got {self.max_restarts}")
         if not 0 < self.restart_period_s <= 86400:
             raise ConfigError(f"--restart-period must be in (0, 86400] seconds, got {self.restart_period_s}")
+        if not 0 < self.heartbeat_timeout_s <= 3600:
+            raise ConfigError(f"--heartbeat-timeout must be in (0, 3600] seconds, got {self.heartbeat_timeout_s}")
         if self.beam_threshold and self.temperature == 0:
             raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
                               "keeps a fixed width")

@@ -78,12 +78,13 @@ class Verdict:
     cost: list | None = None     # the verifier's fitted forward cost (CostCurve.to_list), if any yet
     queue: int = 0               # drafts left waiting in the run queue when this one was verified
     aside: int = 0               # target-only rounds the verifier decoded this sequence alone before answering
+    epoch: int = 0               # the draft's epoch, echoed: a worker ignores answers meant for a dead predecessor
 
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
                                 "verify_end": self.verify_end, "cost": self.cost, "queue": self.queue,
-                                "aside": self.aside},
+                                "aside": self.aside, "epoch": self.epoch},
                     {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32)})
 
     @classmethod
@@ -91,4 +92,4 @@ class Verdict:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
                    bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
-                   int(f.get("queue", 0)), int(f.get("aside", 0)))
+                   int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)))

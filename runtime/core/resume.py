@@ -36,12 +36,13 @@ class Resumed:
     round: int
     done: bool
     context: np.ndarray              # int32: the prompt and every token committed so far
+    epoch: int = 0                   # the resume's, echoed
 
     def to_frames(self) -> list:
-        return pack("resumed", {"seq": self.seq, "round": self.round, "done": self.done},
+        return pack("resumed", {"seq": self.seq, "round": self.round, "done": self.done, "epoch": self.epoch},
                     {"context": self.context.astype(np.int32)})
 
     @classmethod
     def from_message(cls, msg: Message) -> Resumed:
         f = msg.fields
-        return cls(int(f["seq"]), int(f["round"]), bool(f["done"]), msg.arrays["context"])
+        return cls(int(f["seq"]), int(f["round"]), bool(f["done"]), msg.arrays["context"], int(f.get("epoch", 0)))

@@ -106,11 +106,17 @@ def normalised(row: np.ndarray) -> np.ndarray:
     return row / row.sum()
 
 
-def stream(seed: int, sequence: int, purpose: str) -> np.random.Generator:
-    """An RNG stream owned by one sequence and one purpose ("draft" or "verify").
+def stream(seed: int, sequence: int, purpose: str, position: int | None = None) -> np.random.Generator:
+    """An RNG stream owned by one sequence and one purpose ("draft", "verify" or "target").
 
     Each sequence consumes its own streams in an order fixed by its own history, so its output does
-    not depend on which policy ran or how drafts of different sequences were interleaved.
+    not depend on which policy ran or how drafts of different sequences were interleaved. With a
+    `position` (tokens the sequence has committed) the stream is counter-based - Philox keyed by
+    (seed, sequence, purpose, position) - so the draws at a position are a pure function of where the
+    sequence stands, not of a generator's history: a process restarted mid-run draws exactly what the
+    one it replaces would have drawn (runtime/engine/supervisor.py).
     """
     tag = {"draft": 1, "verify": 2, "target": 3}[purpose]
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, sequence, tag])))
+    if position is None:
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, sequence, tag])))
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence([seed, sequence, tag, position])))

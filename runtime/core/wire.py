@@ -38,6 +38,7 @@ KINDS = frozenset({
     "cancel",    # engine -> verifier: forget a job
     "assign",    # engine -> worker: draft these sequences of a job
     "stop",      # engine -> child: exit
+    "resync",    # engine -> worker: the verifier was restarted; resume your sequences under this epoch
     # telemetry (every child's PUSH -> engine's PULL)
     "ready",     # child -> engine: my model is loaded, I take work
     "job_ack",   # verifier -> engine: the job is known; its drafts may come
@@ -47,6 +48,7 @@ KINDS = frozenset({
     "events",    # any -> engine: timeline events
     "commit",    # verifier -> engine: tokens now final for a sequence
     "beam_want",  # verifier -> engine: a dsbd sequence widened; send a worker for this slot
+    "beat",      # any child -> engine: still here (runtime/engine/heartbeat.py)
     "error",     # any -> engine: a fatal error, one line
 })
 

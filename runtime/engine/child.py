@@ -20,6 +20,7 @@ import zmq
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.transport import Telemetry, connect_control, process_name
+from specsched.runtime.engine.heartbeat import Heartbeat
 
 
 def set_title(text: str) -> None:
@@ -47,6 +48,7 @@ def serve(spec: dict) -> int:
     ctx = zmq.Context()
     telemetry = Telemetry(ctx, spec["endpoints"]["telemetry"])
     control = connect_control(ctx, spec["endpoints"]["control"], process_name(role, worker))
+    heartbeat = Heartbeat(ctx, spec["endpoints"]["telemetry"], role, worker)  # heartbeat.py
     code = 0
     try:
         _dispatch(spec, config, ctx, control, telemetry, parent_alive)
@@ -57,6 +59,7 @@ def serve(spec: dict) -> int:
                                  "message": f"{where}: {_one_line(exc)}"})
         code = 1
     finally:
+        heartbeat.stop()
         control.close()
         telemetry.close()
         ctx.term()

@@ -47,6 +47,9 @@ class Dispatcher(Admission, Reports, Supervision):
         self.intensity = Intensity(config.max_restarts, config.restart_period_s)   # supervisor.py
         self.epochs: dict[int, int] = {}           # worker id -> its restarts so far
         self.resuming: dict[int, JobRun] = {}      # restarted worker -> the job whose sequences it resumes
+        self.last_heartbeat_check = time.monotonic()
+        self.reannounce: dict[int, JobRun] = {}    # jobs a restarted verifier must be told of again
+        self.resyncing: set[int] = set()           # jobs whose workers resync once the new verifier has them
         self.broken: str | None = None             # set once the verifier is gone: no job can run
         self.started = threading.Event()
         self.table: ProcessTable | None = None
@@ -141,6 +144,7 @@ class Dispatcher(Admission, Reports, Supervision):
                 self._hello(self.control.recv_multipart())
             while self.sink.poll(0):
                 self._telemetry(self.sink.recv_multipart(copy=False))
+            self._check_heartbeats()
             self._reap()
             self._hand_resumed()
             self._hand_beam_workers()

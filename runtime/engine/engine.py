@@ -33,7 +33,8 @@ from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
 
 ENGINE_FIELDS = ("backend", "target", "draft", "dtype", "transport", "verifier_threads",
-                 "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s")
+                 "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
+                 "heartbeat_timeout_s")
 
 
 class Job:

@@ -96,9 +96,9 @@ class JobRun:
             self.collected.done.add(local)
 
     def mark(self, worker: int, kind: str) -> None:
-        """A pool worker forks into one of the job's beam slots or exits it: a mark on its row (live view,
-        traces), in the job's worker ids."""
-        self.collected.marks.append((time.monotonic(), self.local_worker(worker), kind))
+        """A pool worker forks into one of the job's beam slots, exits it or is restarted (-1: the verifier
+        is): a mark on its row (live view, traces), in the job's worker ids."""
+        self.collected.marks.append((time.monotonic(), worker if worker < 0 else self.local_worker(worker), kind))
 
     def event(self, e: Event) -> None:
         """An event of this job's: ids translated; the verifier's shared events (idle, a batch across
@@ -116,7 +116,10 @@ class JobRun:
         return {"job": self.id, "config": self.config.to_dict(), "threads": threads, "elastic": elastic,
                 "arrival": self.submitted, "priority": self.meta.priority, "deadline": deadline,
                 "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)],
-                "beam_workers": [self.beam_workers(i) for i in range(self.n)]}
+                "beam_workers": [self.beam_workers(i) for i in range(self.n)],
+                # what is committed so far: empty at first, all of it when re-announced to a restarted verifier
+                "generated": [self.collected.tokens.get(i, []) for i in range(self.n)],
+                "done": [i in self.collected.done for i in range(self.n)]}
 
     def beam_workers(self, local_seq: int) -> list[int]:
         """dsbd: the pool workers of a sequence's beams, slot by slot (empty in other modes)."""

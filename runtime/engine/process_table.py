@@ -50,6 +50,9 @@ class Child:
     job: int | None = None       # the job it serves now
     since: float = field(default_factory=time.monotonic)  # when it entered its state
     history: list[tuple[float, str, int | None]] = field(default_factory=list)
+    beat: float = field(default_factory=time.monotonic)  # when its last heartbeat arrived (heartbeat.py)
+    hung: str | None = None      # why the engine killed it, when it did (no heartbeat)
+    said: str | None = None      # the error it reported before it exited
 
     def become(self, state: State, job: int | None = None) -> None:
         self.state, self.job, self.since = state, job, time.monotonic()
@@ -99,6 +102,13 @@ class ProcessTable:
         """The lowest id no live worker holds: a fresh engine numbers its workers 0..n-1, as runs always did."""
         taken = {c.worker for c in self.workers()}
         return next(w for w in range(len(taken) + 1) if w not in taken)
+
+    def kill(self, child: Child) -> None:
+        """SIGKILL (which ends a stopped process too); the next look at the dead reaps it."""
+        try:
+            psutil.Process(child.proc.known_pid).kill()
+        except (psutil.NoSuchProcess, TypeError, ValueError):
+            pass
 
     def dead(self) -> list[tuple[Child, int]]:
         """Children that exited unasked since last looked at, with their exit status; retired ones that

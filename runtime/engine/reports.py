@@ -10,6 +10,8 @@ taken for its successor's. A mixin of the Dispatcher.
 
 from __future__ import annotations
 
+import time
+
 from specsched.runtime.core.events import Event
 from specsched.runtime.core.wire import ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
@@ -51,7 +53,9 @@ class Reports:
                 self._event(Event.from_row(row))
         elif msg.kind == "job_ack":
             job = self._job(int(f["job"]))
-            if job is not None and job.phase is Phase.ANNOUNCED:
+            if job is not None and job.id in self.resyncing:  # a restarted verifier has the job again
+                self._resync(job)
+            elif job is not None and job.phase is Phase.ANNOUNCED:
                 job.phase = Phase.RUNNING
                 for worker, sequences in job.assignments():
                     if worker in self.resuming:  # restarted before the job started: resumes once loaded
@@ -84,14 +88,18 @@ class Reports:
                 if job.config.mode == "dsbd":  # it left its beam slot: the sequence ended or narrowed
                     job.mark(child.worker, "exit")
                 self._maybe_complete(job)
+        elif msg.kind == "beat":  # heartbeat.py: the child is not stopped
+            child = self._incarnation(f)
+            if child is not None:
+                child.beat = time.monotonic()
         elif msg.kind == "beam_want":  # dsbd: a sequence widened; admission.py hands the slot a worker
             job = self._job(int(f["job"]))
             if job is not None:
                 self.wants.append((job, int(f["seq"]), int(f["slot"])))
-        elif msg.kind == "error":
+        elif msg.kind == "error":  # its last words: the child exits next, and the supervisor hears why
             child = self._incarnation(f)
             if child is not None:
-                self._child_failed(child, str(f.get("message", f"{child.name} failed")))
+                child.said = str(f.get("message", f"{child.name} failed"))
 
     def _event(self, e: Event) -> None:
         if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)

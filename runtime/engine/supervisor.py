@@ -9,11 +9,19 @@ one's name and worker id, so the verifier's owner of each sequence stays the sam
 what is committed - for the verified context and round, and drafts on. Its *epoch* (restarts of that
 worker so far) keeps any draft of the dead process out of the run queue. What can resume: a worker of
 a seed or sd job, running or waiting to start. A dsbd beam worker's death still fails its job (its
-slot's round would have to be rebuilt; left for later).
+slot's round would have to be rebuilt; left for later). A stopped worker is found by its silence
+(heartbeat.py) and killed, then restarted the same way.
+
+The verifier too: a new one is started, every live job is announced to it again with each sequence's
+committed tokens (the engine hears every commit before any worker does), which its first forward
+re-reads into a fresh target cache; each drafting worker is then told to *resync* - drop its
+conversation with the dead verifier and resume under a new epoch. Beam jobs fail instead (their
+beams are not their commits).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 
@@ -41,46 +49,112 @@ class Supervision:
     """A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets."""
 
     def _supervise(self, child: Child, code: int) -> None:
-        """A child exited unasked: restart it if every job it serves can resume, else fail them."""
-        error = f"{child.name} exited with status {code}: {self.table.why(child)}"
+        """A child exited unasked: restart it if what it serves can resume, else fail that."""
+        error = f"{child.name} {child.hung}" if child.hung else child.said or \
+            f"{child.name} exited with status {code}: {self.table.why(child)}"
+        if child.role == "verifier":
+            self._restart_verifier(child, error)
+            return
         serves = self._served_by(child)
-        if child.role != "draft" or not serves or any(not _resumable(j) for j in serves):
+        if not serves or any(not _resumable(j) for j in serves):
             self._child_failed(child, error)
             return
-        c = self.config
         if not self.intensity.allow(child.name, time.monotonic()):
-            self._child_failed(child, f"{child.name} died more than {c.max_restarts} times within "
-                                      f"{c.restart_period_s:g} s (--max-restarts {c.max_restarts}, --restart-period "
-                                      f"{c.restart_period_s:g}); last: {error}")
+            self._child_failed(child, self._beyond(child, error))
             return
-        self.table.spawn("draft", child.threads, worker=child.worker)
-        self.epochs[child.worker] = epoch = self.epochs.get(child.worker, 0) + 1
+        self.table.spawn("draft", child.threads, worker=child.worker).job = child.job  # its death is the job's too
+        self.epochs[child.worker] = self.epochs.get(child.worker, 0) + 1
         for job in serves:
             if job.phase is not Phase.PENDING:   # a pending job's workers are assigned when it starts
                 self.resuming[child.worker] = job
             sequences = [s for w, seqs in job.assignments() if w == child.worker for s in seqs]
-            job.collected.restarts.append({
-                "process": f"draft-{job.local_worker(child.worker)}", "at": time.monotonic(), "why": error,
-                "epoch": epoch, "reprefilled_tokens": sum(len(p) + len(job.collected.tokens.get(local, []))
-                                                          for _, local, p, _ in sequences
-                                                          if local not in job.collected.done)})
-            job.mark(child.worker, "restart")
+            self._note_restart(job, child.worker, error, [local for _, local, _, _ in sequences])
+
+    def _restart_verifier(self, child: Child, error: str) -> None:
+        """A new verifier; every live job is announced to it again with what it has committed, and each of
+        its drafting workers is told to resync (resume from the verified prefix) once it has the job."""
+        if not self.intensity.allow(child.name, time.monotonic()):
+            self._child_failed(child, self._beyond(child, error))
+            return
+        self._salvage(0.05)  # the dead verifier's last commits: the new one must start from them
+        live = [j for j in self.jobs if j.phase in (Phase.ANNOUNCED, Phase.RUNNING)]
+        for job in [j for j in live if j.config.beam_mode]:  # beams rewrite their past: commits cannot restore them
+            self._end(job, "failed", f"{error} (a {job.config.mode} job cannot resume on a new verifier)",
+                      forgotten=True)
+        self.table.spawn("verifier", child.threads)
+        self.epochs[-1] = self.epochs.get(-1, 0) + 1
+        for job in [j for j in live if j in self.jobs]:
+            self.reannounce[job.id] = job
+            self._note_restart(job, -1, error, list(range(job.n)))
+
+    def _beyond(self, child: Child, error: str) -> str:
+        c = self.config
+        return (f"{child.name} died more than {c.max_restarts} times within {c.restart_period_s:g} s "
+                f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
+
+    def _note_restart(self, job: JobRun, worker: int, error: str, sequences: list[int]) -> None:
+        """In the job's record: who (in the job's names), when, why, and the tokens its sequences re-read."""
+        unfinished = [i for i in sequences if i not in job.collected.done]
+        job.collected.restarts.append({
+            "process": "verifier" if worker < 0 else f"draft-{job.local_worker(worker)}", "at": time.monotonic(),
+            "why": error, "epoch": self.epochs[worker],
+            "reprefilled_tokens": sum(len(job.prompts[i]) + len(job.collected.tokens.get(i, [])) for i in unfinished)})
+        job.mark(worker, "restart")
+
+    def _check_heartbeats(self) -> None:
+        """A draft worker serving a job, or the verifier while a job runs, silent for --heartbeat-timeout is
+        killed, so that the next look at the dead finds it and it is restarted (heartbeat.py). After a stall
+        of the engine's own loop (a heartbeat is timed when the engine reads it) nobody is judged: every
+        clock starts over."""
+        now, limit = time.monotonic(), self.config.heartbeat_timeout_s
+        stalled, self.last_heartbeat_check = now - self.last_heartbeat_check > 1.0, now
+        verifier = self.table.verifier
+        serving = verifier.state is State.READY and any(j.phase is Phase.RUNNING for j in self.jobs)
+        for c in [*self.table.workers(), verifier]:
+            busy = c.state is State.DRAFTING or (c is verifier and serving)
+            if stalled:
+                c.beat = now
+            elif busy and c.hung is None and now - c.beat > limit:
+                c.hung = f"sent no heartbeat for {limit:g} s (stopped or hung), so the engine killed it"
+                self.table.kill(c)
 
     def _served_by(self, child: Child) -> list[JobRun]:
         return [j for j in self.jobs if child.job == j.id or (j.phase is Phase.PENDING and child.worker in j.workers)]
 
     def _hand_resumed(self) -> None:
-        """A restarted worker, once loaded and once its job runs, is told to resume its sequences."""
+        """Once the new verifier is up, it gets every live job again; a restarted worker, once loaded and once
+        the verifier knows its job, is told to resume its sequences."""
+        verifier = self.table.verifier
+        if self.reannounce and verifier.state is State.READY:
+            for job in self.reannounce.values():
+                if job in self.jobs:
+                    threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - len(job.workers))
+                    self._send(verifier, "job", job.job_message(threads, elastic=not self.config.verifier_threads))
+                    if job.phase is Phase.RUNNING:
+                        self.resyncing.add(job.id)   # its workers resync on the job_ack (reports.py)
+            self.reannounce.clear()
         for worker, job in list(self.resuming.items()):
             child = self.table.by_worker(worker)
             if job.phase is Phase.DONE or job not in self.jobs or child.state is State.EXITED:
                 del self.resuming[worker]
-            elif child.state is State.READY and job.phase is Phase.RUNNING:
+            elif child.state is State.READY and job.phase is Phase.RUNNING and not self._reannouncing(job):
                 del self.resuming[worker]
                 child.become(State.DRAFTING, job.id)
                 sequences = [[*s, "resume"] for w, seqs in job.assignments() if w == worker for s in seqs]
                 self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "sequences": sequences,
                                              "epoch": self.epochs[worker]})
+
+    def _reannouncing(self, job: JobRun) -> bool:
+        return job.id in self.reannounce or job.id in self.resyncing
+
+    def _resync(self, job: JobRun) -> None:
+        """The new verifier has the job: each of its drafting workers drops the conversation it had with the
+        dead one and resumes from the verified prefix, under a new epoch."""
+        self.resyncing.discard(job.id)
+        for c in self.table.workers():
+            if c.job == job.id and c.state is State.DRAFTING and c.worker not in self.resuming:
+                self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
+                self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
 
 
 def _resumable(job: JobRun) -> bool:

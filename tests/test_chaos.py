@@ -1,0 +1,82 @@
+"""Chaos (the slow set): children killed at random while a run goes on - the verifier included - and
+the output is exactly the undisturbed run's, greedy and sampled with a seed, with every kill restarted
+and recorded; the same on the real default pair with one worker kill and one verifier kill."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import psutil
+import pytest
+from helpers import sim_config, words
+
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.engine import Engine
+
+VOCAB = 64  # sampled at T = 0.5 with seed 2 no sequence ends early: the run outlasts the kills
+
+
+def serving(engine: Engine) -> list[dict]:
+    return [p for p in engine.processes
+            if p["state"] == "drafting" or (p["name"] == "verifier" and p["state"] == "ready")]
+
+
+def kill(process: dict) -> bool:
+    try:
+        psutil.Process(process["pid"]).kill()
+        return True
+    except psutil.NoSuchProcess:  # killed a moment ago, not reaped yet
+        return False
+
+
+def no_orphans() -> bool:
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature, seed", [(0.0, 0), (0.5, 2)])
+def test_a_random_child_killed_every_half_second_twenty_times_changes_nothing(temperature, seed):
+    config = sim_config(sim_vocab=VOCAB, sim_draft_ms=20, sim_verify_ms=30, max_restarts=20, restart_period_s=5)
+    prompts = [words(VOCAB, (i + 1, i + 2)) for i in range(8)]
+    settings = dict(max_new_tokens=300, temperature=temperature, seed=seed)
+    rng, killed = random.Random(seed), []
+    with Engine(config) as e:
+        job = e.submit(prompts, **settings)
+        while len(killed) < 20:
+            time.sleep(0.5)
+            assert not job.done(), f"the run ended after {len(killed)} kills"
+            children = serving(e)
+            victim = next(p for p in children if p["name"] == "verifier") if len(killed) % 4 == 3 and any(
+                p["name"] == "verifier" for p in children) else rng.choice(children)  # every 4th: the verifier
+            if kill(victim):
+                killed.append(victim["name"])
+        record = job.result(timeout=600)
+        undisturbed = e.generate(prompts, **settings)
+    assert no_orphans()
+    assert record.status == "ok", record.error
+    assert [s.tokens for s in record.sequences] == [s.tokens for s in undisturbed.sequences]
+    assert all(s.finished for s in record.sequences)  # nothing verified lost, nothing cut short
+    assert len(record.collected.restarts) == 20 and killed.count("verifier") >= 5
+    assert sorted(r["process"] for r in record.collected.restarts) == sorted(
+        "verifier" if name == "verifier" else name for name in killed)
+
+
+@pytest.mark.slow
+def test_on_the_default_pair_a_worker_kill_and_a_verifier_kill_change_nothing():
+    prompt, settings = "Name three colours and say why the sky is blue.", dict(workers=1, max_new_tokens=48)
+    with Engine(RunConfig()) as e:
+        undisturbed = e.generate(prompt, **settings)
+        job = e.submit(prompt, **settings)
+        for victim in ("draft-0", "verifier"):
+            committed = sum(map(len, job.collected.tokens.values()))
+            deadline = time.monotonic() + 300
+            while sum(map(len, job.collected.tokens.values())) <= committed + 4:  # a few tokens more each time
+                assert time.monotonic() < deadline and not job.done()
+                time.sleep(0.01)
+            assert kill(next(p for p in e.processes if p["name"] == victim))
+        record = job.result(timeout=600)
+    assert no_orphans()
+    assert record.status == "ok", record.error
+    assert record.sequences[0].tokens == undisturbed.sequences[0].tokens
+    assert [r["process"] for r in record.collected.restarts] == ["draft-0", "verifier"]
