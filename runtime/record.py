@@ -56,6 +56,7 @@ class RunRecord:
             # a worker forking into a dsbd beam slot, exiting it or restarted: [time, worker, kind]
             **({"process_marks": [list(m) for m in self.collected.marks]} if self.collected.marks else {}),
             **({"restarts": self.collected.restarts} if self.collected.restarts else {}),
+            "rejected_telemetry": self.collected.rejected_telemetry,  # refused by the engine (engine/reports.py)
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

@@ -49,8 +49,9 @@ def summary_table(record: RunRecord) -> Table:
     error = ece(record.collected.calibration)
     if error is not None:
         rows.append(("draft calibration (ECE)", f"{error:.3f}"))
-    if m.rejected_messages:
-        rows.append(("rejected messages", str(m.rejected_messages)))
+    if m.rejected_messages or record.collected.rejected_telemetry:
+        rows.append(("rejected messages", f"{m.rejected_messages} at the verifier, "
+                                          f"{record.collected.rejected_telemetry} at the engine"))
     if restarts := record.collected.restarts:  # engine/supervisor.py: who died, resumed from the verified prefix
         who = sorted({r["process"] for r in restarts})
         rows.append(("restarts", f"{len(restarts)} ({', '.join(who)}), "

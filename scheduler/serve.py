@@ -105,5 +105,5 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")
             v.admit(Draft.from_message(msg), frames[0].bytes, now)
-        except (ProtocolError, KeyError, TypeError, ValueError) as exc:
-            v.reject(exc)
+        except (ProtocolError, KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError) as exc:
+            v.reject(exc)  # whatever a hostile message's contents raise: counted, never fatal

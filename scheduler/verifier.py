@@ -91,7 +91,9 @@ class Verifier(BeamSteps):
         self.counters.rejected_messages += 1
         if not self.jobs:
             self.rejected_unclaimed += 1
-        print(f"verifier: rejected message: {reason}", file=sys.stderr)
+        n = self.counters.rejected_messages
+        if n <= 20 or n % 10_000 == 0:  # a flood must not fill the log: the first few, then a count
+            print(f"verifier: rejected message {n}: {reason}", file=sys.stderr)
 
     def finished_jobs(self) -> list[JobState]:
         return [j for j in self.jobs.values() if j.done]

@@ -17,9 +17,10 @@ from specsched.runtime.engine.engine import Engine
 VOCAB = 64  # sampled at T = 0.5 with seed 2 no sequence ends early: the run outlasts the kills
 
 
-def serving(engine: Engine) -> list[dict]:
-    return [p for p in engine.processes
-            if p["state"] == "drafting" or (p["name"] == "verifier" and p["state"] == "ready")]
+def serving(engine: Engine, killed: set[int]) -> list[dict]:
+    """Processes serving the job; not one killed a moment ago and listed until it is reaped."""
+    return [p for p in engine.processes if p["pid"] not in killed
+            and (p["state"] == "drafting" or (p["name"] == "verifier" and p["state"] == "ready"))]
 
 
 def kill(process: dict) -> bool:
@@ -40,15 +41,16 @@ def test_a_random_child_killed_every_half_second_twenty_times_changes_nothing(te
     config = sim_config(sim_vocab=VOCAB, sim_draft_ms=20, sim_verify_ms=30, max_restarts=20, restart_period_s=5)
     prompts = [words(VOCAB, (i + 1, i + 2)) for i in range(8)]
     settings = dict(max_new_tokens=300, temperature=temperature, seed=seed)
-    rng, killed = random.Random(seed), []
+    rng, killed, pids = random.Random(seed), [], set()
     with Engine(config) as e:
         job = e.submit(prompts, **settings)
         while len(killed) < 20:
             time.sleep(0.5)
             assert not job.done(), f"the run ended after {len(killed)} kills"
-            children = serving(e)
+            children = serving(e, pids)
             victim = next(p for p in children if p["name"] == "verifier") if len(killed) % 4 == 3 and any(
                 p["name"] == "verifier" for p in children) else rng.choice(children)  # every 4th: the verifier
+            pids.add(victim["pid"])
             if kill(victim):
                 killed.append(victim["name"])
         record = job.result(timeout=600)

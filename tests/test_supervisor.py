@@ -35,20 +35,26 @@ def run_with_kills(mode: str, kills_wanted: int, n: int = len(PROMPTS), victim: 
     """A run during which a random drafting worker (or the verifier) is SIGKILLed every 0.2 s, `kills_wanted`
     times; and the same run undisturbed, on the same engine."""
     config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5, max_restarts=100, restart_period_s=1)
-    rng, kills = random.Random(1), 0
+    rng, kills, killed = random.Random(1), 0, set()
     prompts = [words(VOCAB, p) for p in PROMPTS[:n]]
     with Engine(config) as e:
         job = e.submit(prompts, mode=mode, max_new_tokens=TOKENS, **settings)
+        deadline = time.monotonic() + 60
+        while not job.collected.tokens:  # the job has started: its processes serve it
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         # stop well before the end, so no victim is a worker that has just finished its sequence
         while kills < kills_wanted and max(map(len, job.collected.tokens.values()), default=0) < TOKENS // 2:
             time.sleep(0.2)
             drafting = [p for p in e.processes if p["role"] == victim and p["state"] in ("drafting", "ready")
-                        and (victim == "verifier" or p["state"] == "drafting")]
-            if drafting:
+                        and (victim == "verifier" or p["state"] == "drafting") and p["pid"] not in killed]
+            if drafting:  # (a process killed a moment ago may still be listed, until it is reaped)
+                pid = rng.choice(drafting)["pid"]
+                killed.add(pid)
                 try:
-                    psutil.Process(rng.choice(drafting)["pid"]).kill()
+                    psutil.Process(pid).kill()
                     kills += 1
-                except psutil.NoSuchProcess:  # died already (killed a moment ago, not reaped yet)
+                except psutil.NoSuchProcess:  # exited on its own meanwhile
                     pass
         record = job.result(timeout=120)
         undisturbed = e.generate(prompts, mode=mode, max_new_tokens=TOKENS, **settings)

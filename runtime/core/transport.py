@@ -8,6 +8,7 @@ named after the process (``verifier``, ``draft-3``) and takes jobs, assignments 
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,9 +66,10 @@ class Telemetry:
         self.sock = ctx.socket(zmq.PUSH)
         self.sock.setsockopt(zmq.LINGER, LINGER_MS)
         self.sock.connect(endpoint)
+        self.pid = os.getpid()  # every message names its sender: the engine takes telemetry only from its children
 
     def send(self, kind: str, fields: dict | None = None, arrays: dict | None = None) -> None:
-        self.sock.send_multipart(pack(kind, fields, arrays), copy=False)
+        self.sock.send_multipart(pack(kind, {"pid": self.pid, **(fields or {})}, arrays), copy=False)
 
     def events(self, rows: list[list]) -> None:
         if rows:

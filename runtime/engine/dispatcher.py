@@ -53,6 +53,8 @@ class Dispatcher(Admission, Reports, Supervision):
         self.broken: str | None = None             # set once the verifier is gone: no job can run
         self.started = threading.Event()
         self.table: ProcessTable | None = None
+        self.endpoints = None                      # where the children connect, once started
+        self.rejected_telemetry = 0                # telemetry messages refused (reports.py)
         self.thread = threading.Thread(target=self._main, name="specsched-engine", daemon=True)
         self.thread.start()
 
@@ -92,7 +94,7 @@ class Dispatcher(Admission, Reports, Supervision):
         reason: str | None = "the engine stopped"
         status = "interrupted"  # what a job still running becomes: closing the engine interrupts it
         try:
-            endpoints = make_endpoints(self.config.transport, run_dir)
+            self.endpoints = endpoints = make_endpoints(self.config.transport, run_dir)
             self.sink.bind(endpoints.telemetry)
             self.control.bind(endpoints.control)
             base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid()}

@@ -173,6 +173,17 @@ class Engine:
         return table.snapshot() if table is not None else []
 
     @property
+    def endpoints(self) -> dict:
+        """Where the children connect (verify, telemetry, control), once the engine has started."""
+        self._dispatcher.started.wait()
+        return self._dispatcher.endpoints.to_dict()
+
+    @property
+    def rejected_telemetry(self) -> int:
+        """Telemetry messages refused over the engine's life: malformed, or from no child of this engine."""
+        return self._dispatcher.rejected_telemetry
+
+    @property
     def broken(self) -> str | None:
         """Why no job can run any more (the verifier died), or None."""
         return self._dispatcher.broken

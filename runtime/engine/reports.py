@@ -17,6 +17,8 @@ from specsched.runtime.core.wire import ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
 from specsched.runtime.engine.process_table import Child, State
 
+VERIFIER_ONLY = frozenset({"commit", "job_ack", "job_done", "job_failed", "beam_want"})
+
 
 class Reports:
     def _hello(self, frames: list) -> None:
@@ -29,20 +31,35 @@ class Reports:
         if msg.kind == "ready" and child.state is State.STARTING:
             child.become(State.READY)
 
-    def _incarnation(self, fields: dict) -> Child | None:
-        """The live child that sent a message: by name and pid, so a late message of a dead process whose
-        name was reused is not taken for its successor's."""
-        name = "verifier" if fields.get("role") == "verifier" else f"draft-{int(fields.get('worker', -1))}"
-        child = self.table.children.get(name)
-        if child is None or (fields.get("pid") is not None and int(fields["pid"]) != child.proc.pid):
+    def _telemetry(self, frames: list) -> None:
+        """One message of a child's. Anything malformed, not from a live child of this engine (by the pid
+        every message carries: a late message of a dead process whose name was reused is not its
+        successor's), or from the wrong kind of child is refused and counted (``rejected_telemetry``,
+        in every running job too), never acted on."""
+        try:
+            msg = unpack(frames)
+            sender = self._sender(msg)
+            if sender is None:
+                raise ProtocolError(f"{msg.kind} from no child of this engine")
+            self._handle(msg, sender)
+        except (ProtocolError, KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError):
+            self.rejected_telemetry += 1
+            for job in self.jobs:
+                if job.phase is Phase.RUNNING:
+                    job.collected.rejected_telemetry += 1
+
+    def _sender(self, msg) -> Child | None:
+        """The child that sent `msg`; only the verifier speaks of jobs and commits, and every event row a
+        child sends is its own."""
+        pid = msg.fields.get("pid")
+        child = next((c for c in self.table.children.values() if pid is not None and c.proc.known_pid == pid), None)
+        if child is None or (msg.kind in VERIFIER_ONLY and child.role != "verifier"):
+            return None
+        if msg.kind == "events" and any(row[0] != pid for row in msg.fields["rows"]):
             return None
         return child
 
-    def _telemetry(self, frames: list) -> None:
-        try:
-            msg = unpack(frames)
-        except ProtocolError:
-            return
+    def _handle(self, msg, sender: Child) -> None:
         f = msg.fields
         if msg.kind == "commit":
             job = self.by_seq.get(int(f["seq"]))
@@ -79,8 +96,8 @@ class Reports:
             if job is not None:
                 self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
         elif msg.kind == "idle":
-            child, job = self._incarnation({**f, "role": "draft"}), self._job(int(f["job"]))
-            if child is None or child.state is not State.DRAFTING or child.job != int(f["job"]):
+            child, job = sender, self._job(int(f["job"]))
+            if child.role != "draft" or child.state is not State.DRAFTING or child.job != int(f["job"]):
                 return
             child.become(State.PARKED)
             if job is not None:
@@ -89,17 +106,13 @@ class Reports:
                     job.mark(child.worker, "exit")
                 self._maybe_complete(job)
         elif msg.kind == "beat":  # heartbeat.py: the child is not stopped
-            child = self._incarnation(f)
-            if child is not None:
-                child.beat = time.monotonic()
+            sender.beat = time.monotonic()
         elif msg.kind == "beam_want":  # dsbd: a sequence widened; admission.py hands the slot a worker
             job = self._job(int(f["job"]))
             if job is not None:
                 self.wants.append((job, int(f["seq"]), int(f["slot"])))
         elif msg.kind == "error":  # its last words: the child exits next, and the supervisor hears why
-            child = self._incarnation(f)
-            if child is not None:
-                child.said = str(f.get("message", f"{child.name} failed"))
+            sender.said = str(f.get("message", f"{sender.name} failed"))
 
     def _event(self, e: Event) -> None:
         if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)

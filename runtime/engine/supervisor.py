@@ -83,9 +83,10 @@ class Supervision:
                       forgotten=True)
         self.table.spawn("verifier", child.threads)
         self.epochs[-1] = self.epochs.get(-1, 0) + 1
-        for job in [j for j in live if j in self.jobs]:
-            self.reannounce[job.id] = job
-            self._note_restart(job, -1, error, list(range(job.n)))
+        for job in self.jobs:  # a pending job waited on it too: its record says so
+            if job in live:
+                self.reannounce[job.id] = job
+            self._note_restart(job, -1, error, list(range(job.n)) if job in live else [])
 
     def _beyond(self, child: Child, error: str) -> str:
         c = self.config
