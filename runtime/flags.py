@@ -81,12 +81,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
     p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
     p.add_argument("--max-restarts", type=int, default=d.max_restarts, metavar="R",
-                   help=f"supervision: restarts of one draft worker allowed within --restart-period; one more "
-                        f"fails the jobs it serves (default {d.max_restarts}; 0 = never restart)")
+                   help=f"supervision: restarts of one child (a draft worker or the verifier) allowed within "
+                        f"--restart-period; one more fails the jobs it serves (default {d.max_restarts}; 0 = never)")
     p.add_argument("--restart-period", type=float, default=d.restart_period_s, metavar="S",
                    help=f"supervision: the window of --max-restarts, in seconds (default {d.restart_period_s:g})")
     p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, metavar="S",
-                   help=f"supervision: a draft worker silent this long (stopped, hung) is killed and restarted "
+                   help=f"supervision: a child silent this long (stopped, hung) is killed and restarted "
                         f"(default {d.heartbeat_timeout_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0,
                    help="torch threads of the verifier; 0 = before every forward, the cores the drafting workers "

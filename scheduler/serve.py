@@ -82,8 +82,13 @@ def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry) -> bool:
     return True
 
 
+DRAIN_MAX = 1000  # messages read per turn of the loop
+
+
 def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
-    while router.poll(0):  # every arrived message into the run queue
+    for _ in range(DRAIN_MAX):  # what has arrived, into the run queue; a flood still leaves turns to verify
+        if not router.poll(0):
+            break
         frames = router.recv_multipart(copy=False)
         now = time.monotonic()
         try:

@@ -8,10 +8,9 @@ The statistical test: the sim models are order-2 Markov (the next token depends 
 so a lossless run's output is a Markov chain with the target's transition probabilities. We count
 the transitions of long sequences and apply Pearson's chi-square, summed over contexts
 (Anderson & Goodman 1957), cells pooled to expect >= 5 draws each. One run with 24 workers gives
-~1,400-3,700 transitions (16 gave 959 in one case once the draws became keyed by position, short
-of the 1,000 the check asks for) - far cheaper than thousands of short sequences, each a draft
-process. We fail when p < 1e-4: with a correct runtime a random seed fails
-with probability about 1e-4 per test; the seed is fixed, so the verdict is reproducible, not flaky.
+the >= 1,000 transitions the check asks for (16 workers can fall short) - far cheaper than
+thousands of short sequences, each a draft process. We fail when p < 1e-4: with a correct runtime
+a random seed fails with probability about 1e-4 per test; the seed is fixed, so the verdict is reproducible, not flaky.
 Power, at these sample sizes: chains drawn from the draft model (no correction) are rejected
 (test_sampling_exact.py::test_the_markov_check_rejects_chains_drawn_from_the_draft_model); in an
 offline simulation a residual drawn from p instead of norm(max(0, p - q)) was rejected for 90-100 %

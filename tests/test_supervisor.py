@@ -193,3 +193,24 @@ def test_a_stopped_worker_is_killed_after_the_heartbeat_timeout_and_restarted():
     # silent for the timeout since its last beat (which may come a little before the stop); found within
     # a generous bound for a busy CI machine. The other worker, beating, was never taken for hung.
     assert 0 < restart["at"] - stopped < 30
+
+
+def test_a_parked_dsbd_pool_worker_that_dies_is_replaced_and_the_beams_are_the_undisturbed_runs():
+    config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5)
+    settings = dict(mode="dsbd", beams=3, temperature=1.0, seed=5, gamma=2, draft_beams=4, sim_agreement=0.8,
+                    beam_threshold=0.5, min_beams=1, max_new_tokens=150)
+    prompts = [words(VOCAB, p) for p in PROMPTS[:2]]
+    with Engine(config) as e:
+        undisturbed = e.generate(prompts, **settings)
+        job = e.submit(prompts, **settings)
+        deadline, victim = time.monotonic() + 60, None
+        while victim is None:  # the width narrows now and then: its slot's worker is parked in the pool
+            assert time.monotonic() < deadline and not job.done()
+            victim = next((p for p in e.processes if p["role"] == "draft" and p["state"] == "parked"), None)
+            time.sleep(0.005)
+        psutil.Process(victim["pid"]).kill()
+        record = job.result(timeout=120)
+    assert no_orphans()
+    assert record.status == "ok", record.error
+    assert record.collected.beams == undisturbed.collected.beams
+    assert [r["process"] for r in record.collected.restarts] == [victim["name"]]

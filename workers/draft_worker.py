@@ -120,8 +120,8 @@ class DraftWorker:
                         self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
                                           resume=how == "resume", epoch=epoch)
                     finished += 1
-            except Resync as r:
-                epoch = r.epoch
+            except Resync as r:  # every entry resumes: the new verifier answers done for the finished ones
+                epoch, finished = r.epoch, 0
                 entries = [[*e[:4], "resume"] for e in entries]
 
     def expect_current(self, kinds: tuple[str, ...], epoch: int):

@@ -26,7 +26,7 @@ KINDS = frozenset({
     # the run queue (verifier's ROUTER <-> workers' DEALERs)
     "draft",     # worker -> verifier: a draft to verify (runtime/core/messages.py)
     "verdict",   # verifier -> worker: what was accepted
-    "hello",     # worker -> verifier: I am connected (sent once, before the worker says ready)
+    "hello",     # worker -> verifier: I am connected (each second until welcomed, before the worker says ready)
     "welcome",   # verifier -> worker: your connection works; drafts will reach the run queue
     "beam_draft",  # beam worker -> verifier: its slot's tree of a dsbd forest (runtime/core/beam_messages.py)
     "beam_task",   # verifier -> beam worker: the beam it drafts from next, or leave (done, or past the width)

@@ -98,7 +98,8 @@ class Admission:
         for job, seq, slot in self.wants:
             if job.phase is not Phase.RUNNING or seq not in self.by_seq:
                 continue  # the job ended meanwhile
-            child = next((c for c in map(self.table.by_worker, job.workers) if c.state is State.PARKED), None)
+            child = next((c for c in map(self.table.by_worker, job.workers) if c.state in (State.PARKED, State.READY)),
+                         None)  # parked, or a new process that took a dead parked one's place (supervisor.py)
             if child is None:
                 waiting.append((job, seq, slot))
                 continue

@@ -31,6 +31,7 @@ from specsched.runtime.engine.supervisor import Intensity, Supervision
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
 STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
+DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 
 class Dispatcher(Admission, Reports, Supervision):
@@ -144,7 +145,9 @@ class Dispatcher(Admission, Reports, Supervision):
                     self._accept(arg)
             while self.control.poll(0):
                 self._hello(self.control.recv_multipart())
-            while self.sink.poll(0):
+            for _ in range(DRAIN_MAX):  # a telemetry flood still leaves turns for the dead, admission, views
+                if not self.sink.poll(0):
+                    break
                 self._telemetry(self.sink.recv_multipart(copy=False))
             self._check_heartbeats()
             self._reap()
@@ -190,8 +193,12 @@ class Dispatcher(Admission, Reports, Supervision):
 
     # -- children ------------------------------------------------------------------------------------
     def _send(self, child: Child, kind: str, fields: dict) -> None:
-        """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error)."""
-        self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
+        """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error).
+        One that has died and is not reaped yet cannot be reached: the next look at the dead handles it."""
+        try:
+            self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
+        except zmq.ZMQError:
+            pass
 
     def _reap(self) -> None:
         for child, code in self.table.dead():
@@ -213,7 +220,7 @@ class Dispatcher(Admission, Reports, Supervision):
         """Finish a job that did not complete: the verifier forgets it, its workers (mid-draft, waiting for
         verdicts that will not come) are stopped, and its record keeps every token committed so far."""
         live = job.phase in (Phase.ANNOUNCED, Phase.RUNNING)
-        if live and not forgotten and self.table.verifier.state is not State.EXITED:
+        if live and not forgotten and self.table.verifier.state is State.READY:  # a new one was never told of it
             self._send(self.table.verifier, "cancel", {"job": job.id})
         mine = [c for c in self.table.workers() if c.job == job.id]
         self.table.stop([c for c in mine if c.state is State.DRAFTING], grace=STOP_GRACE_S)

@@ -175,7 +175,8 @@ class Engine:
     @property
     def endpoints(self) -> dict:
         """Where the children connect (verify, telemetry, control), once the engine has started."""
-        self._dispatcher.started.wait()
+        if not self._dispatcher.started.wait(timeout=60) or self._dispatcher.endpoints is None:
+            raise RuntimeError(self.broken or "the engine did not start")
         return self._dispatcher.endpoints.to_dict()
 
     @property

@@ -53,6 +53,7 @@ class Child:
     beat: float = field(default_factory=time.monotonic)  # when its last heartbeat arrived (heartbeat.py)
     hung: str | None = None      # why the engine killed it, when it did (no heartbeat)
     said: str | None = None      # the error it reported before it exited
+    state_before_exit: str = ""  # what it was doing when it died (the supervisor asks)
 
     def become(self, state: State, job: int | None = None) -> None:
         self.state, self.job, self.since = state, job, time.monotonic()
@@ -105,9 +106,11 @@ class ProcessTable:
 
     def kill(self, child: Child) -> None:
         """SIGKILL (which ends a stopped process too); the next look at the dead reaps it."""
+        if child.proc.known_pid is None:  # psutil.Process(None) would be this process
+            return
         try:
             psutil.Process(child.proc.known_pid).kill()
-        except (psutil.NoSuchProcess, TypeError, ValueError):
+        except psutil.NoSuchProcess:
             pass
 
     def dead(self) -> list[tuple[Child, int]]:
@@ -118,6 +121,7 @@ class ProcessTable:
             if c.state is not State.EXITED and (code := c.proc.poll()) is not None:
                 if not (c.state is State.RETIRING and code == 0):
                     out.append((c, code))
+                c.state_before_exit = c.state.value
                 c.become(State.EXITED, c.job)  # the job it was serving, for whoever must fail it
         return out
 

@@ -8,9 +8,10 @@ one's name and worker id, so the verifier's owner of each sequence stays the sam
 *resume* (scheduler/resume.py): for each unfinished sequence it asks the verifier - the authority on
 what is committed - for the verified context and round, and drafts on. Its *epoch* (restarts of that
 worker so far) keeps any draft of the dead process out of the run queue. What can resume: a worker of
-a seed or sd job, running or waiting to start. A dsbd beam worker's death still fails its job (its
-slot's round would have to be rebuilt; left for later). A stopped worker is found by its silence
-(heartbeat.py) and killed, then restarted the same way.
+a seed or sd job, running or waiting to start; a parked dsbd pool worker (it holds no beam) is simply
+replaced. A drafting dsbd beam worker's death still fails its job (its slot's round would have to be
+rebuilt: not built). A stopped worker is found by its silence (heartbeat.py) and killed, then
+restarted the same way.
 
 The verifier too: a new one is started, every live job is announced to it again with each sequence's
 committed tokens (the engine hears every commit before any worker does), which its first forward
@@ -56,7 +57,7 @@ class Supervision:
             self._restart_verifier(child, error)
             return
         serves = self._served_by(child)
-        if not serves or any(not _resumable(j) for j in serves):
+        if not serves or any(not _resumable(j, child) for j in serves):
             self._child_failed(child, error)
             return
         if not self.intensity.allow(child.name, time.monotonic()):
@@ -65,10 +66,9 @@ class Supervision:
         self.table.spawn("draft", child.threads, worker=child.worker).job = child.job  # its death is the job's too
         self.epochs[child.worker] = self.epochs.get(child.worker, 0) + 1
         for job in serves:
-            if job.phase is not Phase.PENDING:   # a pending job's workers are assigned when it starts
+            if job.phase is not Phase.PENDING and job.config.mode != "dsbd":  # else: assigned when needed
                 self.resuming[child.worker] = job
-            sequences = [s for w, seqs in job.assignments() if w == child.worker for s in seqs]
-            self._note_restart(job, child.worker, error, [local for _, local, _, _ in sequences])
+            self._note_restart(job, child.worker, error, [local for _, local, _, _ in self._entries(job, child.worker)])
 
     def _restart_verifier(self, child: Child, error: str) -> None:
         """A new verifier; every live job is announced to it again with what it has committed, and each of
@@ -120,7 +120,11 @@ class Supervision:
                 self.table.kill(c)
 
     def _served_by(self, child: Child) -> list[JobRun]:
-        return [j for j in self.jobs if child.job == j.id or (j.phase is Phase.PENDING and child.worker in j.workers)]
+        """The jobs a dead child served: the one it drafted for, one waiting to start with it, the one it
+        was restarted to resume, and a running dsbd job whose pool it was parked in."""
+        waiting = self.resuming.get(child.worker) if child.role == "draft" else None
+        return [j for j in self.jobs if child.job == j.id or j is waiting or (child.worker in j.workers and (
+            j.phase is Phase.PENDING or (j.config.mode == "dsbd" and child.state_before_exit == "parked")))]
 
     def _hand_resumed(self) -> None:
         """Once the new verifier is up, it gets every live job again; a restarted worker, once loaded and once
@@ -140,10 +144,18 @@ class Supervision:
                 del self.resuming[worker]
             elif child.state is State.READY and job.phase is Phase.RUNNING and not self._reannouncing(job):
                 del self.resuming[worker]
-                child.become(State.DRAFTING, job.id)
-                sequences = [[*s, "resume"] for w, seqs in job.assignments() if w == worker for s in seqs]
-                self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "sequences": sequences,
-                                             "epoch": self.epochs[worker]})
+                self._assign_resume(job, child)
+
+    def _entries(self, job: JobRun, worker: int) -> list:
+        """The worker's entries of the job's assignments: (sequence id, index in the job, prompt, slot)."""
+        return [s for w, seqs in job.assignments() if w == worker for s in seqs]
+
+    def _assign_resume(self, job: JobRun, child: Child) -> None:
+        child.become(State.DRAFTING, job.id)
+        job.idle.discard(child.worker)
+        job.collected.processes[f"draft-{job.local_worker(child.worker)}"] = child.proc.pid  # the live view's
+        self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "epoch": self.epochs[child.worker],
+                                     "sequences": [[*s, "resume"] for s in self._entries(job, child.worker)]})
 
     def _reannouncing(self, job: JobRun) -> bool:
         return job.id in self.reannounce or job.id in self.resyncing
@@ -152,11 +164,19 @@ class Supervision:
         """The new verifier has the job: each of its drafting workers drops the conversation it had with the
         dead one and resumes from the verified prefix, under a new epoch."""
         self.resyncing.discard(job.id)
-        for c in self.table.workers():
-            if c.job == job.id and c.state is State.DRAFTING and c.worker not in self.resuming:
-                self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
+        for c in map(self.table.by_worker, job.workers):
+            if c.worker in self.resuming or c.state not in (State.DRAFTING, State.PARKED):
+                continue
+            self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
+            if c.state is State.DRAFTING:
                 self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
+            elif any(local not in job.collected.done for _, local, _, _ in self._entries(job, c.worker)):
+                # it heard its last verdict, the engine not yet the commit (two sockets, no order between
+                # them): the new verifier does not hold the sequence as done, so it resumes it
+                self._assign_resume(job, c)
 
 
-def _resumable(job: JobRun) -> bool:
-    return job.phase is Phase.PENDING or job.config.mode in ("seed", "sd")
+def _resumable(job: JobRun, child: Child) -> bool:
+    """A seed/sd worker resumes its sequences; a parked dsbd pool worker holds no beam, so a new one simply
+    takes its place in the pool."""
+    return job.phase is Phase.PENDING or job.config.mode in ("seed", "sd") or child.state_before_exit == "parked"
