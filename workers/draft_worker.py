@@ -107,7 +107,7 @@ class DraftWorker:
     def run_assignment(self, config: RunConfig, entries: list[list], epoch: int) -> None:
         """Each (sequence id, index in its job, prompt, beam slot[, how]) in turn; how: start | join (a dsbd
         slot taken mid-sequence) | resume (after a restart). A resync - the verifier was restarted - resumes
-        the unfinished ones under the new epoch."""
+        them all under the new epoch."""
         finished = 0
         while finished < len(entries):
             try:

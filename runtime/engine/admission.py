@@ -67,9 +67,14 @@ class Admission:
         job.workers = [c.worker for c in chosen]
         return True
 
+    def _verifier_threads(self, job: JobRun) -> int:
+        """The verifier's threads while the job runs: --verifier-threads, or the cores the draft workers of
+        every running job (this one's included) leave free."""
+        busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING and j is not job)
+        return self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy - len(job.workers))
+
     def _announce(self, job: JobRun, workers: list[Child]) -> None:
-        busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING) + len(workers)
-        threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy)
+        threads = self._verifier_threads(job)
         job.admitted, job.phase = time.monotonic(), Phase.ANNOUNCED
         for c in workers:
             c.become(State.DRAFTING, job.id)

@@ -14,15 +14,15 @@ rebuilt: not built). A stopped worker is found by its silence (heartbeat.py) and
 restarted the same way.
 
 The verifier too: a new one is started, every live job is announced to it again with each sequence's
-committed tokens (the engine hears every commit before any worker does), which its first forward
-re-reads into a fresh target cache; each drafting worker is then told to *resync* - drop its
-conversation with the dead verifier and resume under a new epoch. Beam jobs fail instead (their
-beams are not their commits).
+committed tokens (all the engine has heard, the dead verifier's last messages drained first), which
+its first forward re-reads into a fresh target cache; each drafting worker is then told to *resync* -
+drop its conversation with the dead verifier and resume under a new epoch - and a parked one whose
+sequence the engine does not yet hold as done resumes it (commits and verdicts travel on two sockets,
+with no order between them). Beam jobs fail instead (their beams are not their commits).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections import defaultdict
 
@@ -133,8 +133,9 @@ class Supervision:
         if self.reannounce and verifier.state is State.READY:
             for job in self.reannounce.values():
                 if job in self.jobs:
-                    threads = self.config.verifier_threads or max(1, (os.cpu_count() or 1) - len(job.workers))
-                    self._send(verifier, "job", job.job_message(threads, elastic=not self.config.verifier_threads))
+                    job.collected.processes["verifier"] = verifier.proc.pid  # the live view's
+                    self._send(verifier, "job", job.job_message(self._verifier_threads(job),
+                                                                elastic=not self.config.verifier_threads))
                     if job.phase is Phase.RUNNING:
                         self.resyncing.add(job.id)   # its workers resync on the job_ack (reports.py)
             self.reannounce.clear()
