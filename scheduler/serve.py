@@ -13,7 +13,7 @@ from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.resume import Resume
 from specsched.runtime.core.transport import Telemetry
-from specsched.runtime.core.wire import ProtocolError, pack, unpack
+from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState
 from specsched.scheduler.resume import resume
@@ -110,5 +110,5 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")
             v.admit(Draft.from_message(msg), frames[0].bytes, now)
-        except (ProtocolError, KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError) as exc:
+        except REFUSED as exc:
             v.reject(exc)  # whatever a hostile message's contents raise: counted, never fatal

@@ -24,16 +24,16 @@ from specsched.workers.beam_drafter import draft_tree
 EMPTY = np.zeros(0, np.int32)
 
 
-def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, expect, join: bool = False) -> None:
+def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, join: bool = False) -> None:
     """Draft `slot` of sequence `seq` until the verifier says done. `worker`: the DraftWorker (model, socket,
-    recorder); `expect(sock, kinds)` waits for a message of one of those kinds; `join`: the slot is taken
-    mid-sequence (the width widened), so the first task is asked for rather than earned by a round-0 tree."""
+    recorder, ``expect``); `join`: the slot is taken mid-sequence (the width widened), so the first task is
+    asked for rather than earned by a round-0 tree."""
     cache = worker.model.new_cache()
     task: BeamTask | None = None
     rnd = 0
     if join:
         worker.sock.send_multipart(pack("beam_join", {"seq": seq, "worker": worker.worker, "slot": slot}))
-        task = _task(expect(worker.sock, ("beam_task",)), seq, slot, None)
+        task = _task(worker.expect(("beam_task",)), seq, slot, None)
         if task.done:
             return
         rnd = task.round
@@ -49,7 +49,7 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ex
         sent = time.monotonic()
         draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started)
         worker.sock.send_multipart(draft.to_frames(), copy=False)
-        task = _task(expect(worker.sock, ("beam_task",)), seq, slot, rnd + 1)
+        task = _task(worker.expect(("beam_task",)), seq, slot, rnd + 1)
         if not draft.empty:
             worker.recorder.add("queued", draft.sent_at, task.verify_start, seq)
             worker.recorder.add("verify", task.verify_start, task.verify_end, seq)

@@ -114,8 +114,7 @@ class DraftWorker:
                 for seq, local, prompt, slot, *how in entries[finished:]:
                     how = how[0] if how else "start"
                     if config.mode == "dsbd":
-                        run_beam_slot(self, config, int(seq), int(local), int(slot),
-                                      lambda _, kinds: self.expect(kinds), how == "join")
+                        run_beam_slot(self, config, int(seq), int(local), int(slot), how == "join")
                     else:
                         self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
                                           resume=how == "resume", epoch=epoch)

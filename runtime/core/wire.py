@@ -60,6 +60,11 @@ class ProtocolError(ValueError):
     """A frame sequence that is not a valid specsched message."""
 
 
+# What reading a hostile message's contents can raise (a field of the wrong type, an integer out of range,
+# arrays that do not fit): a receiver counts any of these as a refused message, never fails on it.
+REFUSED = (ProtocolError, KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError)
+
+
 @dataclass(slots=True)
 class Message:
     kind: str

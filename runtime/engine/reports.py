@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from specsched.runtime.core.events import Event
-from specsched.runtime.core.wire import ProtocolError, unpack
+from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
 from specsched.runtime.engine.process_table import Child, State
 
@@ -42,7 +42,7 @@ class Reports:
             if sender is None:
                 raise ProtocolError(f"{msg.kind} from no child of this engine")
             self._handle(msg, sender)
-        except (ProtocolError, KeyError, TypeError, ValueError, OverflowError, IndexError, AttributeError):
+        except REFUSED:
             self.rejected_telemetry += 1
             for job in self.jobs:
                 if job.phase is Phase.RUNNING:
