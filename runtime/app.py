@@ -52,8 +52,11 @@ def _raise_interrupted(signum, frame) -> None:
     raise Interrupted()
 
 
-def run(config: RunConfig, on_update=None, *, engine: Engine | None = None) -> RunRecord:
-    """One job: on `engine` if given (it stays up), else on an engine started for it and closed after."""
+def run(config: RunConfig, on_update=None, *, engine: Engine | None = None, remote_workers: int = 0,
+        join_timeout_s: float = 120.0) -> RunRecord:
+    """One job: on `engine` if given (it stays up), else on an engine started for it and closed after.
+    With `remote_workers`, the job waits (at most `join_timeout_s`) for that many workers from other
+    hosts to join the engine (``listen``), and they draft for it first."""
     if engine is not None:
         return _run_job(engine, config, on_update, close=False)
     try:
@@ -62,13 +65,21 @@ def run(config: RunConfig, on_update=None, *, engine: Engine | None = None) -> R
         record = build_record(config, Collected(), "interrupted", "interrupted (Ctrl-C) before any process started")
         record.stopped_by = "SIGINT"
         return record
-    return _run_job(engine, config, on_update, close=True)
+    return _run_job(engine, config, on_update, close=True, remote_workers=remote_workers,
+                    join_timeout_s=join_timeout_s)
 
 
-def _run_job(engine: Engine, config: RunConfig, on_update, *, close: bool) -> RunRecord:
+def _run_job(engine: Engine, config: RunConfig, on_update, *, close: bool, remote_workers: int = 0,
+             join_timeout_s: float = 0.0) -> RunRecord:
     job = None
     with sigterm_interrupts():
         try:
+            if remote_workers:
+                try:
+                    engine.wait_for_remote_workers(remote_workers, join_timeout_s)
+                except RuntimeError as exc:
+                    engine.close(str(exc))
+                    return build_record(config, Collected(), "failed", str(exc))
             job = engine.submit(config=config, on_update=on_update)
             record = job.result()
             if close:

@@ -18,6 +18,7 @@ from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.output_paths import check_outputs
 from specsched.runtime.provenance import summary as provenance_summary
+from specsched.runtime.remote_cli import check_remote_workers
 from specsched.runtime.view.console import make_console
 from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 
@@ -45,7 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="record the whole run (config, events, results) for `specsched replay`")
     run.add_argument("--no-live", action="store_true",
                      help="no live view (on a terminal) and no progress lines (elsewhere)")
+    run.add_argument("--remote-workers", type=int, default=0, metavar="N",
+                     help="with --listen: wait for N workers from other hosts to join; they draft first")
+    run.add_argument("--join-timeout", type=float, default=120.0, metavar="S",
+                     help="with --remote-workers: how long to wait for them")
     run.set_defaults(func=cmd_run)
+    from specsched.runtime.remote_cli import add_remote_parsers
+
+    add_remote_parsers(sub)
     add_watch_commands(sub)
     from specsched.runtime.teach import add_teach_parser
     from specsched.runtime.whatif_cli import add_whatif_parser
@@ -100,6 +108,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args)
     from specsched.runtime.tot.cli import cmd_tot, wants_tot
 
+    remote = check_remote_workers(args, config)
+    if remote and (wants_workload(args) or wants_tot(args)):
+        raise ConfigError("--remote-workers applies to a --prompt run (a workload or a tree uses workers that have "
+                          "joined, without waiting for them)")
     if wants_workload(args):
         from specsched.runtime.workload_cli import cmd_run_workload
 
@@ -111,7 +123,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
     before = cpu_seconds()
     with view or contextlib.nullcontext():
-        record = run(config, on_update=on_update)
+        record = run(config, on_update=on_update, remote_workers=remote, join_timeout_s=args.join_timeout)
     if view:
         record.extra["view"] = view_cost(view, cpu_seconds() - before)
     unwritten = []

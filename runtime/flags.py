@@ -79,7 +79,13 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
-    p.add_argument("--transport", default=d.transport, help="ipc (private temp dir) | tcp (loopback)")
+    p.add_argument("--transport", default=d.transport,
+                   help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
+    p.add_argument("--listen", default=None, metavar="HOST:PORT",
+                   help="tcp: bind here too, so that workers on other hosts can join (`specsched worker --connect`); "
+                        "implies --transport tcp and needs --keys")
+    p.add_argument("--keys", default=None, metavar="DIR",
+                   help="tcp: the CURVE keys `specsched keys DIR` wrote (default: new keys for this run alone)")
     p.add_argument("--max-restarts", type=int, default=d.max_restarts, metavar="R",
                    help=f"supervision: restarts of one child (a draft worker or the verifier) allowed within "
                         f"--restart-period; one more fails the jobs it serves (default {d.max_restarts}; 0 = never)")
@@ -149,7 +155,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
-        transport=args.transport, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
+        transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,
+        dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
         min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
         restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout, **given)

@@ -57,6 +57,9 @@ class RunRecord:
             **({"process_marks": [list(m) for m in self.collected.marks]} if self.collected.marks else {}),
             **({"restarts": self.collected.restarts} if self.collected.restarts else {}),
             "rejected_telemetry": self.collected.rejected_telemetry,  # refused by the engine (engine/reports.py)
+            # tcp: handshakes of peers without the run's key (runtime/core/gatekeeper.py)
+            **({"refused_handshakes": self.collected.refused_handshakes} if self.config.transport == "tcp" else {}),
+            **({"hosts": self.collected.hosts} if self.collected.hosts else {}),  # workers on other hosts
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

@@ -52,6 +52,10 @@ def summary_table(record: RunRecord) -> Table:
     if m.rejected_messages or record.collected.rejected_telemetry:
         rows.append(("rejected messages", f"{m.rejected_messages} at the verifier, "
                                           f"{record.collected.rejected_telemetry} at the engine"))
+    if record.collected.refused_handshakes:
+        rows.append(("refused peers", f"{record.collected.refused_handshakes} handshakes without the run's key"))
+    if hosts := record.collected.hosts:
+        rows.append(("other hosts", ", ".join(f"{name} @ {host}" for name, host in sorted(hosts.items()))))
     if restarts := record.collected.restarts:  # engine/supervisor.py: who died, resumed from the verified prefix
         who = sorted({r["process"] for r in restarts})
         rows.append(("restarts", f"{len(restarts)} ({', '.join(who)}), "

@@ -10,8 +10,10 @@ import zmq
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.events import VERIFIER
+from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.resume import Resume
+from specsched.runtime.core.security import Keys, curve_server
 from specsched.runtime.core.transport import Telemetry
 from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
@@ -22,11 +24,16 @@ from specsched.scheduler.verifier import Verifier
 
 
 def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,
-          parent_alive, set_threads=None) -> Counters:
-    """The verifier process's loop, until the engine says stop (or goes away)."""
+          parent_alive, set_threads=None, *, keys: Keys | None = None, gate: Gatekeeper | None = None) -> Counters:
+    """The verifier process's loop, until the engine says stop (or goes away). On tcp the run queue's
+    socket is a CURVE server (`keys`) whose handshakes `gate` judges and counts."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
     router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its dead predecessor's identity over
+    curve_server(router, keys)
+    if gate is not None:
+        gate.watch(router)
+        gate.start()
     router.bind(endpoint)
     v = Verifier(target, telemetry, Cores(set_threads))
     poller = zmq.Poller()

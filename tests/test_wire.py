@@ -168,8 +168,8 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
     threads = []
     make_endpoints = dispatcher.make_endpoints
 
-    def intercept(transport, run_dir):
-        endpoints = make_endpoints(transport, run_dir)
+    def intercept(transport, run_dir, *listen):
+        endpoints = make_endpoints(transport, run_dir, *listen)
 
         def send_junk():
             ctx = zmq.Context()
@@ -219,8 +219,8 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
     endpoints = {}
     make_endpoints = dispatcher.make_endpoints
 
-    def intercept(transport, run_dir):
-        endpoints["e"] = make_endpoints(transport, run_dir)
+    def intercept(transport, run_dir, *listen):
+        endpoints["e"] = make_endpoints(transport, run_dir, *listen)
         return endpoints["e"]
 
     def on_update(collected):

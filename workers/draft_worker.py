@@ -8,7 +8,6 @@ job's sequences one after another (``sd``: serial speculative decoding). After e
 
 from __future__ import annotations
 
-import os
 import time
 
 import zmq
@@ -21,7 +20,8 @@ from specsched.runtime.core.events import Recorder
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.resume import Resume, Resumed
 from specsched.runtime.core.sampling import stream
-from specsched.runtime.core.transport import Telemetry, worker_identity
+from specsched.runtime.core.security import Keys
+from specsched.runtime.core.transport import Telemetry, connect, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.workers.beam_worker import run_beam_slot
 from specsched.workers.drafter import make_drafter
@@ -55,11 +55,8 @@ class DraftWorker:
 
     @classmethod
     def connect(cls, model: LanguageModel, worker: int, ctx: zmq.Context, endpoint: str, telemetry: Telemetry,
-                parent_alive) -> DraftWorker:
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.IDENTITY, worker_identity(worker))
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.connect(endpoint)
+                parent_alive, keys: Keys | None = None) -> DraftWorker:
+        sock = connect(ctx, zmq.DEALER, endpoint, keys, identity=worker_identity(worker), linger_ms=1000)
         return cls(model, worker, sock, telemetry, parent_alive)
 
     def serve(self, control: zmq.Socket) -> None:
@@ -83,7 +80,7 @@ class DraftWorker:
                 config, job = RunConfig.from_dict(msg.fields["config"]), int(msg.fields["job"])
                 self.retitle(job)
                 self.run_assignment(config, [list(e) for e in msg.fields["sequences"]], int(msg.fields.get("epoch", 0)))
-                self.telemetry.send("idle", {"worker": self.worker, "job": job, "pid": os.getpid()})
+                self.telemetry.send("idle", {"worker": self.worker, "job": job})
                 self.retitle(None)
         except Stopped:
             pass

@@ -134,6 +134,12 @@ class Backend(ABC):
     def check(self) -> None:
         """Validate the pair before any process starts (e.g. vocabularies match)."""
 
+    def vocabulary(self, role: str) -> dict:
+        """What a draft must share with the target ("target" or "draft"): the vocabulary's size and, where
+        a tokenizer is known, a digest of it (None otherwise). A worker joining from another host is
+        refused when its draft's differs from the engine's target's (same_vocabulary)."""
+        return {"size": self.config.sim_vocab, "tokens": None}
+
     @abstractmethod
     def tokenizer(self) -> Tokenizer: ...
 
@@ -145,6 +151,15 @@ class Backend(ABC):
 
     def default_prompt(self) -> str:
         return "Write three short steps to make a cup of tea."
+
+
+def same_vocabulary(target: dict, draft: dict) -> str | None:
+    """Why a draft cannot serve a target (None: it can): sizes must match, and tokenizers where both known."""
+    if int(target["size"]) != int(draft["size"]):
+        return f"the target's vocabulary has {target['size']} tokens, the draft's {draft['size']}"
+    if target.get("tokens") and draft.get("tokens") and target["tokens"] != draft["tokens"]:
+        return "the target's and the draft's tokenizers differ"
+    return None
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -9,6 +9,8 @@ forward with an attention mask that hides the padding, and splits the result bac
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -182,29 +184,32 @@ class HFBackend(Backend):
 
     def check(self) -> None:
         target, draft = self.paths()
-        vocabs = []
-        for role, path in (("target", target), ("draft", draft)):
-            if not Path(path).exists() and not _looks_like_hub_id(path):
-                raise ConfigError(f"{role} model not found: {path}")
-            from specsched.runtime.models.registry import is_distilled_draft
+        t, d = self.vocabulary("target"), self.vocabulary("draft")
+        if t["size"] != d["size"]:
+            raise ConfigError(f"draft and target vocabularies differ: target {target} has {t['size']} "
+                              f"tokens, draft {draft} has {d['size']}; speculative decoding needs the "
+                              "same tokenizer")
+        if t["tokens"] is not None and d["tokens"] is not None and t["tokens"] != d["tokens"]:
+            raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
+                              "speculative decoding needs the same vocabulary")
 
-            if is_distilled_draft(Path(path)):
-                vocabs.append(_distilled_vocab(Path(path)))
-                continue
+    def vocabulary(self, role: str) -> dict:
+        path = self.paths()[0 if role == "target" else 1]
+        if not Path(path).exists() and not _looks_like_hub_id(path):
+            raise ConfigError(f"{role} model not found: {path}")
+        from specsched.runtime.models.registry import is_distilled_draft
+
+        if is_distilled_draft(Path(path)):
+            size = _distilled_vocab(Path(path))
+        else:
             try:
-                cfg = AutoConfig.from_pretrained(path)
+                size = int(AutoConfig.from_pretrained(path).vocab_size)
             except (OSError, ValueError) as exc:
                 reason = str(exc).splitlines()[0]
                 raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
-            vocabs.append(int(cfg.vocab_size))
-        if vocabs[0] != vocabs[1]:
-            raise ConfigError(f"draft and target vocabularies differ: target {target} has {vocabs[0]} "
-                              f"tokens, draft {draft} has {vocabs[1]}; speculative decoding needs the "
-                              "same tokenizer")
-        t_tok, d_tok = _tokenizer_vocab(target), _tokenizer_vocab(draft)
-        if t_tok is not None and d_tok is not None and t_tok != d_tok:
-            raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
-                              "speculative decoding needs the same vocabulary")
+        tokens = _tokenizer_vocab(path)
+        digest = None if tokens is None else hashlib.sha256(json.dumps(sorted(tokens.items())).encode()).hexdigest()
+        return {"size": size, "tokens": digest}
 
     def tokenizer(self) -> HFTokenizer:
         return HFTokenizer(self.paths()[0])
@@ -219,8 +224,6 @@ class HFBackend(Backend):
 
 
 def _distilled_vocab(path: Path) -> int:
-    import json
-
     from specsched.runtime.models.draft_model import CONFIG_FILE
 
     return int(json.loads((path / CONFIG_FILE).read_text())["target_vocab"])

@@ -68,6 +68,8 @@ class RunConfig:
     max_restarts: int = 3            # supervision: restarts of one child allowed within restart_period_s (OTP)
     restart_period_s: float = 5.0
     heartbeat_timeout_s: float = 10.0  # supervision: a worker silent this long is killed and restarted
+    listen: str | None = None        # tcp: HOST:PORT where workers on other hosts join (specsched worker --connect)
+    keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -76,6 +78,7 @@ class RunConfig:
             raise ConfigError(f"unknown --backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"unknown --transport {self.transport!r}; choose ipc or tcp")
+        self._check_listen()
         if self.k < 1:
             raise ConfigError(f"--k must be at least 1, got {self.k}")
         if self.workers < 0:
@@ -136,6 +139,19 @@ class RunConfig:
             raise ConfigError(f"--priorities needs 1 or {n} values, got {len(self.priorities)}")
         if self.tickets and (len(self.tickets) not in (1, n) or min(self.tickets) < 1):
             raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
+
+    def _check_listen(self) -> None:
+        if (self.listen or self.keys) and self.transport != "tcp":
+            raise ConfigError(f"{'--listen' if self.listen else '--keys'} needs --transport tcp")
+        if self.listen is None:
+            return
+        if not self.keys:
+            raise ConfigError("--listen needs --keys DIR: a worker on another host must hold the run's key "
+                              "(make them with `specsched keys DIR`)")
+        host, _, port = self.listen.rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ConfigError(f"--listen takes HOST:PORT (an address of this machine and a port 1..65535), "
+                              f"got {self.listen!r}")
 
     def _check_beams(self) -> None:
         for flag, value, lo, hi in (("--beams", self.beams, 1, 64), ("--draft-beams", self.draft_beams, 0, 256),

@@ -6,10 +6,11 @@ so events recorded in different processes line up on one timeline.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Literal
+
+from specsched.runtime.core.transport import wire_pid
 
 Role = Literal["verifier", "draft"]
 # draft: a worker runs its draft model; queued: its draft waits in the run queue;
@@ -55,7 +56,7 @@ class Recorder:
     def __init__(self, role: Role, worker: int) -> None:
         self.role: Role = role
         self.worker = worker
-        self.pid = os.getpid()
+        self.pid = wire_pid()
         self._events: list[Event] = []
 
     def add(self, kind: Kind, start: float, end: float, seq: int = -1, job: int = -1) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import zmq
 
+from specsched.runtime.core.security import Keys, curve_client
 from specsched.runtime.core.wire import pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
@@ -22,24 +23,61 @@ LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
 
 @dataclass(frozen=True, slots=True)
 class Endpoints:
+    """Where the run's processes connect; a server binds the same address, or every interface
+    (``bind_all``: ``--listen 0.0.0.0:PORT``, whose local children connect over loopback)."""
+
     verify: str
     telemetry: str
     control: str
+    bind_all: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def bind(self, endpoint: str) -> str:
+        return f"tcp://*:{port_of(endpoint)}" if self.bind_all else endpoint
 
-def make_endpoints(transport: str, run_dir: Path) -> Endpoints:
+
+def make_endpoints(transport: str, run_dir: Path, listen: str | None = None) -> Endpoints:
+    """ipc: sockets in the private run directory. tcp: loopback ports; with ``listen`` (HOST:PORT) the
+    control socket - the one a worker on another host names in ``--connect`` - at that port and the
+    others at free ports of HOST."""
     if transport == "ipc":
         return Endpoints(*(f"ipc://{run_dir}/{name}.sock" for name in ("verify", "telemetry", "control")))
-    return Endpoints(*(f"tcp://127.0.0.1:{_free_port()}" for _ in range(3)))
+    host, port = split_host_port(listen) if listen else ("127.0.0.1", 0)
+    bind_all = host in ("0.0.0.0", "*")
+    host = "127.0.0.1" if bind_all else host
+    verify, telemetry = (f"tcp://{host}:{_free_port(host)}" for _ in range(2))
+    return Endpoints(verify, telemetry, f"tcp://{host}:{port or _free_port(host)}", bind_all)
 
 
-def _free_port() -> int:
+def split_host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def port_of(endpoint: str) -> int:
+    return int(endpoint.rpartition(":")[2])
+
+
+def _free_port(host: str) -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+_wire_pid: int | None = None
+
+
+def wire_pid() -> int:
+    """The pid this process names itself by in every message: its own, or - a worker on another host,
+    whose pids may collide with the engine's children - the one the engine gave it when it joined."""
+    return os.getpid() if _wire_pid is None else _wire_pid
+
+
+def adopt_wire_pid(pid: int) -> None:
+    global _wire_pid
+    _wire_pid = pid
 
 
 def worker_identity(worker: int) -> bytes:
@@ -51,22 +89,28 @@ def process_name(role: str, worker: int) -> str:
     return "verifier" if role == "verifier" else f"draft-{worker}"
 
 
-def connect_control(ctx: zmq.Context, endpoint: str, name: str) -> zmq.Socket:
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.IDENTITY, name.encode())
-    sock.setsockopt(zmq.LINGER, 0)
+def connect(ctx: zmq.Context, kind: int, endpoint: str, keys: Keys | None, *, identity: str | bytes | None = None,
+            linger_ms: int = 0) -> zmq.Socket:
+    """A socket of the run, connected to `endpoint` (a CURVE client on tcp: security.py)."""
+    sock = ctx.socket(kind)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity.encode() if isinstance(identity, str) else identity)
+    sock.setsockopt(zmq.LINGER, linger_ms)
+    curve_client(sock, keys)
     sock.connect(endpoint)
     return sock
+
+
+def connect_control(ctx: zmq.Context, endpoint: str, name: str, keys: Keys | None = None) -> zmq.Socket:
+    return connect(ctx, zmq.DEALER, endpoint, keys, identity=name)
 
 
 class Telemetry:
     """A child's PUSH socket to the supervisor."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str) -> None:
-        self.sock = ctx.socket(zmq.PUSH)
-        self.sock.setsockopt(zmq.LINGER, LINGER_MS)
-        self.sock.connect(endpoint)
-        self.pid = os.getpid()  # every message names its sender: the engine takes telemetry only from its children
+    def __init__(self, ctx: zmq.Context, endpoint: str, keys: Keys | None = None) -> None:
+        self.sock = connect(ctx, zmq.PUSH, endpoint, keys, linger_ms=LINGER_MS)
+        self.pid = wire_pid()  # every message names its sender: the engine takes telemetry only from its children
 
     def send(self, kind: str, fields: dict | None = None, arrays: dict | None = None) -> None:
         self.sock.send_multipart(pack(kind, {"pid": self.pid, **(fields or {})}, arrays), copy=False)

@@ -50,6 +50,12 @@ KINDS = frozenset({
     "beam_want",  # verifier -> engine: a dsbd sequence widened; send a worker for this slot
     "beat",      # any child -> engine: still here (runtime/engine/heartbeat.py)
     "error",     # any -> engine: a fatal error, one line
+    "refused",   # verifier -> engine: handshakes its gatekeeper refused so far (runtime/core/gatekeeper.py)
+    # a worker on another host joining (runtime/engine/joining.py), over the engine's control socket
+    "join",      # worker -> engine: I would serve; what do you run?
+    "config",    # engine -> worker: the engine's settings and its target's vocabulary
+    "refused_worker",  # engine -> worker: not admitted, and why (one line)
+    "bye",       # remote worker -> engine: I leave, with my exit status
 })
 
 # Only plain numeric dtypes may travel: nothing that needs an object constructor.

@@ -60,7 +60,7 @@ class Admission:
         short = job.workers_needed - len(free)
         if short > 0 and len(self.table.workers()) + short > self.max_workers:
             return False  # waits for workers to come free
-        chosen = sorted(free, key=lambda c: c.worker)[:job.workers_needed]
+        chosen = sorted(free, key=lambda c: (c.host is None, c.worker))[:job.workers_needed]  # remote ones first
         for _ in range(max(short, 0)):
             chosen.append(self.table.spawn("draft", 1))
             job.spawned += 1
@@ -82,6 +82,7 @@ class Admission:
         job.collected.processes = {"verifier": verifier.proc.pid,
                                    **{f"draft-{i}": c.proc.pid for i, c in enumerate(workers)}}
         job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
+        job.collected.hosts = {f"draft-{i}": c.host for i, c in enumerate(workers) if c.host is not None}
         for i in range(job.n):
             self.by_seq[job.first_seq + i] = job
         self._send(verifier, "job", job.job_message(threads, elastic=not self.config.verifier_threads))
@@ -91,7 +92,8 @@ class Admission:
             return  # a waiting job may want them
         now, reserved = time.monotonic(), self._reserved()
         stale = [c for c in self.table.workers()
-                 if c.state is State.PARKED and c.worker not in reserved and now - c.since > self.idle_timeout_s]
+                 if c.state is State.PARKED and c.worker not in reserved and now - c.since > self.idle_timeout_s
+                 and c.host is None]  # a worker on another host stays until it leaves or the engine closes
         for c in stale:
             self._send(c, "stop", {})
             c.become(State.RETIRING)

@@ -19,7 +19,9 @@ import zmq
 
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.core.transport import Telemetry, connect_control, process_name
+from specsched.runtime.core.gatekeeper import Gatekeeper
+from specsched.runtime.core.security import Keys
+from specsched.runtime.core.transport import Endpoints, Telemetry, connect_control, process_name
 from specsched.runtime.engine.heartbeat import Heartbeat
 
 
@@ -44,22 +46,37 @@ def serve(spec: dict) -> int:
         return 1
     role, worker = spec["role"], int(spec.get("worker", -1))
     set_title("specsched: verifier" if role == "verifier" else f"specsched: draft {worker}")
+    return run(spec, parent_alive)
+
+
+def run(spec: dict, parent_alive, model=None) -> int:
+    """A child's life once it knows its place: connect, serve until told to stop, say why if it fails.
+    Also what a worker on another host runs once it has joined (remote.py), with the draft `model` it
+    loaded to join."""
+    role, worker = spec["role"], int(spec.get("worker", -1))
     config = RunConfig.from_dict(spec["config"])
+    keys = Keys.from_dict(spec["keys"]) if spec.get("keys") else None
+    endpoints = Endpoints(**spec["endpoints"])
     ctx = zmq.Context()
-    telemetry = Telemetry(ctx, spec["endpoints"]["telemetry"])
-    control = connect_control(ctx, spec["endpoints"]["control"], process_name(role, worker))
-    heartbeat = Heartbeat(ctx, spec["endpoints"]["telemetry"], role, worker)  # heartbeat.py
+    telemetry = Telemetry(ctx, endpoints.telemetry, keys)
+    control = connect_control(ctx, endpoints.control, process_name(role, worker), keys)
+    heartbeat = Heartbeat(ctx, endpoints.telemetry, role, worker, keys)  # heartbeat.py
+    # the verifier's run-queue socket is a CURVE server on tcp: its own gatekeeper admits the run's keys
+    gate = Gatekeeper(ctx, keys, report_to=endpoints.telemetry) if role == "verifier" and keys else None
     code = 0
     try:
-        _dispatch(spec, config, ctx, control, telemetry, parent_alive)
+        _dispatch(spec, config, ctx, control, telemetry, parent_alive, keys, gate, model)
     except Exception as exc:
         traceback.print_exc()  # into this child's log file
         where = "verifier" if role == "verifier" else f"draft worker {worker}"
-        telemetry.send("error", {"role": role, "worker": worker, "pid": os.getpid(),
-                                 "message": f"{where}: {_one_line(exc)}"})
+        telemetry.send("error", {"role": role, "worker": worker, "message": f"{where}: {_one_line(exc)}"})
         code = 1
     finally:
+        if spec.get("remote"):  # the engine did not fork it, so no zygote tells the engine it has gone
+            telemetry.send("bye", {"code": code})
         heartbeat.stop()
+        if gate is not None:
+            gate.stop()
         control.close()
         telemetry.close()
         ctx.term()
@@ -67,18 +84,20 @@ def serve(spec: dict) -> int:
 
 
 def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Socket, telemetry: Telemetry,
-              parent_alive) -> None:
+              parent_alive, keys: Keys | None, gate: Gatekeeper | None, model) -> None:
     backend = get_backend(config)
-    endpoint = spec["endpoints"]["verify"]
+    endpoints = Endpoints(**spec["endpoints"])
     if spec["role"] == "verifier":
         from specsched.scheduler.serve import serve
 
-        serve(backend.target(), ctx, endpoint, control, telemetry, parent_alive, set_threads=_set_threads)
+        serve(backend.target(), ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
+              set_threads=_set_threads, keys=keys, gate=gate)
     else:
         from specsched.workers.draft_worker import DraftWorker
 
         worker = int(spec["worker"])
-        draft = DraftWorker.connect(backend.draft(), worker, ctx, endpoint, telemetry, parent_alive)
+        draft = DraftWorker.connect(model or backend.draft(), worker, ctx, endpoints.verify, telemetry, parent_alive,
+                                    keys)
         draft.retitle = lambda job: set_title(f"specsched: draft {worker} " + ("(parked)" if job is None
                                                                                else f"(job {job})"))
         draft.serve(control)

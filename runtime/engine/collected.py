@@ -26,6 +26,8 @@ class Collected:
     beams: dict = field(default_factory=dict)  # beam modes: sequence -> {"tokens": [...], "logprobs": [...]}
     verifier_finished: bool = False
     rejected_telemetry: int = 0
+    refused_handshakes: int = 0      # tcp: peers without the run's key, refused (runtime/core/gatekeeper.py)
+    hosts: dict[str, str] = field(default_factory=dict)  # child name -> host, for workers on other hosts
     started: float = 0.0
     finished: float = 0.0
     processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view

@@ -21,10 +21,13 @@ import zmq
 
 from specsched.runtime.backends.backend import preload_modules
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.gatekeeper import Gatekeeper
+from specsched.runtime.core.security import Keys, curve_server
 from specsched.runtime.core.transport import make_endpoints
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.jobs import JobRun, Phase
+from specsched.runtime.engine.joining import Joining
 from specsched.runtime.engine.process_table import Child, ProcessTable, State
 from specsched.runtime.engine.reports import Reports
 from specsched.runtime.engine.supervisor import Intensity, Supervision
@@ -34,8 +37,9 @@ STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
 DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 
-class Dispatcher(Admission, Reports, Supervision):
-    def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float) -> None:
+class Dispatcher(Admission, Reports, Supervision, Joining):
+    def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float,
+                 keys: Keys | None = None) -> None:
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -56,6 +60,11 @@ class Dispatcher(Admission, Reports, Supervision):
         self.table: ProcessTable | None = None
         self.endpoints = None                      # where the children connect, once started
         self.rejected_telemetry = 0                # telemetry messages refused (reports.py)
+        self.keys, self.gatekeeper = keys, None         # tcp: CURVE keys, and the gatekeeper of the engine's sockets
+        self.refused_handshakes = 0                # peers without the key, refused (joining.py)
+        self.verifier_refused: dict[int, int] = {} # each verifier's own count, by its pid
+        self.refused_joins = 0                     # workers from other hosts refused at hello (vocabulary, room)
+        self.vocabulary: dict | None = None        # the target's, once a worker asks to join
         self.thread = threading.Thread(target=self._main, name="specsched-engine", daemon=True)
         self.thread.start()
 
@@ -95,11 +104,19 @@ class Dispatcher(Admission, Reports, Supervision):
         reason: str | None = "the engine stopped"
         status = "interrupted"  # what a job still running becomes: closing the engine interrupts it
         try:
-            self.endpoints = endpoints = make_endpoints(self.config.transport, run_dir)
-            self.sink.bind(endpoints.telemetry)
-            self.control.bind(endpoints.control)
-            base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid()}
-            self.table = ProcessTable(run_dir, base, preload_modules(self.config))
+            self.endpoints = endpoints = make_endpoints(self.config.transport, run_dir, self.config.listen)
+            if self.keys is not None:  # tcp: CURVE servers, and a gatekeeper that admits the run's keys only
+                self.gatekeeper = Gatekeeper(ctx, self.keys)
+                for sock in (self.sink, self.control):
+                    curve_server(sock, self.keys)
+                    self.gatekeeper.watch(sock)
+                self.gatekeeper.start()
+            self.sink.bind(endpoints.bind(endpoints.telemetry))
+            self.control.bind(endpoints.bind(endpoints.control))
+            base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid(),
+                    "keys": self.keys.to_dict() if self.keys is not None else None}
+            self.table = ProcessTable(run_dir, base, preload_modules(self.config),
+                                      tell_stop=lambda child: self._send(child, "stop", {}))
             self.table.spawn("verifier", self.config.verifier_threads or os.cpu_count() or 1)
             self.started.set()
             reason = self._loop()
@@ -116,6 +133,8 @@ class Dispatcher(Admission, Reports, Supervision):
             self._shutdown(reason, status)
             self.sink.close(linger=0)
             self.control.close(linger=0)
+            if self.gatekeeper is not None:
+                self.gatekeeper.stop()
             ctx.term()
             os.close(self.wake_r)
             os.close(self.wake_w)
@@ -150,6 +169,7 @@ class Dispatcher(Admission, Reports, Supervision):
                     break
                 self._telemetry(self.sink.recv_multipart(copy=False))
             self._check_heartbeats()
+            self._count_refused()
             self._reap()
             self._hand_resumed()
             self._hand_beam_workers()

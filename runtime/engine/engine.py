@@ -26,6 +26,7 @@ from collections.abc import Callable
 from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.security import Keys, load_keys
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
 from specsched.runtime.engine.jobs import JobMeta, JobRun
@@ -34,7 +35,7 @@ from specsched.runtime.record import RunRecord, build_record
 
 ENGINE_FIELDS = ("backend", "target", "draft", "dtype", "transport", "verifier_threads",
                  "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
-                 "heartbeat_timeout_s")
+                 "heartbeat_timeout_s", "listen", "keys")
 
 
 class Job:
@@ -79,12 +80,15 @@ class Engine:
         self._backend = get_backend(self.config)
         self._backend.check()
         load_policy(self.config.policy)
+        # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
+        keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
+            Keys.generate() if self.config.transport == "tcp" else None
         self.tokenizer = self._backend.tokenizer()
         self._lock = threading.Lock()
         self._ids, self._next_seq = itertools.count(), 0
         self._closed = False
         self._dispatcher = Dispatcher(self.config, self._finish, max_workers=max_workers,
-                                      idle_timeout_s=idle_timeout_s)
+                                      idle_timeout_s=idle_timeout_s, keys=keys)
         # an engine nobody closed still stops its processes and removes its sockets at interpreter exit
         weakref.finalize(self, self._dispatcher.stop, "interrupted (the engine was never closed)")
 
@@ -141,6 +145,7 @@ class Engine:
                 "deadline_s": run.meta.deadline_s, "queued_s": queued,
                 "models_loaded": run.spawned, "engine_models_loaded": self._dispatcher.table.spawned,
                 "processes": run.history,  # each process's state changes during the job: [time, state]
+                "refused_joins": self._dispatcher.refused_joins,  # workers from other hosts refused at hello
                 "view_error": run.view_error,  # the live view's callback raised this, and was dropped
             }
             # what the engine itself cost this job: its whole time minus waiting for workers and decoding
@@ -165,6 +170,20 @@ class Engine:
             if self.broken or time.monotonic() > deadline:
                 raise RuntimeError(self.broken or f"draft workers not ready after {timeout} s")
             time.sleep(0.02)
+
+    def wait_for_remote_workers(self, n: int, timeout: float) -> None:
+        """Wait until `n` workers from other hosts have joined (``specsched worker --connect``, an engine
+        started with ``listen``) and loaded their models."""
+        deadline = time.monotonic() + timeout
+        while sum(p["host"] is not None and p["state"] in ("ready", "parked") for p in self.processes) < n:
+            if self.broken or time.monotonic() > deadline:
+                raise RuntimeError(self.broken or f"{n} worker(s) from other hosts did not join within {timeout:g} s")
+            time.sleep(0.05)
+
+    @property
+    def refused_handshakes(self) -> int:
+        """tcp: handshakes refused over the engine's life - peers without the run's key (gatekeeper.py)."""
+        return self._dispatcher.refused_handshakes
 
     @property
     def processes(self) -> list[dict]:

@@ -11,28 +11,27 @@ that runs on and on while the process beats is not caught by this.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import zmq
 
+from specsched.runtime.core.security import Keys
+from specsched.runtime.core.transport import connect, wire_pid
 from specsched.runtime.core.wire import pack
 
 BEAT_S = 0.25
 
 
 class Heartbeat:
-    def __init__(self, ctx: zmq.Context, endpoint: str, role: str, worker: int) -> None:
+    def __init__(self, ctx: zmq.Context, endpoint: str, role: str, worker: int, keys: Keys | None = None) -> None:
         self._stop = threading.Event()
-        self._fields = {"role": role, "worker": worker, "pid": os.getpid()}
-        self._thread = threading.Thread(target=self._beat, args=(ctx, endpoint), name="heartbeat", daemon=True)
+        self._fields = {"role": role, "worker": worker, "pid": wire_pid()}
+        self._thread = threading.Thread(target=self._beat, args=(ctx, endpoint, keys), name="heartbeat", daemon=True)
         self._thread.start()
 
-    def _beat(self, ctx: zmq.Context, endpoint: str) -> None:
-        sock = ctx.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
+    def _beat(self, ctx: zmq.Context, endpoint: str, keys: Keys | None) -> None:
+        sock = connect(ctx, zmq.PUSH, endpoint, keys)
         sock.setsockopt(zmq.SNDHWM, 4)  # an engine that is not reading needs no backlog of beats
-        sock.connect(endpoint)
         try:
             while not self._stop.wait(BEAT_S):
                 try:

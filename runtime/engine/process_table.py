@@ -27,6 +27,9 @@ from specsched.runtime.core.transport import process_name
 from specsched.runtime.engine.zygote import Forked, Zygote
 
 HISTORY = 256  # state changes kept per child (records show those within each job's window)
+# A worker on another host names itself by a pid the engine gives it (runtime/core/transport.wire_pid):
+# above Linux's largest pid_max (2**22), so it is never the pid of a child of this engine.
+REMOTE_PID_BASE = 2**22
 
 
 class State(enum.Enum):
@@ -54,6 +57,7 @@ class Child:
     hung: str | None = None      # why the engine killed it, when it did (no heartbeat)
     said: str | None = None      # the error it reported before it exited
     state_before_exit: str = ""  # what it was doing when it died (the supervisor asks)
+    host: str | None = None      # a worker on another host (joined over --listen): its address; None = forked here
 
     def become(self, state: State, job: int | None = None) -> None:
         self.state, self.job, self.since = state, job, time.monotonic()
@@ -66,10 +70,12 @@ class Child:
 
 
 class ProcessTable:
-    def __init__(self, run_dir: Path, base_spec: dict, preload: list[str]) -> None:
+    def __init__(self, run_dir: Path, base_spec: dict, preload: list[str], *, tell_stop=lambda child: None) -> None:
         self.run_dir, self.base_spec = run_dir, base_spec
         self.children: dict[str, Child] = {}
         self.spawned = 0  # models loaded over the engine's life (one per child)
+        self.joined = 0   # workers that joined from other hosts
+        self.tell_stop = tell_stop  # a remote worker is stopped by a message: the engine cannot signal it
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
         self.zygote = Zygote(run_dir / "zygote.log", preload, env)
 
@@ -99,13 +105,31 @@ class ProcessTable:
         self.spawned += 1
         return child
 
+    def adopt(self, host: str) -> Child:
+        """A worker on another host that joined (runtime/engine/joining.py): a child the engine did not fork.
+        It counts as exited once it says so, or once the engine gives up on it (``kill``)."""
+        proc = Forked()
+        proc.answer(REMOTE_PID_BASE + self.joined)
+        self.joined += 1
+        worker = self._take_worker_id()
+        name = process_name("draft", worker)
+        child = Child(name, "draft", worker, proc, self.run_dir / f"{name}.log", 1, host=host)
+        child.become(State.STARTING)
+        self.children[name] = child
+        return child
+
     def _take_worker_id(self) -> int:
         """The lowest id no live worker holds: a fresh engine numbers its workers 0..n-1, as runs always did."""
         taken = {c.worker for c in self.workers()}
         return next(w for w in range(len(taken) + 1) if w not in taken)
 
     def kill(self, child: Child) -> None:
-        """SIGKILL (which ends a stopped process too); the next look at the dead reaps it."""
+        """SIGKILL (which ends a stopped process too); the next look at the dead reaps it. A remote worker is
+        given up on: told to stop, and counted as dead."""
+        if child.host is not None:
+            self.tell_stop(child)
+            child.proc.exited(-9)
+            return
         if child.proc.known_pid is None:  # psutil.Process(None) would be this process
             return
         try:
@@ -129,6 +153,9 @@ class ProcessTable:
         """SIGTERM each child and anything it started, a grace period, SIGKILL, then reap: no orphans,
         no zombies."""
         procs = []
+        for child in [c for c in children if c.host is not None and c.proc.poll() is None]:
+            self.tell_stop(child)
+            child.proc.exited(0)
         for child in children:
             pid = child.proc.known_pid
             if child.proc.poll() is not None or pid is None:
@@ -160,6 +187,8 @@ class ProcessTable:
 
     def why(self, child: Child) -> str:
         """The last line a dead child left; if it left none because the zygote died, the zygote's."""
+        if child.host is not None:
+            return f"the worker at {child.host} left"
         said = last_line(child.log)
         if said in ("(no log)", "(no output)") and self.zygote.proc.poll() is not None:
             return f"the zygote exited with status {self.zygote.proc.returncode}: {last_line(self.zygote.log)}"
@@ -170,9 +199,10 @@ class ProcessTable:
         self.zygote.close()
 
     def snapshot(self) -> list[dict]:
-        """The table as a user sees it (`Engine.processes`): name, pid, role, state, job."""
+        """The table as a user sees it (`Engine.processes`): name, pid, role, state, job, host (None: local)."""
         return [{"name": c.name, "pid": c.proc.known_pid, "role": c.role, "state": c.state.value, "job": c.job,
-                 "since": c.since} for c in tuple(self.children.values())]  # the engine's thread may add one
+                 "since": c.since, "host": c.host}
+                for c in tuple(self.children.values())]  # the engine's thread may add one
 
 
 def last_line(log: Path) -> str:

@@ -17,16 +17,21 @@ from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
 from specsched.runtime.engine.process_table import Child, State
 
-VERIFIER_ONLY = frozenset({"commit", "job_ack", "job_done", "job_failed", "beam_want"})
+VERIFIER_ONLY = frozenset({"commit", "job_ack", "job_done", "job_failed", "beam_want", "refused"})
 
 
 class Reports:
     def _hello(self, frames: list) -> None:
-        """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it."""
+        """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it. Anyone
+        else knocking there is a worker joining from another host, or junk (joining.py)."""
+        try:
+            child = self.table.children[frames[0].decode()]
+        except (KeyError, UnicodeDecodeError):
+            self._door(frames)
+            return
         try:
             msg = unpack(frames[1:])
-            child = self.table.children[frames[0].decode()]
-        except (ProtocolError, KeyError, UnicodeDecodeError):
+        except ProtocolError:
             return
         if msg.kind == "ready" and child.state is State.STARTING:
             child.become(State.READY)
@@ -43,10 +48,13 @@ class Reports:
                 raise ProtocolError(f"{msg.kind} from no child of this engine")
             self._handle(msg, sender)
         except REFUSED:
-            self.rejected_telemetry += 1
-            for job in self.jobs:
-                if job.phase is Phase.RUNNING:
-                    job.collected.rejected_telemetry += 1
+            self._refuse_telemetry()
+
+    def _refuse_telemetry(self) -> None:
+        self.rejected_telemetry += 1
+        for job in self.jobs:
+            if job.phase is Phase.RUNNING:
+                job.collected.rejected_telemetry += 1
 
     def _sender(self, msg) -> Child | None:
         """The child that sent `msg`; only the verifier speaks of jobs and commits, and every event row a
@@ -113,6 +121,11 @@ class Reports:
                 self.wants.append((job, int(f["seq"]), int(f["slot"])))
         elif msg.kind == "error":  # its last words: the child exits next, and the supervisor hears why
             sender.said = str(f.get("message", f"{sender.name} failed"))
+            self._remote_left(sender, 1)
+        elif msg.kind == "bye":  # a remote worker leaves (joining.py); a forked child's exit is seen by the zygote
+            self._remote_left(sender, int(f.get("code", 0)))
+        elif msg.kind == "refused":  # the verifier's gatekeeper: handshakes refused so far (gatekeeper.py)
+            self.verifier_refused[sender.proc.known_pid] = int(f["count"])
 
     def _event(self, e: Event) -> None:
         if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)

@@ -111,7 +111,8 @@ class Supervision:
         stalled, self.last_heartbeat_check = now - self.last_heartbeat_check > 1.0, now
         verifier = self.table.verifier
         serving = verifier.state is State.READY and any(j.phase is Phase.RUNNING for j in self.jobs)
-        for c in [*self.table.workers(), verifier]:
+        self._check_remote_heartbeats(now, stalled)   # joining.py: judged in every state
+        for c in [*[w for w in self.table.workers() if w.host is None], verifier]:
             busy = c.state is State.DRAFTING or (c is verifier and serving)
             if stalled:
                 c.beat = now
@@ -154,7 +155,9 @@ class Supervision:
     def _assign_resume(self, job: JobRun, child: Child) -> None:
         child.become(State.DRAFTING, job.id)
         job.idle.discard(child.worker)
-        job.collected.processes[f"draft-{job.local_worker(child.worker)}"] = child.proc.pid  # the live view's
+        name = f"draft-{job.local_worker(child.worker)}"
+        job.collected.processes[name] = child.proc.pid  # the live view's
+        job.collected.hosts.pop(name, None)             # a worker from another host is replaced by a local one
         self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "epoch": self.epochs[child.worker],
                                      "sequences": [[*s, "resume"] for s in self._entries(job, child.worker)]})
 

@@ -107,7 +107,7 @@ class Monitor:
             start = end - span
             done = self._done_workers(collected)
             horizons = {k: (frontier if k in done else (tl.last_end(k) or origin)) for k in tl.keys}
-        rows = tuple(tl.rows(start, end, horizons))
+        rows = tuple(tl.rows(start, end, horizons, collected.hosts))
         active = [horizons[k] for k in tl.keys if k != VERIFIER and horizons[k] < frontier]
         decode = max(frontier - origin, 0.0)
         drafted = draft_size(c) * tl.drafts_verified

@@ -133,15 +133,18 @@ class Timeline:
         row = self._events.get(key)
         return row[-1].end if row else None
 
-    def rows(self, start: float, end: float, horizons: dict[int, float]) -> list[Row]:
-        """The events of each process that overlap [start, end)."""
+    def rows(self, start: float, end: float, horizons: dict[int, float],
+             hosts: dict[str, str] | None = None) -> list[Row]:
+        """The events of each process that overlap [start, end); a worker on another host is labelled with it."""
+        hosts = hosts or {}
         rows = []
         for k in self.keys:
             events, starts = self._events[k], self._starts[k]
             lo = max(bisect.bisect_left(starts, start) - 1, 0)  # the one before may reach into the window
             hi = bisect.bisect_left(starts, end)
             inside = tuple(e for e in events[lo:hi] if e.end > start)
-            label = "verifier" if k == VERIFIER else f"draft {k}"
+            host = hosts.get(f"draft-{k}")
+            label = "verifier" if k == VERIFIER else f"draft {k}" + (f" @{host}" if host else "")
             rows.append(Row(label, k, inside, horizons.get(k, start)))
         return rows
 

@@ -1,0 +1,113 @@
+"""CurveZMQ on tcp: who may talk to an engine's sockets.
+
+On ``--transport tcp`` every socket the engine and its verifier bind is a CURVE server, and every
+process of the run - local children and workers on other hosts alike - connects as a CURVE client
+holding a worker key. Keys are made per run (held in the engine's memory and handed to its children
+through the zygote's pipe), or read from files that ``specsched keys DIR`` writes:
+
+- ``engine.key``: the server's key pair and the worker public keys it admits;
+- ``worker.key``: a worker's key pair and the server's public key (what ``specsched worker --key`` reads).
+
+Both are JSON, mode 0600; the keys are Z85 text, as ZeroMQ prints them. A server without a ZAP
+handler would admit any client that knows its public key, so each binding process runs a
+``Gatekeeper`` (gatekeeper.py) that admits listed worker keys only and counts every refused handshake.
+ipc needs none of this: its sockets live in a private (0700) directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import zmq
+
+from specsched.runtime.core.config import ConfigError
+
+ENGINE_KEY, WORKER_KEY = "engine.key", "worker.key"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    server_public: str
+    client_public: str
+    client_secret: str
+    server_secret: str = ""               # the engine's side only
+    admitted: tuple[str, ...] = ()        # client public keys the servers admit
+
+    @classmethod
+    def generate(cls) -> Keys:
+        server_public, server_secret = zmq.curve_keypair()
+        client_public, client_secret = zmq.curve_keypair()
+        return cls(server_public.decode(), client_public.decode(), client_secret.decode(), server_secret.decode(),
+                   (client_public.decode(),))
+
+    @property
+    def serves(self) -> bool:
+        return bool(self.server_secret)
+
+    def for_worker(self) -> Keys:
+        """What a worker holds: its own pair and the server's public key, never the server's secret."""
+        return replace(self, server_secret="", admitted=())
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "admitted": list(self.admitted)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Keys:
+        keys = cls(**{**data, "admitted": tuple(data.get("admitted", ()))})
+        for name, value in keys.to_dict().items():
+            for key in (value if isinstance(value, list) else [value]):
+                if key and (not isinstance(key, str) or len(key) != 40):
+                    raise ValueError(f"{name} is not a 40-character Z85 key")
+        return keys
+
+    def write(self, path: Path) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write("\n")
+
+
+def write_keys(directory: Path) -> tuple[Path, Path]:
+    """A fresh engine.key and worker.key in `directory` (made 0700 if new); returns their paths."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keys = Keys.generate()
+    engine, worker = directory / ENGINE_KEY, directory / WORKER_KEY
+    keys.write(engine)
+    keys.for_worker().write(worker)
+    return engine, worker
+
+
+def load_keys(path: str | Path, *, engine: bool) -> Keys:
+    """An engine's keys (a directory holding engine.key, or the file) or a worker's (worker.key); one clear
+    line (ConfigError) when the file is missing or not a key file."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / (ENGINE_KEY if engine else WORKER_KEY)
+    try:
+        keys = Keys.from_dict(json.loads(path.read_text()))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the key file {path}: {exc.strerror or exc}") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a specsched key file ({exc}); make one with `specsched keys DIR`") from None
+    if engine and not keys.serves:
+        raise ConfigError(f"{path} is a worker's key; the engine needs {ENGINE_KEY} (`specsched keys DIR`)")
+    return keys
+
+
+def curve_server(sock: zmq.Socket, keys: Keys | None) -> None:
+    """Make `sock` a CURVE server (before it binds); no keys, no change (ipc)."""
+    if keys is not None:
+        sock.curve_secretkey = keys.server_secret.encode()
+        sock.curve_publickey = keys.server_public.encode()
+        sock.curve_server = True
+
+
+def curve_client(sock: zmq.Socket, keys: Keys | None) -> None:
+    """Make `sock` a CURVE client of the run's servers (before it connects); no keys, no change (ipc)."""
+    if keys is not None:
+        sock.curve_secretkey = keys.client_secret.encode()
+        sock.curve_publickey = keys.client_public.encode()
+        sock.curve_serverkey = keys.server_public.encode()
