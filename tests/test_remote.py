@@ -199,3 +199,25 @@ def test_a_worker_in_another_network_namespace_over_a_slow_link_gives_the_local_
     record, _ = remote_run(tmp_path, "10.213.7.1", prefix=other_host)
     assert outputs(record) == reference()
     assert record.to_json()["hosts"] == {"draft-0": "10.213.7.2"}
+
+
+@pytest.mark.slow
+def test_on_the_default_pair_a_worker_from_another_address_gives_the_local_runs_output(tmp_path):
+    from specsched.runtime.core.config import RunConfig
+
+    write_keys(tmp_path)
+    listen = f"127.0.0.2:{free_port('127.0.0.2')}"
+    prompt, settings = "Name three colours and say why the sky is blue.", dict(workers=2, max_new_tokens=32)
+    with Engine(RunConfig(transport="tcp", listen=listen, keys=str(tmp_path))) as e:
+        worker = start_worker(listen, tmp_path / "worker.key")
+        try:
+            e.wait_for_remote_workers(1, timeout=300)
+            record = e.generate(prompt, **settings)
+        except BaseException:
+            worker.kill()
+            raise
+    assert worker.wait(timeout=30) == 0, worker.stderr.read()
+    with Engine(RunConfig()) as e:
+        local = e.generate(prompt, **settings)
+    assert record.status == "ok" and record.collected.hosts == {"draft-0": "127.0.0.1"}
+    assert outputs(record) == outputs(local)
