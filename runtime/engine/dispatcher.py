@@ -60,7 +60,7 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
         self.table: ProcessTable | None = None
         self.endpoints = None                      # where the children connect, once started
         self.rejected_telemetry = 0                # telemetry messages refused (reports.py)
-        self.keys, self.gatekeeper = keys, None         # tcp: CURVE keys, and the gatekeeper of the engine's sockets
+        self.keys, self.gatekeeper = keys, None    # tcp: CURVE keys, and the gatekeeper of the engine's sockets
         self.refused_handshakes = 0                # peers without the key, refused (joining.py)
         self.verifier_refused: dict[int, int] = {} # each verifier's own count, by its pid
         self.refused_joins = 0                     # workers from other hosts refused at hello (vocabulary, room)
