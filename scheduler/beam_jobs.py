@@ -51,7 +51,9 @@ class BeamSequence:
     round: int = 0
     steps: int = 0                                   # steps taken so far
     expected: set[int] = field(default_factory=set)  # slots whose tree this round waits for
-    wanted: set[int] = field(default_factory=set)    # slots holding a beam but no worker yet (asked for)
+    wanted: dict[int, int] = field(default_factory=dict)  # slot holding a beam, no worker yet -> the round it
+                                                          # was asked for in (which names the request)
+    epochs: list[int] = field(default_factory=list)  # per slot: the epoch (restarts) of the worker it files
     counts: np.ndarray | None = None                 # [W_in, gamma]: nodes per tree and layer this round
     trees: dict[int, tuple[TreeDraft, bytes, BeamTree | None]] = field(default_factory=dict)  # slot -> tree
     beams: list[list[int]] | None = None             # the final beams' new tokens, once done
@@ -62,7 +64,7 @@ class BeamSequence:
         """Slots past the workers the job started with are vacant (-1) until a worker joins them."""
         st.beam_workers += [-1] * (beams - len(st.beam_workers))
         return cls(st, [list(st.prompt)], np.zeros(1), [st.cache], expected={
-            slot for slot, worker in enumerate(st.beam_workers) if worker >= 0})
+            slot for slot, worker in enumerate(st.beam_workers) if worker >= 0}, epochs=[0] * len(st.beam_workers))
 
     @property
     def complete(self) -> bool:
@@ -163,14 +165,17 @@ def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> tuple[li
                 seq.st.beam_workers[slot] = -1
     seq.expected = set(range(held))
     want = [slot for slot in range(held) if seq.st.beam_workers[slot] < 0 and slot not in seq.wanted]
-    seq.wanted.update(want)
+    seq.wanted.update((slot, seq.round) for slot in want)
     return out, want
 
 
 def task(seq: BeamSequence, slot: int, verify_start: float = 0.0, verify_end: float = 0.0) -> BeamTask:
-    """The slot's task for the round to come: its beam, or leave (``done``) when it holds none."""
+    """The slot's task for the round to come: its beam; in round 0, before any beam exists, an empty tree (no
+    context); or leave (``done``) when it holds none."""
     holds = not seq.st.done and seq.counts is not None and slot < len(seq.contexts)
-    out = BeamTask(seq.st.seq, slot, seq.round, not holds, verify_start=verify_start, verify_end=verify_end)
+    first = not seq.st.done and seq.counts is None and slot in seq.expected
+    out = BeamTask(seq.st.seq, slot, seq.round, not (holds or first), verify_start=verify_start,
+                   verify_end=verify_end, epoch=seq.epochs[slot])
     if holds:
         out.context = np.asarray(seq.contexts[slot], np.int32)
         out.logprob = float(seq.logprobs[slot])

@@ -5,6 +5,12 @@ slot's tree and says when the round is complete (the sequence then enters the ru
 draft), ``run`` verifies a round in one target forward, commits what is final and returns each worker's
 task and the slots that need a worker, ``join`` gives a vacant slot to the worker the engine sent.
 beam_jobs.py holds the rules; this is the bookkeeping around them.
+
+A beam worker that dies is restarted under the same worker id and a new *epoch* (runtime/engine/supervisor.py)
+and asks where its slot stands (``resume``): the verifier holds every slot's beam, so it answers with the
+slot's task for the round it waits for. What the dead process had sent for that round is dropped and drafted
+again - the same tree, since a tree's draws come from the stream of its slot and round (``beam_stream``) and
+its task is the same - and from then on only trees of the new epoch are filed.
 """
 
 from __future__ import annotations
@@ -43,19 +49,49 @@ class BeamRounds:
         slots = seq.st.beam_workers
         if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(d.worker):
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from {reply_to!r}, not from its worker")
+        if d.epoch != seq.epochs[d.slot]:
+            raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from epoch {d.epoch} of its worker, "
+                                f"now {seq.epochs[d.slot]}")
         if d.round != seq.round or d.slot in seq.trees or d.slot not in seq.expected:
             raise ProtocolError(f"tree round {d.round} for sequence {d.seq} slot {d.slot}, expected {seq.round}")
         seq.trees[d.slot] = (d, reply_to, parse_tree(seq, d, job.config, self.target.vocab_size))
         return seq.complete
 
-    def join(self, seq_id: int, slot: int, worker: int, reply_to: bytes) -> BeamTask:
-        """The worker the engine sent for a vacant slot that holds a beam: it takes the slot, and its task."""
+    def join(self, seq_id: int, slot: int, worker: int, reply_to: bytes, want: int, epoch: int) -> BeamTask:
+        """The worker the engine sent for a vacant slot that holds a beam (`want`: the round the slot was asked
+        for in): it takes the slot, and its task."""
         seq = self.seqs.get(seq_id)
-        if seq is None or seq.st.done or slot not in seq.wanted or reply_to != worker_identity(worker):
+        if seq is None or seq.st.done or seq.wanted.get(slot) != want or reply_to != worker_identity(worker):
             raise ProtocolError(f"beam_join for sequence {seq_id} slot {slot} from {reply_to!r}: not a slot "
                                 f"waiting for a worker")
-        seq.wanted.discard(slot)
-        seq.st.beam_workers[slot] = worker
+        return self._take(seq, slot, worker, epoch)
+
+    def resume(self, seq_id: int, slot: int, worker: int, reply_to: bytes, want: int, epoch: int) -> BeamTask:
+        """A restarted worker asks where the slot it served stands (`want`: the request it was sent to join
+        by, -1 for none; `epoch`: its restarts so far). The slot's worker is re-primed: the slot's tree of the
+        round is dropped, to be drafted again, and its task comes back; a join its predecessor never made is
+        made; a slot it no longer holds (the width narrowed past it, the sequence finished) says done."""
+        if reply_to != worker_identity(worker):
+            raise ProtocolError(f"beam_resume for worker {worker} from {reply_to!r}")
+        seq = self.seqs.get(seq_id)
+        if seq is None or seq.st.done:  # finished, its job closed: nothing left to draft
+            return BeamTask(seq_id, slot, seq.round if seq else 0, True, epoch=epoch)
+        if not 0 <= slot < len(seq.st.beam_workers):
+            raise ProtocolError(f"beam_resume for sequence {seq_id} slot {slot}, which it does not have")
+        if seq.st.beam_workers[slot] == worker:
+            if epoch <= seq.epochs[slot]:
+                raise ProtocolError(f"beam_resume of sequence {seq_id} slot {slot} (epoch {epoch}): not the newest "
+                                    f"incarnation of its worker")
+            seq.trees.pop(slot, None)
+            return self._take(seq, slot, worker, epoch)
+        if want >= 0 and seq.wanted.get(slot) == want:
+            return self._take(seq, slot, worker, epoch)
+        return BeamTask(seq_id, slot, seq.round, True, epoch=epoch)
+
+    @staticmethod
+    def _take(seq: BeamSequence, slot: int, worker: int, epoch: int) -> BeamTask:
+        seq.wanted.pop(slot, None)
+        seq.st.beam_workers[slot], seq.epochs[slot] = worker, epoch
         return task(seq, slot)
 
     def nodes(self, seq_id: int) -> np.ndarray:

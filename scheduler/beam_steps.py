@@ -29,7 +29,20 @@ class BeamSteps:
     def join_beam(self, fields: dict, reply_to: bytes) -> Reply:
         """A worker the engine sent for a vacant slot: it takes the slot and is given the slot's beam."""
         seq, slot, worker = int(fields["seq"]), int(fields["slot"]), int(fields["worker"])
-        return Reply(self.beam_rounds.join(seq, slot, worker, reply_to), reply_to, worker)
+        given = self.beam_rounds.join(seq, slot, worker, reply_to, int(fields["want"]), int(fields["epoch"]))
+        return Reply(given, reply_to, worker)
+
+    def resume_beam(self, fields: dict, reply_to: bytes) -> Reply:
+        """A restarted beam worker: its slot's task (beam_rounds.py). A sequence is queued only while its round
+        is complete, so one whose tree was dropped to be drafted again leaves the run queue."""
+        seq, slot, worker = int(fields["seq"]), int(fields["slot"]), int(fields["worker"])
+        if seq in self.seqs and seq not in self.beam_rounds.seqs:
+            raise ProtocolError(f"beam_resume for sequence {seq}, which is not a beam sequence")
+        answer = self.beam_rounds.resume(seq, slot, worker, reply_to, int(fields["want"]), int(fields["epoch"]))
+        beams = self.beam_rounds.seqs.get(seq)
+        if beams is not None and not beams.complete and self.queue is not None:
+            self.queue.drop(lambda q: q.draft.seq == seq)
+        return Reply(answer, reply_to, worker)
 
     def verify_beam(self, entry: Queued) -> list:
         """One round of a dsbd sequence: one target forward over its forest; every slot gets its task."""
@@ -44,8 +57,9 @@ class BeamSteps:
             self.telemetry.send("job_failed", {"job": job.id, "message": f"verifier: {type(exc).__name__}: {exc}"})
             return []
         self._count_beam_round(job, st, kept, n, threads, t0)
+        wanted = self.beam_rounds.seqs[st.seq].wanted
         for slot in want:  # the width widened: the engine sends a worker for each new slot (beam_join)
-            self.telemetry.send("beam_want", {"job": job.id, "seq": st.seq, "slot": slot})
+            self.telemetry.send("beam_want", {"job": job.id, "seq": st.seq, "slot": slot, "round": wanted[slot]})
         try:
             self.queue.served([entry], n["seconds"], [len(kept)])
         except PolicyFailure as exc:

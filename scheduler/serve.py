@@ -110,8 +110,10 @@ def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
                 answer = resume(v, Resume.from_message(msg), frames[0].bytes)
                 router.send_multipart([frames[0], *answer.to_frames()], copy=False)
                 continue
-            if msg.kind == "beam_join":  # a worker the engine sent for a vacant beam slot: its task at once
-                r = v.join_beam(msg.fields, frames[0].bytes)
+            if msg.kind in ("beam_join", "beam_resume"):  # a worker the engine sent for a vacant beam slot, or a
+                # restarted one asking where its slot stands (beam_rounds.py): the slot's task at once
+                take = v.join_beam if msg.kind == "beam_join" else v.resume_beam
+                r = take(msg.fields, frames[0].bytes)
                 router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
                 continue
             if msg.kind != "draft":

@@ -17,7 +17,7 @@ import numpy as np
 
 from specsched.runtime.core.wire import PROTOCOL_VERSION, pack
 
-VERIFIER_KINDS = ("draft", "beam_draft", "resume", "beam_join", "verdict", "job", "commit")
+VERIFIER_KINDS = ("draft", "beam_draft", "resume", "beam_join", "beam_resume", "verdict", "job", "commit")
 TELEMETRY_KINDS = ("commit", "events", "idle", "job_ack", "job_done", "job_failed", "beam_want", "beat", "error")
 
 
@@ -33,8 +33,8 @@ def _valid(kind: str, rng: random.Random, seqs: list[int]) -> list:
     if kind == "beam_draft":
         return pack("beam_draft", {"seq": seq, "worker": 1, "slot": rng.randrange(4), "round": 999},
                     {"tokens": tokens, "parents": parents, "layer_sizes": np.array([n], np.int32)})
-    if kind in ("resume", "beam_join"):
-        return pack(kind, {"seq": seq, "worker": rng.randrange(8), "epoch": 0, "slot": 0})
+    if kind in ("resume", "beam_join", "beam_resume"):
+        return pack(kind, {"seq": seq, "worker": rng.randrange(8), "epoch": 0, "slot": 0, "want": 1})
     if kind == "commit":
         return pack("commit", {"seq": seq, "worker": 0, "done": False, "pid": rng.randrange(10**6, 2 * 10**6)},
                     {"tokens": tokens})

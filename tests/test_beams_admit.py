@@ -127,12 +127,12 @@ def test_a_narrower_width_sends_a_slots_worker_away_and_a_wider_one_asks_the_eng
     seq.contexts, seq.logprobs, seq.counts = wide
     answers, want = tasks(seq, 0.0, 0.0)
     assert [slot for slot, _ in answers] == [0] and want == [1] and seq.expected == {0, 1}
-    assert not seq.complete
-    for slot, sender in ((0, 12), (1, 10)):  # a slot nobody waits a worker for; a forged identity
-        with pytest.raises(ProtocolError, match="not a slot waiting"):
-            rounds.join(7, slot, 12, worker_identity(sender))
-    given = rounds.join(7, 1, 12, worker_identity(12))  # the worker the engine sent: the slot's beam at once
+    assert not seq.complete and seq.wanted == {1: seq.round}  # the request is named by its round
+    for slot, sender, asked in ((0, 12, 1), (1, 10, 1), (1, 12, 0)):  # a slot nobody waits a worker for; a
+        with pytest.raises(ProtocolError, match="not a slot waiting"):  # forged identity; another request
+            rounds.join(7, slot, 12, worker_identity(sender), asked, 0)
+    given = rounds.join(7, 1, 12, worker_identity(12), 1, 0)  # the worker the engine sent: the slot's beam at once
     assert given.slot == 1 and not given.done and given.context.tolist() == seq.contexts[1]
-    assert seq.st.beam_workers == [10, 12] and seq.wanted == set()
+    assert seq.st.beam_workers == [10, 12] and seq.wanted == {}
     with pytest.raises(ProtocolError, match="not a slot waiting"):  # taken: a second worker is refused
-        rounds.join(7, 1, 13, worker_identity(13))
+        rounds.join(7, 1, 13, worker_identity(13), 1, 0)

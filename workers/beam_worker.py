@@ -4,9 +4,11 @@ Each round the worker drafts the tree of the forest that grows from its slot's b
 layer as the verifier's task says, from its own random stream keyed by (seed, sequence, slot, round) -
 and sends it; the verdict is its next task. A worker that starts with the sequence sends an empty tree
 first (round 0: no beam exists yet); one the engine sends later, when the width widens, joins
-(``beam_join``) and is given its slot's beam at once. A task marked ``done`` - the sequence is finished,
-or the width narrowed past the slot - ends the worker's part. The draft cache follows the slot's beam:
-``sync_to`` keeps what the new beam shares with the old one and reads the rest.
+(``beam_join``) and is given its slot's beam at once; one restarted in place of a worker that died in the
+slot asks the verifier where the slot stands (``beam_resume``) and drafts the round it waits for, into a
+fresh cache. A task marked ``done`` - the sequence is finished, or the width narrowed past the slot - ends
+the worker's part. The draft cache follows the slot's beam: ``sync_to`` keeps what the new beam shares
+with the old one and reads the rest.
 """
 
 from __future__ import annotations
@@ -24,16 +26,21 @@ from specsched.workers.beam_drafter import draft_tree
 EMPTY = np.zeros(0, np.int32)
 
 
-def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, join: bool = False) -> None:
+def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, how: str = "start", *,
+                  epoch: int = 0, want: int = -1) -> None:
     """Draft `slot` of sequence `seq` until the verifier says done. `worker`: the DraftWorker (model, socket,
-    recorder, ``expect``); `join`: the slot is taken mid-sequence (the width widened), so the first task is
-    asked for rather than earned by a round-0 tree."""
+    recorder, ``expect_current``); `how`: start - the first task is earned by a round-0 tree; join - the slot
+    is taken mid-sequence (the width widened; `want` names the verifier's request, by the round it was made
+    in); resume - this process replaces one that died serving the slot (or sent to join it, `want`). The
+    first task of a join or resume is asked for. `epoch`: this worker's restarts so far; a task of another
+    epoch was meant for a dead predecessor and is skipped."""
     cache = worker.model.new_cache()
     task: BeamTask | None = None
     rnd = 0
-    if join:
-        worker.sock.send_multipart(pack("beam_join", {"seq": seq, "worker": worker.worker, "slot": slot}))
-        task = _task(worker.expect(("beam_task",)), seq, slot, None)
+    if how != "start":
+        worker.sock.send_multipart(pack("beam_join" if how == "join" else "beam_resume", {
+            "seq": seq, "worker": worker.worker, "slot": slot, "want": want, "epoch": epoch}))
+        task = _task(worker.expect_current(("beam_task",), epoch), seq, slot, None)
         if task.done:
             return
         rnd = task.round
@@ -47,9 +54,9 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, jo
         else:
             tokens, parents, sizes, q = EMPTY, EMPTY, EMPTY, None
         sent = time.monotonic()
-        draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started)
+        draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started, epoch)
         worker.sock.send_multipart(draft.to_frames(), copy=False)
-        task = _task(worker.expect(("beam_task",)), seq, slot, rnd + 1)
+        task = _task(worker.expect_current(("beam_task",), epoch), seq, slot, rnd + 1)
         if not draft.empty:
             worker.recorder.add("queued", draft.sent_at, task.verify_start, seq)
             worker.recorder.add("verify", task.verify_start, task.verify_end, seq)

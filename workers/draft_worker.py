@@ -61,7 +61,8 @@ class DraftWorker:
 
     def serve(self, control: zmq.Socket) -> None:
         """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot
-        [, how: start | join - a dsbd slot taken mid-sequence | resume - after a restart]), ...], epoch)."""
+        [, how: start | join - a dsbd slot taken mid-sequence | resume - after a restart[, want]]), ...],
+        epoch)."""
         # ready only once the verifier has answered: a first draft must not wait for a connection to form
         # (as SEED's start barrier, per worker: the engine starts a job once all its workers are ready)
         try:
@@ -102,29 +103,29 @@ class DraftWorker:
                     raise Stopped
 
     def run_assignment(self, config: RunConfig, entries: list[list], epoch: int) -> None:
-        """Each (sequence id, index in its job, prompt, beam slot[, how]) in turn; how: start | join (a dsbd
-        slot taken mid-sequence) | resume (after a restart). A resync - the verifier was restarted - resumes
-        them all under the new epoch."""
+        """Each (sequence id, index in its job, prompt, beam slot[, how[, want]]) in turn; how: start | join (a
+        dsbd slot taken mid-sequence, `want`: the verifier's request it answers) | resume (after a restart).
+        A resync - the verifier was restarted - resumes them all under the new epoch."""
         finished = 0
         while finished < len(entries):
             try:
                 for seq, local, prompt, slot, *how in entries[finished:]:
-                    how = how[0] if how else "start"
+                    how, want = (how[0] if how else "start"), (int(how[1]) if len(how) > 1 else -1)
                     if config.mode == "dsbd":
-                        run_beam_slot(self, config, int(seq), int(local), int(slot), how == "join")
+                        run_beam_slot(self, config, int(seq), int(local), int(slot), how, epoch=epoch, want=want)
                     else:
                         self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],
                                           resume=how == "resume", epoch=epoch)
                     finished += 1
             except Resync as r:  # every entry resumes: the new verifier answers done for the finished ones
                 epoch, finished = r.epoch, 0
-                entries = [[*e[:4], "resume"] for e in entries]
+                entries = [[*e[:4], "resume", *e[5:]] for e in entries]
 
     def expect_current(self, kinds: tuple[str, ...], epoch: int):
         """As ``expect``, skipping answers meant for an earlier epoch: what a dead verifier, or a verifier
         answering this process's dead predecessor, sent and this process reads only now."""
         while True:
-            msg = self.expect(("verdict", "resumed"))
+            msg = self.expect(("verdict", "resumed", "beam_task"))
             if int(msg.fields.get("epoch", 0)) == epoch:
                 if msg.kind not in kinds:
                     raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")

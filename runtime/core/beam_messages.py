@@ -3,8 +3,11 @@
 One round, per beam slot: the worker sends its ``TreeDraft`` (empty when it holds no beam this round);
 when every slot of the sequence has sent, the verifier verifies the forest in one target forward and
 answers each slot with a ``BeamTask``: the beam it drafts from next (context, the target's joint
-log-probability, how many nodes each of its layers gets), none, or done. msgpack header plus raw arrays,
-as every message (wire.py); the arrays are checked here, since they come from another process.
+log-probability, how many nodes each of its layers gets), none, or done. Both carry the *epoch* of the
+slot's worker (its restarts so far, runtime/engine/supervisor.py): the verifier files only trees of the
+slot's current epoch, and a worker skips tasks of another (meant for a dead predecessor). msgpack header
+plus raw arrays, as every message (wire.py); the arrays are checked here, since they come from another
+process.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class TreeDraft:
     q: np.ndarray | None = None     # float32 [R, V]: each layer's q over (nodes above x V), stacked; None greedy
     sent_at: float = 0.0
     draft_s: float = 0.0
+    epoch: int = 0                  # its worker's restarts so far
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -48,13 +52,14 @@ class TreeDraft:
         if self.q is not None:
             arrays["q"] = self.q.astype(np.float32)
         return pack("beam_draft", {"seq": self.seq, "worker": self.worker, "slot": self.slot, "round": self.round,
-                                   "sent_at": self.sent_at, "draft_s": self.draft_s}, arrays)
+                                   "sent_at": self.sent_at, "draft_s": self.draft_s, "epoch": self.epoch}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> TreeDraft:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["worker"]), int(f["slot"]), int(f["round"]), a["tokens"], a["parents"],
-                   a["layer_sizes"], a.get("q"), float(f.get("sent_at", 0.0)), float(f.get("draft_s", 0.0)))
+                   a["layer_sizes"], a.get("q"), float(f.get("sent_at", 0.0)), float(f.get("draft_s", 0.0)),
+                   int(f.get("epoch", 0)))
 
 
 @dataclass(slots=True)
@@ -68,6 +73,7 @@ class BeamTask:
     counts: np.ndarray | None = None   # int32 [gamma]: nodes each layer of its tree gets
     verify_start: float = 0.0
     verify_end: float = 0.0
+    epoch: int = 0                   # the epoch of the slot's worker it is meant for
 
     def to_frames(self) -> list:
         arrays = {}
@@ -75,10 +81,11 @@ class BeamTask:
             arrays = {"context": self.context.astype(np.int32), "counts": self.counts.astype(np.int32)}
         return pack("beam_task", {"seq": self.seq, "slot": self.slot, "round": self.round, "done": self.done,
                                   "logprob": self.logprob, "verify_start": self.verify_start,
-                                  "verify_end": self.verify_end}, arrays)
+                                  "verify_end": self.verify_end, "epoch": self.epoch}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> BeamTask:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["slot"]), int(f["round"]), bool(f["done"]), a.get("context"),
-                   float(f["logprob"]), a.get("counts"), float(f["verify_start"]), float(f["verify_end"]))
+                   float(f["logprob"]), a.get("counts"), float(f["verify_start"]), float(f["verify_end"]),
+                   int(f.get("epoch", 0)))

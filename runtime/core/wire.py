@@ -31,6 +31,7 @@ KINDS = frozenset({
     "beam_draft",  # beam worker -> verifier: its slot's tree of a dsbd forest (runtime/core/beam_messages.py)
     "beam_task",   # verifier -> beam worker: the beam it drafts from next, or leave (done, or past the width)
     "beam_join",   # beam worker -> verifier: I take this vacant slot (the engine sent me); its task comes back
+    "beam_resume",  # restarted beam worker -> verifier: where does my slot stand? its task comes back
     "resume",    # restarted worker -> verifier: where does my sequence stand? (runtime/core/resume.py)
     "resumed",   # verifier -> restarted worker: its verified context, round, done
     # control (engine's ROUTER -> each child's DEALER)

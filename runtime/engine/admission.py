@@ -99,21 +99,22 @@ class Admission:
             c.become(State.RETIRING)
 
     def _hand_beam_workers(self) -> None:
-        """dsbd: each slot the verifier asked a worker for gets a parked worker of its job, which joins it;
-        a want with none parked yet waits for the next tick."""
+        """dsbd: each slot the verifier asked a worker for gets a parked worker of its job, which joins it
+        (naming the request by the round it was made in); a want with none parked yet waits for the next tick."""
         waiting = []
-        for job, seq, slot in self.wants:
+        for job, seq, slot, want in self.wants:
             if job.phase is not Phase.RUNNING or seq not in self.by_seq:
                 continue  # the job ended meanwhile
-            child = next((c for c in map(self.table.by_worker, job.workers) if c.state in (State.PARKED, State.READY)),
-                         None)  # parked, or a new process that took a dead parked one's place (supervisor.py)
+            # parked, or a new process that took a dead parked one's place - not one restarted to resume a slot
+            child = next((c for c in map(self.table.by_worker, job.workers)
+                          if c.state in (State.PARKED, State.READY) and c.worker not in self.resuming), None)
             if child is None:
-                waiting.append((job, seq, slot))
+                waiting.append((job, seq, slot, want))
                 continue
             local = seq - job.first_seq
             child.become(State.DRAFTING, job.id)
             job.idle.discard(child.worker)
             job.mark(child.worker, "fork")
-            self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(),
-                                         "sequences": [[seq, local, job.prompts[local], slot, "join"]]})
+            self._assign(child, job, [[seq, local, job.prompts[local], slot, "join", want]],
+                         self.epochs.get(child.worker, 0))
         self.wants = waiting

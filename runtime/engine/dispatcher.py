@@ -48,7 +48,9 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
         self.closing = False
         self.jobs: list[JobRun] = []               # not finished, in submission order
         self.by_seq: dict[int, JobRun] = {}        # global sequence id -> its job, while it runs
-        self.wants: list[tuple[JobRun, int, int]] = []  # dsbd: (job, sequence, beam slot) waiting for a worker
+        self.wants: list[tuple[JobRun, int, int, int]] = []  # dsbd: (job, sequence, beam slot, the round it was
+                                                             # asked for in) waiting for a worker
+        self.assigned: dict[int, tuple[int, list]] = {}  # worker id -> (job, the entries it was last assigned)
         self.intensity = Intensity(config.max_restarts, config.restart_period_s)   # supervisor.py
         self.epochs: dict[int, int] = {}           # worker id -> its restarts so far
         self.resuming: dict[int, JobRun] = {}      # restarted worker -> the job whose sequences it resumes
@@ -219,6 +221,13 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
             self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
         except zmq.ZMQError:
             pass
+
+    def _assign(self, child: Child, job: JobRun, sequences: list[list], epoch: int = 0) -> None:
+        """Tell a worker to draft `sequences` of `job`: entries (sequence id, index in the job, prompt, beam
+        slot[, how[, want]]), as serve() in workers/draft_worker.py reads them. Kept: a restart resumes them."""
+        self.assigned[child.worker] = (job.id, sequences)
+        self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "epoch": epoch,
+                                     "sequences": sequences})
 
     def _reap(self) -> None:
         for child, code in self.table.dead():

@@ -87,8 +87,7 @@ class Reports:
                         continue
                     if job.config.mode == "dsbd":
                         job.mark(worker, "fork")
-                    self._send(self.table.by_worker(worker), "assign",
-                               {"job": job.id, "config": job.config.to_dict(), "sequences": sequences})
+                    self._assign(self.table.by_worker(worker), job, sequences)
         elif msg.kind == "job_done":
             job = self._job(int(f["job"]))
             if job is not None:
@@ -118,7 +117,7 @@ class Reports:
         elif msg.kind == "beam_want":  # dsbd: a sequence widened; admission.py hands the slot a worker
             job = self._job(int(f["job"]))
             if job is not None:
-                self.wants.append((job, int(f["seq"]), int(f["slot"])))
+                self.wants.append((job, int(f["seq"]), int(f["slot"]), int(f["round"])))
         elif msg.kind == "error":  # its last words: the child exits next, and the supervisor hears why
             sender.said = str(f.get("message", f"{sender.name} failed"))
             self._remote_left(sender, 1)

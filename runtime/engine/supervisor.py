@@ -1,17 +1,17 @@
 """Supervision: a draft worker that dies while it serves a job is restarted, as an Erlang/OTP supervisor
-restarts its child, and takes its sequences back from their verified prefix.
+restarts its child, and takes its work back from the verifier, the authority on it.
 
 Restart intensity, as OTP's: at most ``--max-restarts`` R restarts of one child within
-``--restart-period`` T seconds; the next death in that window and the supervisor gives up - the jobs
-the child serves fail, with one line and every verified token kept. The new process takes the dead
-one's name and worker id, so the verifier's owner of each sequence stays the same; it is told to
-*resume* (scheduler/resume.py): for each unfinished sequence it asks the verifier - the authority on
-what is committed - for the verified context and round, and drafts on. Its *epoch* (restarts of that
-worker so far) keeps any draft of the dead process out of the run queue. What can resume: a worker of
-a seed or sd job, running or waiting to start; a parked dsbd pool worker (it holds no beam) is simply
-replaced. A drafting dsbd beam worker's death still fails its job (its slot's round would have to be
-rebuilt: not built). A stopped worker is found by its silence (heartbeat.py) and killed, then
-restarted the same way.
+``--restart-period`` T seconds; the next death in that window and the supervisor gives up - the jobs the
+child serves fail, with one line and every verified token kept. The new process takes the dead one's
+name and worker id, so the verifier's owner of each sequence (and beam slot) stays the same; it is told
+to *resume* what the dead one was last assigned. A seed or sd worker, for each unfinished sequence, asks
+the verifier for the verified context and round and drafts on (scheduler/resume.py); a dsbd beam worker
+asks where its slot stands - the verifier holds the slot's beam - and drafts the round the slot waits
+for (scheduler/beam_rounds.py). Its *epoch* (restarts of that worker so far) keeps any draft or tree of
+the dead process out. A worker of a job waiting to start simply starts with it; a dsbd pool worker that
+holds no slot (parked, or loaded and not yet handed one) is replaced in the pool. A stopped worker is
+found by its silence (heartbeat.py) and killed, then restarted the same way.
 
 The verifier too: a new one is started, every live job is announced to it again with each sequence's
 committed tokens (all the engine has heard, the dead verifier's last messages drained first), which
@@ -57,7 +57,7 @@ class Supervision:
             self._restart_verifier(child, error)
             return
         serves = self._served_by(child)
-        if not serves or any(not _resumable(j, child) for j in serves):
+        if not serves:
             self._child_failed(child, error)
             return
         if not self.intensity.allow(child.name, time.monotonic()):
@@ -65,10 +65,13 @@ class Supervision:
             return
         self.table.spawn("draft", child.threads, worker=child.worker).job = child.job  # its death is the job's too
         self.epochs[child.worker] = self.epochs.get(child.worker, 0) + 1
-        for job in serves:
-            if job.phase is not Phase.PENDING and job.config.mode != "dsbd":  # else: assigned when needed
+        was_resuming = self.resuming.get(child.worker)
+        for job in serves:  # a pending job assigns it at its start, a pool the slot it is handed
+            resumes = job.phase is not Phase.PENDING and (child.state_before_exit == "drafting" or job is was_resuming)
+            if resumes:
                 self.resuming[child.worker] = job
-            self._note_restart(job, child.worker, error, [local for _, local, _, _ in self._entries(job, child.worker)])
+            held = self._entries(job, child.worker) if resumes or job.phase is Phase.PENDING else []
+            self._note_restart(job, child.worker, error, [e[1] for e in held])
 
     def _restart_verifier(self, child: Child, error: str) -> None:
         """A new verifier; every live job is announced to it again with what it has committed, and each of
@@ -122,10 +125,11 @@ class Supervision:
 
     def _served_by(self, child: Child) -> list[JobRun]:
         """The jobs a dead child served: the one it drafted for, one waiting to start with it, the one it
-        was restarted to resume, and a running dsbd job whose pool it was parked in."""
+        was restarted to resume, and a running dsbd job whose pool it waited in (parked, or loaded)."""
         waiting = self.resuming.get(child.worker) if child.role == "draft" else None
+        pooled = child.state_before_exit in ("parked", "ready")
         return [j for j in self.jobs if child.job == j.id or j is waiting or (child.worker in j.workers and (
-            j.phase is Phase.PENDING or (j.config.mode == "dsbd" and child.state_before_exit == "parked")))]
+            j.phase is Phase.PENDING or (j.config.mode == "dsbd" and pooled)))]
 
     def _hand_resumed(self) -> None:
         """Once the new verifier is up, it gets every live job again; a restarted worker, once loaded and once
@@ -149,8 +153,10 @@ class Supervision:
                 self._assign_resume(job, child)
 
     def _entries(self, job: JobRun, worker: int) -> list:
-        """The worker's entries of the job's assignments: (sequence id, index in the job, prompt, slot)."""
-        return [s for w, seqs in job.assignments() if w == worker for s in seqs]
+        """What the worker serves of the job: (sequence id, index in the job, prompt, slot[, how[, want]]) - its
+        last assignment (a dsbd worker moves from slot to slot), or the job's first one of it."""
+        job_id, entries = self.assigned.get(worker, (None, []))
+        return entries if job_id == job.id else [s for w, seqs in job.assignments() if w == worker for s in seqs]
 
     def _assign_resume(self, job: JobRun, child: Child) -> None:
         child.become(State.DRAFTING, job.id)
@@ -158,8 +164,8 @@ class Supervision:
         name = f"draft-{job.local_worker(child.worker)}"
         job.collected.processes[name] = child.proc.pid  # the live view's
         job.collected.hosts.pop(name, None)             # a worker from another host is replaced by a local one
-        self._send(child, "assign", {"job": job.id, "config": job.config.to_dict(), "epoch": self.epochs[child.worker],
-                                     "sequences": [[*s, "resume"] for s in self._entries(job, child.worker)]})
+        self._assign(child, job, [[*s[:4], "resume", *s[5:]] for s in self._entries(job, child.worker)],
+                     self.epochs[child.worker])
 
     def _reannouncing(self, job: JobRun) -> bool:
         return job.id in self.reannounce or job.id in self.resyncing
@@ -174,13 +180,8 @@ class Supervision:
             self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
             if c.state is State.DRAFTING:
                 self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
-            elif any(local not in job.collected.done for _, local, _, _ in self._entries(job, c.worker)):
+            elif any(e[1] not in job.collected.done for e in self._entries(job, c.worker)):
                 # it heard its last verdict, the engine not yet the commit (two sockets, no order between
                 # them): the new verifier does not hold the sequence as done, so it resumes it
                 self._assign_resume(job, c)
 
-
-def _resumable(job: JobRun, child: Child) -> bool:
-    """A seed/sd worker resumes its sequences; a parked dsbd pool worker holds no beam, so a new one simply
-    takes its place in the pool."""
-    return job.phase is Phase.PENDING or job.config.mode in ("seed", "sd") or child.state_before_exit == "parked"
