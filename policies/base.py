@@ -11,7 +11,7 @@ What a policy may look at (``ReadyDraft``):
     seq              the sequence the draft extends
     arrival          when the draft entered the run queue (time.monotonic() seconds)
     order            arrival counter: strictly increasing, breaks ties between equal arrivals
-    length           number of draft tokens
+    length           number of draft tokens to verify (candidates)
     verified_tokens  tokens already committed for that sequence
     priority         the worker's static priority from --priorities (lower = more urgent)
     round            how many drafts this sequence has had verified before this one
@@ -22,6 +22,9 @@ What a policy may look at (``ReadyDraft``):
     tokens_remaining the sequence's token budget not yet committed (max_new_tokens - verified_tokens)
     tickets          the worker's share for proportional-share policies (--tickets; 100 unless given)
     expected_tokens  the sequence's running mean of tokens committed per verification (0 before its first)
+    lanes            branch-lane tokens the draft adds to the forward (Self-Draft): exploring, not verifying
+    kind             "verify" (the draft has candidates) or "branch" (lanes only: it explores, and commits
+                     just the one token any forward commits)
 
 What it returns: one ``ReadyDraft`` from the list (or a non-empty list of them, to batch).
 Returning anything else, or raising, stops the run with one line naming the policy.
@@ -62,6 +65,11 @@ class ReadyDraft:
     tokens_remaining: int = 0
     tickets: int = 100
     expected_tokens: float = 0.0
+    lanes: int = 0
+
+    @property
+    def kind(self) -> str:
+        return "verify" if self.length or not self.lanes else "branch"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from specsched.policies.base import Policy
 from specsched.policies.batch import Batch
 from specsched.policies.cfs import CFS
+from specsched.policies.commit_first import CommitFirst
 from specsched.policies.edf import EDF
 from specsched.policies.fcfs import FCFS
 from specsched.policies.goodput import Goodput
@@ -28,6 +29,7 @@ BUILTIN: dict[str, type[Policy]] = {
     "sjf": SJF, "srtf": SRTF, "mlfq": MLFQ, "lottery": Lottery, "stride": Stride,      # the textbook's
     "edf": EDF, "cfs": CFS,
     "goodput": Goodput,                                                                 # cost-aware batching
+    "commit-first": CommitFirst,                                                        # Self-Draft's kinds
 }
 GROUP = "specsched.policies"
 

@@ -22,6 +22,17 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="draft from repeated text first: the token after the latest earlier match of the last "
                         "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
                         "(default: 4 on hf, off on sim)")
+    p.add_argument("--drafter", default=d.drafter, metavar="KIND",
+                   help="model: the draft model | branches: Self-Draft, the target drafts for itself through branch "
+                        "lanes and n-gram caches (no draft model) | both: the draft model's tree plus the "
+                        f"caches' candidates (default {d.drafter})")
+    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
+                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
+    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
+                   help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
+                   help="Self-Draft: the corpus cache: auto (the shipped one on hf, none on sim), off, or a .npz "
+                        "from `specsched models corpus-cache` (default auto)")
     p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
                    help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
                         "probability is below P (0 = always draft k)")
@@ -148,8 +159,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
-        lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, pct_top_k=args.pct_top_k,
-        pct_depth=args.pct_depth, pct_floor=args.pct_floor, step_aside=args.step_aside,
+        lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
+        branches=args.branches, branch_length=args.branch_length, corpus_cache=args.corpus_cache,
+        pct_top_k=args.pct_top_k, pct_depth=args.pct_depth, pct_floor=args.pct_floor, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

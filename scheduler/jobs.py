@@ -57,6 +57,7 @@ class Counters:
     rejected_messages: int = 0
     batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
     aside_tokens: int = 0        # committed while the sequence stepped aside (decoded by the target alone)
+    lane_tokens: int = 0         # branch-lane tokens read (Self-Draft): forward work that verifies nothing
 
 
 @dataclass(slots=True)

@@ -42,8 +42,20 @@ def lay_out(target: LanguageModel, cache: Cache, context: list[int], tokens: np.
 
 def settle(target: LanguageModel, cache: Cache, layout: Layout, rows: np.ndarray, tokens: np.ndarray,
            parents: np.ndarray, q: np.ndarray | None, params: SamplingParams,
-           rng: np.random.Generator) -> Outcome:
-    """Accept what the target agrees with (acceptance.py) and keep only the accepted path in the cache."""
-    outcome = verify_tree(rows[layout.unread - 1], rows[layout.unread:], tokens, parents, q, params, rng)
+           rng: np.random.Generator, lanes: int = 0) -> Outcome:
+    """Accept what the target agrees with (acceptance.py) and keep only the accepted path in the cache.
+    The draft's last `lanes` tokens are branch lanes: read in the forward, never candidates, never kept."""
+    m = len(tokens) - lanes
+    outcome = verify_tree(rows[layout.unread - 1], rows[layout.unread:layout.unread + m], tokens[:m], parents[:m],
+                          q, params, rng)
     target.keep(cache, [*range(layout.base), *(layout.base + j for j in outcome.path)])
     return outcome
+
+
+def lane_predictions(layout: Layout, rows: np.ndarray, n: int, lanes: int) -> np.ndarray | None:
+    """The target's argmax after each of a draft's `lanes` branch-lane tokens (its last ones): what the
+    branch lanes learn from (workers/branch_lanes.py). None when the draft has none."""
+    if not lanes:
+        return None
+    at = layout.unread + n - lanes
+    return rows[at:at + lanes].argmax(axis=-1).astype(np.int32)

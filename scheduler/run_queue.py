@@ -60,8 +60,8 @@ class RunQueue:
     def push(self, draft: Draft, reply_to: bytes, *, arrival: float, verified_tokens: int,
              priority: int, round: int, **job: object) -> ReadyDraft:
         """Queue a draft; `job` holds the job facts a policy may see (ReadyDraft's job fields)."""
-        info = ReadyDraft(draft.worker, draft.seq, arrival, next(self._order), len(draft.tokens),
-                          verified_tokens, priority, round, **job)
+        info = ReadyDraft(draft.worker, draft.seq, arrival, next(self._order), draft.candidates,
+                          verified_tokens, priority, round, lanes=draft.lanes, **job)
         self._waiting.append(Queued(info, draft, reply_to))
         return info
 

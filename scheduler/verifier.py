@@ -27,7 +27,7 @@ from specsched.scheduler.beam_rounds import BeamRounds
 from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, running_mean
-from specsched.scheduler.layout import lay_out, settle
+from specsched.scheduler.layout import lane_predictions, lay_out, settle
 from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply, RunQueue, scheduling_key, start_policy
 from specsched.scheduler.step_aside import Rider, StepAside
 from specsched.scheduler.target_only import target_only_step
@@ -207,6 +207,7 @@ class Verifier(BeamSteps):
         threads = self.cores.before_forward(self.drafting_workers({st.seq for st in states}))
         t0 = time.monotonic()
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q) for e in entries]
+        lanes = [e.draft.lanes for e in entries] + [0] * len(riders)
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
                     else np.zeros((0, self.target.vocab_size), np.float32)) for st in states[len(entries):]]
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
@@ -222,13 +223,17 @@ class Verifier(BeamSteps):
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
-        for i, (st, (tokens, parents, q), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
+        for i, (st, (tokens, parents, q), layout, rows, n_lanes) in enumerate(zip(states, drafts, layouts, logits,
+                                                                                   lanes)):
             job = self.jobs[st.job]
-            outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws())
+            predictions = lane_predictions(layout, rows, len(tokens), n_lanes)
+            outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws(),
+                             n_lanes)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             for c in (self.counters, job.counters):
-                c.drafted += len(tokens)
+                c.drafted += len(tokens) - n_lanes
+                c.lane_tokens += n_lanes
                 c.accepted += outcome.accepted
                 c.committed += len(kept)
             if i >= len(entries):  # a rider: its tokens wait with its verdict
@@ -246,11 +251,12 @@ class Verifier(BeamSteps):
             st.rounds += 1
             st.yield_mean = running_mean(st.yield_mean, len(kept), st.rounds)
             commits.append((st, kept, d.worker))
-            self.calibration(job).add(d.conf, d.parents, outcome.path, greedy=job.config.sampling.greedy)
+            self.calibration(job).add(d.conf, d.parents[:d.candidates], outcome.path,
+                                      greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
                               np.asarray(outcome.path, np.int32), st.done, t0, 0.0,
                               curve.to_list() if curve else None, len(self.queue) if self.queue else 0,
-                              epoch=d.epoch)
+                              epoch=d.epoch, predictions=predictions)
             aside = 0 if st.done or not job.config.steps_aside else self.aside.rounds_aside(
                 st.seq, len(kept), len(d.tokens), d.draft_s, curve)
             fresh.append(verdict)

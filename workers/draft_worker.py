@@ -24,6 +24,7 @@ from specsched.runtime.core.security import Keys
 from specsched.runtime.core.transport import Telemetry, connect, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.workers.beam_worker import run_beam_slot
+from specsched.workers.branch_drafter import branch_drafter
 from specsched.workers.drafter import make_drafter
 
 
@@ -172,6 +173,7 @@ class DraftWorker:
                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
                                else None,
                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
+        drafter = branch_drafter(config, drafter, context)  # --drafter branches | both: Self-Draft's lanes and caches
         while True:
             # never draft deeper than the token limit allows: a verdict adds one target token after the draft
             budget = config.max_new_tokens - generated - 1
@@ -181,7 +183,7 @@ class DraftWorker:
                 proposal = drafter.propose(budget)
             sent = time.monotonic()
             draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
-                          sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch)
+                          sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch, lanes=proposal.lanes)
             self.sock.send_multipart(draft.to_frames(), copy=False)
             verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
             if verdict.seq != seq or verdict.round != rnd:
@@ -190,7 +192,8 @@ class DraftWorker:
             self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
             self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
             committed = verdict.tokens.tolist()
-            drafter.observe(committed, verdict.path.tolist(), verdict.aside)
+            drafter.observe(committed, verdict.path.tolist(), verdict.aside,
+                            None if verdict.predictions is None else verdict.predictions.tolist())
             drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)
             generated += len(committed)
             rnd += 1

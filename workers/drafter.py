@@ -25,6 +25,7 @@ class Proposal:
     parents: np.ndarray         # int32 [n]
     q: np.ndarray | None        # float32 [n, V], None when greedy
     conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token, softmax at T = 1
+    lanes: int = 0              # the last `lanes` tokens are branch lanes, read but not verified (branch_lanes.py)
 
 
 class Drafter(ABC):
@@ -49,9 +50,11 @@ class Drafter(ABC):
             self.curve = curve
         self.queue_ahead = queue_ahead
 
-    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
+                predictions: list[int] | None = None) -> None:
         """Take a verdict: extend the context; collapse a drafted tree to its accepted path. `aside`: how
-        many of the committed tokens the verifier decoded alone while the sequence stepped aside.
+        many of the committed tokens the verifier decoded alone while the sequence stepped aside;
+        `predictions`: the target's argmax after each branch-lane token (branch_drafter.py reads them).
 
         A chain needs no collapsing - the next ``sync_to`` crops it to what was committed.
         """
@@ -82,7 +85,8 @@ class TreeDrafter(Drafter):
         if self.ngrams is not None:
             self.ngrams.extend(self.context)
 
-    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
+                predictions: list[int] | None = None) -> None:
         super().observe(committed, path, aside)
         if self.ngrams is not None:
             self.ngrams.extend(committed)

@@ -74,7 +74,8 @@ class PctDrafter(TreeDrafter):
         s_d = 0.0 if drafted_s + self.step_s <= wait else self.step_s
         return max(self.floor, curve.b / value), s_d / value
 
-    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0) -> None:
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
+                predictions: list[int] | None = None) -> None:
         super().observe(committed, path, aside)
         self.committed = _mean(self.committed, len(committed) - aside)  # what the draft itself earned
         if path is not None and self.judged is not None:

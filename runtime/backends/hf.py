@@ -207,9 +207,7 @@ class HFBackend(Backend):
             except (OSError, ValueError) as exc:
                 reason = str(exc).splitlines()[0]
                 raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
-        tokens = _tokenizer_vocab(path)
-        digest = None if tokens is None else hashlib.sha256(json.dumps(sorted(tokens.items())).encode()).hexdigest()
-        return {"size": size, "tokens": digest}
+        return {"size": size, "tokens": tokenizer_digest(path)}
 
     def tokenizer(self) -> HFTokenizer:
         return HFTokenizer(self.paths()[0])
@@ -227,6 +225,12 @@ def _distilled_vocab(path: Path) -> int:
     from specsched.runtime.models.draft_model import CONFIG_FILE
 
     return int(json.loads((path / CONFIG_FILE).read_text())["target_vocab"])
+
+
+def tokenizer_digest(path: str) -> str | None:
+    """sha256 of a tokenizer's vocabulary (token -> id, sorted); None when `path` has no tokenizer."""
+    tokens = _tokenizer_vocab(path)
+    return None if tokens is None else hashlib.sha256(json.dumps(sorted(tokens.items())).encode()).hexdigest()
 
 
 def _tokenizer_vocab(path: str) -> dict[str, int] | None:

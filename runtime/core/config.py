@@ -14,6 +14,7 @@ MODES = ("ar", "sd", "seed", "parallel", "beam", "dsbd")
 BEAM_MODES = ("beam", "dsbd")  # beam sampling / search: target only, and with one draft worker per beam
 BACKENDS = ("sim", "hf")
 TRANSPORTS = ("ipc", "tcp")
+DRAFTERS = ("model", "branches", "both")  # the draft model | Self-Draft's lanes and caches | both (branch_drafter.py)
 
 
 class ConfigError(ValueError):
@@ -37,6 +38,10 @@ class RunConfig:
     pct_top_k: int = 5               # pct: children tried per node
     pct_depth: int = 10              # pct: deepest draft
     pct_floor: float = 0.02          # pct: no node whose estimated acceptance is below this
+    drafter: str = "model"           # model | branches (Self-Draft: lanes and caches, no draft model) | both
+    branches: int = 2                # Self-Draft: branch lanes N per sequence (0 = caches only)
+    branch_length: int = 6           # Self-Draft: tokens per lane L at most
+    corpus_cache: str = "auto"       # Self-Draft: auto (the shipped one on hf, none on sim) | off | a .npz file
     lockstep: bool = False           # verify only when every worker that owes a draft has one queued
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -108,6 +113,7 @@ class RunConfig:
             # refused, not ignored: these target-only modes have no drafts to hold back
             raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {self.mode} has none")
         self._check_beams()
+        self._check_branches()
         if self.max_new_tokens < 1:
             raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
         if not 0 <= self.sim_agreement <= 1:
@@ -152,6 +158,17 @@ class RunConfig:
         if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
             raise ConfigError(f"--listen takes HOST:PORT (an address of this machine and a port 1..65535), "
                               f"got {self.listen!r}")
+
+    def _check_branches(self) -> None:
+        if self.drafter not in DRAFTERS:
+            raise ConfigError(f"unknown --drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
+        if self.drafter != "model" and self.mode not in ("seed", "sd"):
+            raise ConfigError(f"--drafter {self.drafter} needs draft workers (--mode seed or sd), "
+                              f"not --mode {self.mode}")
+        if not 0 <= self.branches <= 64:
+            raise ConfigError(f"--branches must be in 0..64, got {self.branches}")
+        if not 4 <= self.branch_length <= 64:  # a lane yields 4-grams (key + 3 tokens + prediction) from L = 4 on
+            raise ConfigError(f"--branch-length must be in 4..64, got {self.branch_length}")
 
     def _check_beams(self) -> None:
         for flag, value, lo, hi in (("--beams", self.beams, 1, 64), ("--draft-beams", self.draft_beams, 0, 256),

@@ -27,6 +27,7 @@ class Draft:
     conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token (calibration, PCT)
     draft_s: float = 0.0            # seconds the worker spent drafting it
     epoch: int = 0                  # restarts of the worker before it drafted this (supervisor.py)
+    lanes: int = 0                  # the last `lanes` tokens are branch lanes: read, not verified
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -34,10 +35,20 @@ class Draft:
             raise ValueError(f"draft has {n} tokens but {len(self.parents)} parent indices")
         if np.any(self.parents >= np.arange(n)) or np.any(self.parents < -1):
             raise ValueError("draft parents must point to earlier tokens (or -1)")
-        if self.q is not None and (self.q.ndim != 2 or self.q.shape[0] != n):
-            raise ValueError(f"draft q has shape {self.q.shape}, expected [{n}, V]")
-        if self.conf is not None and self.conf.shape != (n,):
-            raise ValueError(f"draft confidences have shape {self.conf.shape}, expected [{n}]")
+        if not 0 <= self.lanes <= n:
+            raise ValueError(f"draft has {self.lanes} lane tokens among {n} tokens")
+        m = self.candidates
+        if np.any((self.parents[m:] >= 0) & (self.parents[m:] < m)):
+            raise ValueError("a branch lane must hang on the committed prefix or on its own tokens, not on a candidate")
+        if self.q is not None and (self.q.ndim != 2 or self.q.shape[0] != m):
+            raise ValueError(f"draft q has shape {self.q.shape}, expected [{m}, V]")
+        if self.conf is not None and self.conf.shape != (m,):
+            raise ValueError(f"draft confidences have shape {self.conf.shape}, expected [{m}]")
+
+    @property
+    def candidates(self) -> int:
+        """Tokens to verify: the draft minus its branch lanes."""
+        return len(self.tokens) - self.lanes
 
     @classmethod
     def chain(cls, seq: int, worker: int, round: int, tokens: list[int], **kw) -> Draft:
@@ -53,7 +64,8 @@ class Draft:
         if self.conf is not None:
             arrays["conf"] = self.conf.astype(np.float32)
         return pack("draft", {"seq": self.seq, "worker": self.worker, "round": self.round,
-                              "sent_at": self.sent_at, "draft_s": self.draft_s, "epoch": self.epoch}, arrays)
+                              "sent_at": self.sent_at, "draft_s": self.draft_s, "epoch": self.epoch,
+                              "lanes": self.lanes}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> Draft:
@@ -62,7 +74,7 @@ class Draft:
         return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
                    q.astype(np.float32, copy=False) if q is not None else None,
                    a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)),
-                   int(f.get("epoch", 0)))
+                   int(f.get("epoch", 0)), int(f.get("lanes", 0)))
 
 
 @dataclass(slots=True)
@@ -79,17 +91,19 @@ class Verdict:
     queue: int = 0               # drafts left waiting in the run queue when this one was verified
     aside: int = 0               # target-only rounds the verifier decoded this sequence alone before answering
     epoch: int = 0               # the draft's epoch, echoed: a worker ignores answers meant for a dead predecessor
+    predictions: np.ndarray | None = None  # int32: the target's argmax after each branch-lane token of the draft
 
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
                                 "verify_end": self.verify_end, "cost": self.cost, "queue": self.queue,
                                 "aside": self.aside, "epoch": self.epoch},
-                    {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32)})
+                    {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32),
+                     **({"predictions": self.predictions.astype(np.int32)} if self.predictions is not None else {})})
 
     @classmethod
     def from_message(cls, msg: Message) -> Verdict:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
                    bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
-                   int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)))
+                   int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)), a.get("predictions"))

