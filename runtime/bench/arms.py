@@ -1,8 +1,9 @@
 """The arms of the benchmark: every way of decoding the same workload, by a stable name.
 
 Runtime arms are RunConfig variations of one base configuration: they differ only in mode, policy,
-batching, tree rule (fixed or pct) and stepping aside, never in prompts, seed, temperature, k,
-k_config, max_new_tokens or the model pair.
+batching, tree rule (fixed or pct), stepping aside and drafter (the draft model, Self-Draft's branch
+lanes and caches, or both), never in prompts, seed, temperature, k, k_config, max_new_tokens, the
+branch lanes' N and L or the model pair.
 The outside peers (``hf-*``) run Hugging Face transformers' own generate() on the same tokenised
 prompts with the same target (peers.py).
 """
@@ -38,7 +39,15 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                   {"mode": "seed", "policy": "goodput", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
     "beam": ("beam sampling, target only (beam search at T = 0), --beams per sequence", {"mode": "beam"}),
     "dsbd": ("DSBD: a draft worker per beam, the forest verified in one forward", {"mode": "dsbd"}),
+    "branches": ("Self-Draft: the target drafts for itself, branch lanes + n-gram caches, FCFS",
+                 {"mode": "seed", "drafter": "branches"}),
+    "branches-commit": ("Self-Draft, drafts with cache candidates verified first (commit-first policy)",
+                        {"mode": "seed", "drafter": "branches", "policy": "commit-first"}),
+    "branches-draft": ("Self-Draft + draft model: the draft's tree plus the caches' candidates, FCFS",
+                       {"mode": "seed", "drafter": "both"}),
 }
+# the arms whose drafts carry Self-Draft's lanes: the ones --branches N and --branch-length L change
+BRANCH_ARMS: tuple[str, ...] = tuple(n for n, (_, f) in RUNTIME_ARMS.items() if f.get("drafter", "model") != "model")
 PEER_ARMS: dict[str, str] = {
     "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",
     "hf-lookup": "HF transformers prompt-lookup decoding (model-free)",
@@ -60,10 +69,11 @@ def parse_arms(text: str | None) -> list[str]:
 
 
 def runtime_config(name: str, base: RunConfig) -> RunConfig:
-    """The base configuration with the arm's mode and policy; ``priority`` gets 0, 1, ..., n-1 (worker
-    0 most urgent), as in `specsched compare`: equal priorities would only repeat FCFS."""
+    """The base configuration with the arm's mode, policy and drafter (the draft model unless the arm names
+    another); ``priority`` gets 0, 1, ..., n-1 (worker 0 most urgent), as in `specsched compare`: equal
+    priorities would only repeat FCFS."""
     _, fields = RUNTIME_ARMS[name]
-    fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, **fields}
+    fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, "drafter": "model", **fields}
     if fields["mode"] in ("ar", "parallel", "beam", "dsbd"):
         fields["step_aside"] = "off"  # no drafts to step aside from
     if fields.get("tree", base.tree) == "pct":
@@ -74,9 +84,9 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
 
 
 def shared(config: RunConfig) -> dict:
-    """The configuration every arm shares, as JSON: mode, policy and batching vary per arm, so they
-    are left out rather than shown with the base's meaningless values."""
-    varying = ("mode", "policy", "priorities", "max_batch", "tree", "step_aside")
+    """The configuration every arm shares, as JSON: mode, policy, batching and drafter vary per arm, so
+    they are left out rather than shown with the base's meaningless values."""
+    varying = ("mode", "policy", "priorities", "max_batch", "tree", "step_aside", "drafter")
     return {k: v for k, v in config.to_dict().items() if k not in varying}
 
 

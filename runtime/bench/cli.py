@@ -18,20 +18,22 @@ DEFAULTS = {"backend": RunConfig().backend, "workers": 3, "max_new_tokens": RunC
 def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `bench`; it sets ``func(args, console) -> int`` (the exit status)."""
     from specsched.runtime.bench.arms import ARM_NAMES
-    from specsched.runtime.bench.sweep import AXES, DEFAULT_VALUES, SWEEP_ARMS
+    from specsched.runtime.bench.sweep import AXES, AXIS_ARMS, DEFAULT_VALUES, SWEEP_ARMS
     from specsched.runtime.bench.workload import TASKS
 
     p = subparsers.add_parser(
         "bench", help="every arm on the same workload: tokens/s, speedups, α, overhead",
         description="Serial AR, serial SD, SEED under each policy, batched target-only AR, SEED with batched "
-                    "verification and Hugging Face's assisted / prompt-lookup generation, on the same prompts, "
+                    "verification, Self-Draft (the target drafting for itself through branch lanes and n-gram "
+                    "caches) and Hugging Face's assisted / prompt-lookup generation, on the same prompts, "
                     "seeds and sampling settings: warm-up, interleaved repeats, medians and spreads, speedups "
                     "over serial AR from the same run, greedy outputs checked against serial AR.")
     p.add_argument("--smoke", action="store_true",
                    help="check the harness end to end: sim backend, tiny workload, 1 warm-up, 1 repeat")
     p.add_argument("--arms", default=None, metavar="A,B,...",
-                   help=f"arms to measure (default: all, or {SWEEP_ARMS} in a sweep; ar is always added): "
-                        f"{', '.join(ARM_NAMES)}")
+                   help=f"arms to measure (default: all, or {SWEEP_ARMS} in a sweep, "
+                        + ", ".join(f"{v} in --sweep {a}" for a, v in AXIS_ARMS.items())
+                        + f"; ar is always added): {', '.join(ARM_NAMES)}")
     p.add_argument("--repeats", type=int, default=None, help=f"measured runs per arm (default {DEFAULTS['repeats']})")
     p.add_argument("--warmup", type=int, default=None, help="discarded runs per arm first (default 1)")
     p.add_argument("--workers", "--thoughts", dest="workers", type=int, default=None, metavar="N",
@@ -43,6 +45,15 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     from specsched.runtime.flags import int_list  # the same strict parser as `run --k-config`
 
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
+    d = RunConfig()
+    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
+                   help=f"Self-Draft arms (branches*): branch lanes per sequence, 0 = caches only "
+                        f"(default {d.branches})")
+    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
+                   help=f"Self-Draft arms: tokens per branch lane at most (default {d.branch_length})")
+    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
+                   help="Self-Draft arms: auto (the shipped corpus cache on hf, none on sim), off, or a .npz "
+                        "(default auto)")
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
     p.add_argument("--top-p", type=float, default=1.0, help="1 = off")
@@ -52,9 +63,12 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--prompts", type=int, default=None, metavar="N",
                    help="held-out prompts: 1 (shared by every thought) or n (default: one per thought)")
     p.add_argument("--task", default=None, choices=list(TASKS), help="hf: prompts of one ToT task only")
-    p.add_argument("--sweep", default=None, choices=list(AXES), help="vary one axis, baselines at every point")
+    p.add_argument("--sweep", default=None, choices=list(AXES),
+                   help="vary one axis, baselines at every point; branches: Self-Draft's lanes N and their length "
+                        "L (--plots draws tokens per target forward and speedup vs L, a line per N)")
     p.add_argument("--values", default=None, metavar="V1,V2,...",
-                   help="the sweep's values; tree shapes separated by ';' (defaults: "
+                   help="the sweep's values; tree shapes and N:L pairs separated by ';', N1,N2:L1,L2 = every pair "
+                        "(defaults: "
                         + "; ".join(f"{a}: {v}" for a, v in DEFAULT_VALUES.items()) + ")")
     p.add_argument("--backend", default=None, help=f"one of {', '.join(BACKENDS)} (default {DEFAULTS['backend']})")
     p.add_argument("--target", default=None, help="hf: target model directory or cached id")
@@ -64,7 +78,8 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="torch threads of every arm's target (verifier, HF peers); 0 = all cores for the "
                         "target-only arms and the peers, the cores the draft workers leave for SEED")
     p.add_argument("--json", default=None, metavar="PATH", help="write the results machine-readably")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write SVG plots (speedup vs α, vs the sweep axis)")
+    p.add_argument("--plots", default=None, metavar="DIR",
+                   help="write SVG plots (speedup vs α, vs the sweep axis; branches_sweep.svg for --sweep branches)")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as markdown")
     p.set_defaults(func=cmd_bench)
     return p
@@ -75,7 +90,7 @@ def settings_from_args(args: argparse.Namespace):
     from specsched.runtime.bench import workload
     from specsched.runtime.bench.arms import parse_arms
     from specsched.runtime.bench.runner import BenchSettings
-    from specsched.runtime.bench.sweep import SWEEP_ARMS, parse_values
+    from specsched.runtime.bench.sweep import default_arms, parse_values
 
     preset = SMOKE if args.smoke else DEFAULTS
     if args.smoke and args.backend not in (None, "sim"):
@@ -102,8 +117,9 @@ def settings_from_args(args: argparse.Namespace):
                      temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
                      prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads,
-                     lookup=args.lookup)
-    arms = parse_arms(args.arms or (SWEEP_ARMS if args.sweep else None))
+                     lookup=args.lookup, branches=args.branches, branch_length=args.branch_length,
+                     corpus_cache=args.corpus_cache)
+    arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None))
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
                          sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],
                          n_prompts=args.prompts, task=args.task, smoke=args.smoke)
@@ -133,6 +149,10 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         if record.sweep_axis in plot.AXIS_LABELS:
             path = out / f"speedup_vs_{record.sweep_axis}.svg"
             path.write_text(plot.speedup_vs_axis(record.sweep_axis, record.sweep))
+            written.append(str(path))
+        elif record.sweep_axis == "branches":
+            path = out / "branches_sweep.svg"
+            path.write_text(plot.branches_sweep(record.sweep))
             written.append(str(path))
     for path in written:
         console.print(f"wrote {path}", style="dim", highlight=False)

@@ -1,4 +1,5 @@
-"""Small dependency-free SVG plots: speedup vs n, k or temperature (lines), speedup vs α (scatter).
+"""Small dependency-free SVG plots: speedup vs n, k or temperature (lines), speedup vs α (scatter), and
+Self-Draft's N:L sweep (tokens per target forward and speedup vs L, one line per N, side by side).
 
 Axes get "nice" ticks (1, 2, 2.5 or 5 times a power of ten), a dashed reference line marks 1x (= serial
 AR), and every point carries a <title> with its exact values, shown as a tooltip by browsers.
@@ -7,15 +8,18 @@ AR), and every point carries a <title> with its exact values, shown as a tooltip
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
+from specsched.runtime.bench.arms import BRANCH_ARMS
 from specsched.runtime.bench.measure import BASELINE, ArmResult
-from specsched.runtime.bench.sweep import SweepPoint
+from specsched.runtime.bench.sweep import BranchShape, SweepPoint
 from specsched.runtime.core.calibration import ece
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 LEFT, RIGHT, TOP, BOTTOM = 58, 150, 34, 46   # margins: room for tick labels, legend, title, axis label
+WIDTH, HEIGHT = 560, 340                       # one plot (panel)
 
 
 @dataclass(slots=True)
@@ -37,8 +41,29 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def svg_plot(series: list[Series], *, title: str, x_label: str, y_label: str,
-             width: int = 560, height: int = 340, reference_y: float | None = 1.0,
+             width: int = WIDTH, height: int = HEIGHT, reference_y: float | None = 1.0,
              x_range: tuple[float, float] | None = None) -> str:
+    return _document(width, height, _panel(series, title=title, x_label=x_label, y_label=y_label, width=width,
+                                           height=height, reference_y=reference_y, x_range=x_range))
+
+
+def svg_panels(panels: list[list[str]], *, width: int = WIDTH, height: int = HEIGHT) -> str:
+    """Panels of `_panel`, each ``width`` x ``height``, side by side in one SVG."""
+    body = []
+    for i, panel in enumerate(panels):
+        body += [f'<g transform="translate({i * width} 0)">', *panel, "</g>"]
+    return _document(width * len(panels), height, body)
+
+
+def _document(width: int, height: int, body: list[str]) -> str:
+    return "\n".join([f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                      f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">', *body,
+                      "</svg>"]) + "\n"
+
+
+def _panel(series: list[Series], *, title: str, x_label: str, y_label: str, width: int, height: int,
+           reference_y: float | None, x_range: tuple[float, float] | None) -> list[str]:
+    """One plot's elements in its own box (0, 0)-(width, height)."""
     xs = [x for s in series for x, _ in s.points] + list(x_range or ())
     ys = [y for s in series for _, y in s.points] + ([reference_y] if reference_y is not None else [])
     xt = nice_ticks(min(xs, default=0.0), max(xs, default=1.0))
@@ -51,9 +76,7 @@ def svg_plot(series: list[Series], *, title: str, x_label: str, y_label: str,
     def sy(y: float) -> float:
         return TOP + ph * (1 - (y - yt[0]) / (yt[-1] - yt[0]))
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
+    out = [f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{LEFT}" y="20" font-size="13" font-weight="bold">{escape(title)}</text>']
     for x in xt:
         out.append(f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{TOP + ph}" stroke="#eee"/>')
@@ -81,8 +104,7 @@ def svg_plot(series: list[Series], *, title: str, x_label: str, y_label: str,
         out.append(f'<line x1="{LEFT + pw + 12}" y1="{ly}" x2="{LEFT + pw + 30}" y2="{ly}" stroke="{color}" '
                    f'stroke-width="2"/>')
         out.append(f'<text x="{LEFT + pw + 35}" y="{ly + 4}">{escape(s.name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _num(v: float) -> str:
@@ -99,6 +121,27 @@ def speedup_vs_axis(axis: str, points: list[SweepPoint]) -> str:
                             if (a := p.arm(name)) and a.speedup_vs_ar is not None]) for name in names]
     return svg_plot(series, title=f"speedup over serial AR vs {axis}", x_label=AXIS_LABELS[axis],
                     y_label="speedup over serial AR (x)")
+
+
+def branches_sweep(points: list[SweepPoint]) -> str:
+    """Self-Draft's Fig. 5/6: tokens per target forward (left) and speedup over serial AR (right) against the
+    branch length L, one line per number of lanes N (per arm and N when several Self-Draft arms ran)."""
+    shapes = [(p, p.value) for p in points if isinstance(p.value, BranchShape)]
+    arms = [a.name for a in points[0].arms if a.name in BRANCH_ARMS] if points else []
+    lanes = sorted({shape.lanes for _, shape in shapes})
+
+    def series(metric: Callable[[ArmResult], float | None]) -> list[Series]:
+        return [Series(f"N = {n}" if len(arms) == 1 else f"{name} N = {n}",
+                       [(float(shape.length), y) for p, shape in shapes
+                        if shape.lanes == n and (a := p.arm(name)) and (y := metric(a)) is not None])
+                for name in arms for n in lanes]
+
+    def panel(metric: Callable[[ArmResult], float | None], what: str) -> list[str]:
+        return _panel(series(metric), title=f"{what} vs L", x_label="branch length L (tokens per lane)",
+                      y_label=what, width=WIDTH, height=HEIGHT, reference_y=1.0, x_range=None)
+
+    return svg_panels([panel(lambda a: a.median("mean_tokens_per_verify"), "tokens per target forward"),
+                       panel(lambda a: a.speedup_vs_ar, "speedup over serial AR (x)")])
 
 
 def speedup_vs_alpha(results: list[ArmResult]) -> str:

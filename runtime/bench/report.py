@@ -1,6 +1,6 @@
 """What `specsched bench` prints (Rich tables) and writes for BENCHMARKS.md (markdown): the same rows.
 
-Tables: the arms (median tokens/s [min-max], speedup over serial AR, α, tokens per verification,
+Tables: the arms (median tokens/s [min-max], speedup over serial AR, α, tokens per target forward,
 verifier busy, runtime overhead, CPU time per token, output check), the goals (met/missed and by how much), and a sweep.
 A greedy output that differs from serial AR is a losslessness bug: it gets a red panel of its own.
 """
@@ -14,11 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from specsched.runtime.bench import targets
+from specsched.runtime.bench.arms import BRANCH_ARMS
 from specsched.runtime.bench.measure import ArmResult
 from specsched.runtime.bench.record import BenchRecord
-from specsched.runtime.bench.sweep import SweepPoint
+from specsched.runtime.bench.sweep import SweepPoint, label
 
-# tok/s: median over the repeats, min–max their spread; ×ar: speedup over serial AR; busy: verifier busy share of
+# tok/s: median over the repeats, min–max their spread; ×ar: speedup over serial AR; tok/ver: committed tokens per
+# target forward (1 for serial AR; Self-Draft's lanes ride in the same forward); busy: verifier busy share of
 # the decode window; ovh: runtime overhead as a share of verifier busy time (overhead.py); = ar: greedy
 # output identical to serial AR's; cpu ms/tok: CPU time of every process of the run per token (cpu.py).
 ARM_HEADERS = ["arm", "tok/s", "min–max", "× ar", "α", "tok/ver", "draft", "aside", "busy", "ovh", "wall s",
@@ -86,8 +88,7 @@ def sweep_headers(axis: str) -> list[str]:
 def sweep_rows(points: list[SweepPoint]) -> list[list[str]]:
     rows = []
     for p in points:
-        value = ",".join(map(str, p.value)) if isinstance(p.value, tuple) else str(p.value)
-        rows += [[value, *cells] for cells in arm_rows(p.arms)]
+        rows += [[label(p.value), *cells] for cells in arm_rows(p.arms)]
     return rows
 
 
@@ -110,11 +111,13 @@ def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
 
 
 def _title(record: BenchRecord) -> str:
-    """The shared settings; a sweep's axis is left out (it varies)."""
+    """The shared settings; a sweep's axis is left out (it varies), and N:L only shown where a Self-Draft arm ran."""
     c, axis = record.config, record.sweep_axis
     shape = f"k-config {','.join(map(str, c.k_config))}" if c.k_config else f"k {c.k}"
+    lanes = axis != "branches" and any(r.name in BRANCH_ARMS for r in record.all_results)
     parts = [f"backend {c.backend}", f"n {c.n_sequences}" if axis != "n" else "",
              shape if axis not in ("k", "k-config") else "", f"lookup {c.draft_lookup}" if c.draft_lookup else "",
+             f"N:L {c.branches}:{c.branch_length}" if lanes else "",
              f"T {c.temperature:g}" if axis != "temperature" else "",
              f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}"]
     return " · ".join(["specsched bench", *filter(None, parts)])

@@ -66,7 +66,7 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
     def at_point(config: RunConfig) -> list[ArmResult]:
         if progress:
             progress(f"sweep {s.sweep}: n {config.n_sequences}, k {config.k}, k-config {config.k_config or '-'}, "
-                     f"T {config.temperature:g}")
+                     f"T {config.temperature:g}, N:L {config.branches}:{config.branch_length}")
         return measure_point(config)
 
     record.sweep_axis = s.sweep

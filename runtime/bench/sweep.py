@@ -1,14 +1,16 @@
 """Sweeps like the SEED paper's: one axis varied, every point measured with the baselines it needs.
 
 Each point is a complete measurement (measure.py) of a few arms - by default serial AR, serial SD and
-SEED (FCFS) - on that point's configuration, so its speedups are ratios of arms measured in the same
-invocation at the same setting. Axes:
+SEED (FCFS); serial AR and Self-Draft for ``branches`` - on that point's configuration, so its speedups
+are ratios of arms measured in the same invocation at the same setting. Axes:
 
     n            number of thoughts = draft workers = sequences (the workload grows with it)
     k            draft length (chains)
     k-config     draft tree shapes; ``pct`` is the tree PCT shapes from the measured costs
     temperature  sampling temperature of target and draft alike
     task         the ToT task family the prompts come from (hf backend)
+    branches     Self-Draft's branch lanes N and tokens per lane L, as ``N:L`` (Self-Draft's Fig. 5/6);
+                 ``2,4:4,6,8`` is every pair of N in {2, 4} and L in {4, 6, 8}
 """
 
 from __future__ import annotations
@@ -17,23 +19,50 @@ import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from specsched.runtime.bench import workload
 from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult
 from specsched.runtime.core.config import ConfigError, RunConfig
 
-AXES = ("n", "k", "k-config", "temperature", "task")
+AXES = ("n", "k", "k-config", "temperature", "task", "branches")
 DEFAULT_VALUES = {
     "n": "1,2,3,4,5,6,7,8",
     "k": "1,2,3,4,6,8",
     "k-config": "1,1,1,1; 2,2,1; 4,2,1; 2,2,2,1",
     "temperature": "0.2,1.0",
     "task": ",".join(workload.TASKS),
+    "branches": "2,4:4,6,8",
 }
 SWEEP_ARMS = "ar,sd,seed-fcfs"
+AXIS_ARMS = {"branches": "ar,branches"}  # axes whose default arms are not SWEEP_ARMS
+LANES, LANE_LENGTH = (0, 64), (4, 64)    # RunConfig's bounds on N and L
+
+
+class BranchShape(NamedTuple):
+    """One point of the ``branches`` axis: N branch lanes of at most L tokens each."""
+
+    lanes: int
+    length: int
+
+    def __str__(self) -> str:
+        return f"{self.lanes}:{self.length}"
+
 
 Value = int | float | str | tuple[int, ...]
+
+
+def default_arms(axis: str) -> str:
+    """The arms a sweep over ``axis`` measures unless --arms names others."""
+    return AXIS_ARMS.get(axis, SWEEP_ARMS)
+
+
+def label(value: Value) -> str:
+    """A point's value as the tables show it: ``2,2,1`` for a tree shape, ``2:6`` for N:L."""
+    if isinstance(value, tuple) and not isinstance(value, BranchShape):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 @dataclass(slots=True)
@@ -51,10 +80,13 @@ class SweepPoint:
 
 
 def parse_values(axis: str, text: str | None) -> list[Value]:
-    """The axis' values from text (default: the paper-like list). Tree shapes are separated by ``;``."""
+    """The axis' values from text (default: the paper-like list). Tree shapes and N:L pairs are separated
+    by ``;``."""
     if axis not in AXES:
         raise ConfigError(f"unknown --sweep {axis!r}; choose one of {', '.join(AXES)}")
     text = text or DEFAULT_VALUES[axis]
+    if axis == "branches":
+        return branch_shapes(text)
     try:
         if axis == "k-config":
             shapes = [shape for shape in re.split(r"\s*;\s*", text.strip()) if shape]
@@ -77,6 +109,31 @@ def parse_values(axis: str, text: str | None) -> list[Value]:
     return values
 
 
+def branch_shapes(text: str) -> list[Value]:
+    """``N:L`` pairs separated by ``;``; ``N1,N2:L1,L2`` stands for every pair of the two lists."""
+    usage = (f"give N:L pairs separated by ';' (N lanes {LANES[0]}..{LANES[1]}, L tokens per lane "
+             f"{LANE_LENGTH[0]}..{LANE_LENGTH[1]}), e.g. '2:4; 4:6' or '1,2:4,6'")
+    shapes: list[Value] = []
+    items = [i.strip() for i in text.split(";") if i.strip()]
+    if not items:
+        raise ConfigError(f"--values for --sweep branches: no values in {text!r}; {usage}")
+    for item in items:
+        lanes, colon, lengths = item.partition(":")
+        try:
+            ns = [int(x) for x in lanes.split(",")]
+            ls = [int(x) for x in lengths.split(",")]
+        except ValueError:
+            ns = ls = []
+        if not colon or not ns or not ls:
+            raise ConfigError(f"--values for --sweep branches: cannot read {item!r}; {usage}")
+        for n in ns:
+            for length in ls:
+                if not (LANES[0] <= n <= LANES[1] and LANE_LENGTH[0] <= length <= LANE_LENGTH[1]):
+                    raise ConfigError(f"--values for --sweep branches: bad value {n}:{length}; {usage}")
+                shapes.append(BranchShape(n, length))
+    return shapes
+
+
 def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | None, task: str | None) -> RunConfig:
     """The base configuration moved to one point of the axis, with that point's prompts."""
     n = int(value) if axis == "n" else base.n_sequences  # type: ignore[arg-type]
@@ -89,6 +146,8 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
         fields.update(k_config=list(value), tree="fixed")  # type: ignore[arg-type]
     elif axis == "temperature":
         fields["temperature"] = value
+    elif axis == "branches":
+        fields.update(branches=value.lanes, branch_length=value.length)  # type: ignore[union-attr]
     texts = workload.prompts(base.backend, n_prompts or n, task=value if axis == "task" else task)  # type: ignore[arg-type]
     fields["prompts"] = workload.per_thought(texts, n)
     return dataclasses.replace(base, **fields)
