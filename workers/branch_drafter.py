@@ -85,8 +85,9 @@ class BranchDrafter(Drafter):
         self.branches = Branches(prompt, settings)
 
     def propose(self, budget: int) -> Proposal:
-        empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), None)
-        if budget < 1:
+        q = None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32)
+        empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), q)
+        if budget < 1:  # the last token: the target's own, with nothing to verify
             return empty
         tokens, parents = self.branches.candidates(self.context, budget)
         return with_lanes(self.branches, empty, tokens, parents, self.model.vocab_size, self.params.greedy)

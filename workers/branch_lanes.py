@@ -11,7 +11,8 @@ builds. The target's argmax after lane token j is the prediction D[j]. Per forwa
   lane's coherence) and drops its first token once longer than L.
 
 Initialisation: lane i copies the L - 1 prompt tokens that end at the (i + 1)-th of N evenly spaced
-points inside the prompt (never at its end: that lane would only repeat what the target decodes anyway). The paper pads random tokens; its code copies prompt tokens, and so do we:
+points inside the prompt (never at its end: that lane would only repeat what the target decodes anyway).
+The paper pads random tokens; its code copies prompt tokens, and so do we:
 copied text makes the target predict text of this prompt's kind from the first forward, where random
 tokens give n-grams of nothing until a lane has decoded L tokens of its own.
 """

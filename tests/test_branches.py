@@ -1,0 +1,172 @@
+"""Self-Draft's parts: the caches, the lanes, the draft that carries them, one forward that reads lanes and
+candidates as separate forwards would, and sampled verification of cached candidates (q = δ)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from chi2 import chi2_sf
+from fp32 import assert_close
+
+from specsched.runtime.backends.sim import SimModel
+from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.sampling import SamplingParams, distribution, stream
+from specsched.runtime.core.wire import unpack
+from specsched.runtime.models.corpus_cache import SHIPPED, count, load, meta_of, save
+from specsched.scheduler.acceptance import verify_tree
+from specsched.scheduler.layout import lane_predictions, lay_out, settle
+from specsched.workers.branch_cache import ContextCache, candidate_tree
+from specsched.workers.branch_drafter import BranchDrafter, BranchSettings
+from specsched.workers.branch_lanes import Lanes
+from tests.tiny_hf import make_pair
+
+SHAPE = dict(layers=2, width=128)  # the tiny models' longest reduction: see tests/fp32.py
+
+
+# -- caches ---------------------------------------------------------------------------------------------
+def test_context_cache_keeps_the_ten_newest_grams_per_key_and_reinsertion_moves_to_the_front():
+    cache = ContextCache()
+    for i in range(12):
+        cache.add(7, (i, i, i, i))
+    assert cache.lookup(7, 20) == [(i,) * 4 for i in range(11, 1, -1)]  # 10 kept, newest first
+    cache.add(7, (5, 5, 5, 5))
+    assert cache.lookup(7, 3) == [(5,) * 4, (11,) * 4, (10,) * 4]
+    assert len(cache) == 10 and cache.lookup(8, 10) == []
+
+
+def test_candidates_merge_into_one_tree_sharing_prefixes():
+    tokens, parents = candidate_tree([(1, 2, 3, 4), (1, 2, 5, 6), (7, 8, 9, 9), (1, 2, 3, 4)], depth=3)
+    assert tokens == [1, 2, 3, 5, 7, 8, 9]
+    assert parents == [-1, 0, 1, 1, -1, 4, 5]
+
+
+def test_corpus_cache_counts_top_continuations_and_tries_the_longest_key_first(tmp_path):
+    text = [1, 2, 3, 4, 5, 6, 7, 8] * 3 + [9, 2, 3, 4, 10, 11, 12, 13] * 2
+    arrays = count([text], min_count=2)
+    save(tmp_path / "c.npz", arrays, {"tokenizer": None})
+    cache = load(str(tmp_path / "c.npz"))
+    assert cache.lookup([1, 2, 3, 4], 3) == [(5, 6, 7, 8)]          # the 4-token key
+    assert cache.lookup([9, 2, 3, 4], 3) == [(10, 11, 12, 13)]      # its own 4-token key wins over (2, 3, 4)
+    assert set(cache.lookup([0, 0, 3, 4], 3)) == {(5, 6, 7, 8), (10, 11, 12, 13)}  # (3, 4): both, by count
+    assert cache.lookup([3, 4], 3)[0] == (5, 6, 7, 8)               # seen 3 times against 2
+    assert cache.lookup([99], 3) == []
+
+
+def test_the_shipped_corpus_cache_is_small_and_names_its_tokenizer():
+    assert SHIPPED.stat().st_size <= 5_000_000
+    meta = meta_of(SHIPPED)
+    assert meta["tokenizer"] and meta["keys"] > 10_000 and meta["corpus"].startswith("shakespeare")
+
+
+# -- lanes ----------------------------------------------------------------------------------------------
+def test_lanes_start_inside_the_prompt_and_are_chains_on_the_context():
+    lanes = Lanes(list(range(100, 130)), n=2, length=6)
+    assert lanes.windows == [list(range(115, 120)), list(range(105, 110))]  # 5 = L - 1 tokens, ends at 20, 10
+    tokens, parents = lanes.nodes(offset=3)
+    assert tokens == [*range(115, 120), *range(105, 110)]
+    assert parents == [-1, 3, 4, 5, 6, -1, 8, 9, 10, 11]
+
+
+def test_lanes_turn_predictions_into_grams_and_move_on_by_the_last_one():
+    lanes = Lanes([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], n=1, length=6)
+    assert lanes.windows == [[1, 2, 3, 4, 5]]
+    entries = lanes.update([20, 21, 22, 23, 24])
+    # sub-sequence w[j-3..j] and the prediction after w[j]: key w[j-3], value (w[j-2], w[j-1], w[j], D[j])
+    assert entries == [(1, (2, 3, 4, 23)), (2, (3, 4, 5, 24))]
+    assert lanes.windows == [[1, 2, 3, 4, 5, 24]]
+    lanes.update([0] * 5 + [30])
+    assert lanes.windows == [[2, 3, 4, 5, 24, 30]]  # at most L: the first token dropped
+    with pytest.raises(ValueError, match="lane predictions"):
+        lanes.update([1, 2])
+
+
+# -- the draft on the wire ------------------------------------------------------------------------------
+def test_a_draft_with_lanes_round_trips_and_a_lane_under_a_candidate_is_refused():
+    d = Draft(3, 0, 1, np.array([5, 6, 7, 8], np.int32), np.array([-1, 0, -1, 2], np.int32), lanes=2)
+    back = Draft.from_message(unpack(d.to_frames()))
+    assert back.lanes == 2 and back.candidates == 2
+    with pytest.raises(ValueError, match="branch lane"):
+        Draft(3, 0, 1, np.array([5, 6, 7], np.int32), np.array([-1, 0, 1], np.int32), lanes=1)
+    with pytest.raises(ValueError, match="lane tokens"):
+        Draft(3, 0, 1, np.array([5], np.int32), np.array([-1], np.int32), lanes=2)
+    with pytest.raises(ValueError, match="q has shape"):  # q covers the candidates only
+        Draft(3, 0, 1, np.array([5, 6], np.int32), np.array([-1, -1], np.int32), np.zeros((2, 8), np.float32), lanes=1)
+    v = Verdict(3, 1, 1, np.array([5, 9], np.int32), np.array([0], np.int32), predictions=np.array([4, 4], np.int32))
+    assert Verdict.from_message(unpack(v.to_frames())).predictions.tolist() == [4, 4]
+
+
+# -- one forward: lanes and candidates ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_target(tmp_path_factory):
+    from specsched.runtime.backends.hf import HFModel
+
+    return HFModel(str(make_pair(tmp_path_factory.mktemp("tiny"))[0]), "fp32")
+
+
+def test_lanes_and_candidates_in_one_forward_read_as_separate_forwards(tiny_target):
+    """The block-diagonal mask: each lane sees the context and its own earlier tokens only, the candidate
+    tree its ancestors only; so every row equals the row of a forward of that lane (or tree) alone."""
+    model, context = tiny_target, [2, 3, 4, 5, 6, 7]
+    cand_tokens, cand_parents = candidate_tree([(8, 9, 10), (8, 11), (12, 13)], depth=4)
+    lanes = Lanes(context, n=2, length=6)
+    lane_tokens, lane_parents = lanes.nodes(len(cand_tokens))
+    tokens = np.asarray(cand_tokens + lane_tokens, np.int32)
+    parents = np.asarray(cand_parents + lane_parents, np.int32)
+    cache = model.new_cache()
+    layout = lay_out(model, cache, context, tokens, parents)
+    rows = model.forward(cache, layout.tokens, layout.parents)[layout.unread:]
+
+    def alone(seq: list[int]) -> np.ndarray:  # a plain forward of context + seq: its last |seq| rows
+        return model.forward(model.new_cache(), context + seq)[len(context):]
+
+    for node in range(len(tokens)):
+        path, j = [], node
+        while j >= 0:
+            path.append(int(tokens[j]))
+            j = int(parents[j])
+        assert_close(rows[node], alone(path[::-1])[-1], **SHAPE)
+    predictions = lane_predictions(layout, model.forward(model.new_cache(), layout.tokens, layout.parents),
+                                   len(tokens), len(lane_tokens))
+    assert predictions.tolist() == [int(rows[len(cand_tokens) + j].argmax()) for j in range(len(lane_tokens))]
+    full = np.concatenate([np.zeros((layout.unread, rows.shape[1]), rows.dtype), rows])
+    outcome = settle(model, cache, layout, full, tokens, parents, None, SamplingParams(), stream(0, 0, "verify"),
+                     lanes=len(lane_tokens))
+    assert all(j < len(cand_tokens) for j in outcome.path)
+    assert len(cache) == layout.base + outcome.accepted  # the accepted candidates only: no lane token is kept
+
+
+# -- sampled: cached candidates (q = δ) emit exactly p --------------------------------------------------
+@pytest.mark.parametrize("garbage", [False, True])
+def test_sampled_branch_candidates_emit_the_target_distribution(garbage):
+    """The first emitted token after a fixed context, verified against a tree of cached candidates, over
+    4000 trials: chi-square goodness of fit, p-value threshold 1e-4 (seeded, so a checkout always passes or
+    always fails; a wrong residual rule - e.g. not removing a rejected δ candidate - fails by far).
+    Garbage: the candidates are random tokens; real: they include the target's likeliest tokens."""
+    vocab, trials = 8, 4000
+    params = SamplingParams(temperature=1.0)
+    target = SimModel(vocab, 1234, 1.0, 0, draft=False)
+    context = [3, 5]
+    p = distribution(target.logits_for(context)[None], params)[0].astype(np.float64)
+    counts = Counter()
+    for trial in range(trials):
+        rng = np.random.default_rng(trial)
+        drafter = BranchDrafter(target, params, rng, context, BranchSettings(lanes=1, length=4))
+        firsts = rng.permutation(vocab)[:3] if garbage else np.argsort(-p)[:3]
+        for t in firsts:  # three 4-grams for the key token 5, some sharing a first token
+            drafter.branches.context.add(5, (int(t), int(rng.integers(vocab)), 1, 2))
+        drafter.branches.context.add(5, (int(firsts[0]), 7, 7, 7))
+        prop = drafter.propose(4)
+        m = len(prop.tokens) - prop.lanes
+        cache = target.new_cache()
+        layout = lay_out(target, cache, context, prop.tokens, prop.parents)
+        rows = target.forward(cache, layout.tokens, layout.parents)
+        out = verify_tree(rows[layout.unread - 1], rows[layout.unread:layout.unread + m], prop.tokens[:m],
+                          prop.parents[:m], prop.q, params, stream(trial, 0, "verify"))
+        counts[out.tokens[0]] += 1
+    observed = np.array([counts[t] for t in range(vocab)], dtype=np.float64)
+    expected = trials * p / p.sum()
+    stat = float(((observed - expected) ** 2 / expected).sum())
+    assert chi2_sf(stat, vocab - 1) > 1e-4, (observed, expected)
+

@@ -1,0 +1,92 @@
+"""Self-Draft end to end: greedy output equals target-only decoding under every policy, with the caches as
+the run fills them and with a corpus cache of garbage; on the sim backend and on a tiny transformers pair;
+bad branch flags cost one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fp32 import assert_greedy_equal
+from helpers import assert_one_error_line, outputs, run_ok, sim_config, specsched, words
+
+from specsched.policies.loader import BUILTIN
+from specsched.runtime.app import run
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.engine import Engine
+from specsched.runtime.models.corpus_cache import count, save
+from tests.tiny_hf import logits_after, make_pair
+
+VOCAB = 64
+PROMPTS = [words(VOCAB, (5, 7, 9, 11, 13, 15, 17)), words(VOCAB, (3, 9)), words(VOCAB, (11, 13, 2, 4, 6, 8))]
+SHAPE = dict(layers=2, width=128)  # the tiny models' longest reduction: see tests/fp32.py
+
+
+def garbage_cache(path, vocab: int, seed: int = 0) -> str:
+    """A corpus cache of random text: every candidate it proposes is noise (min_count 1 keeps them all)."""
+    rng = np.random.default_rng(seed)
+    save(path, count([rng.integers(0, vocab, 3000).tolist()], min_count=1), {"tokenizer": None})
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def sim_ar():
+    return outputs(run_ok(sim_config(mode="ar", prompts=PROMPTS, max_new_tokens=40)))
+
+
+def test_every_policy_gives_target_only_output_with_branches_on_sim(sim_ar, tmp_path):
+    garbage = garbage_cache(tmp_path / "g.npz", VOCAB)
+    with Engine(sim_config()) as e:
+        for policy in BUILTIN:
+            for drafter, corpus in (("branches", "off"), ("branches", garbage), ("both", garbage)):
+                record = e.generate(PROMPTS, mode="seed", policy=policy, drafter=drafter, corpus_cache=corpus,
+                                    branches=3, branch_length=5, max_new_tokens=40)
+                assert record.status == "ok", (policy, record.error)
+                assert outputs(record) == sim_ar, (policy, drafter, corpus)
+                assert record.collected.counters["lane_tokens"] > 0
+
+
+def test_branches_commit_more_than_one_token_per_forward_on_repetitive_text():
+    """The sim target is a Markov chain of order 2: lanes running on it learn its true 4-grams, and a
+    greedy chain cycles, so once lanes have met the cycle the caches predict it. A user sees > 1 token per
+    target forward (and the serial sd arm, one sequence, so nothing else shares the forwards)."""
+    record = run_ok(sim_config(mode="sd", drafter="branches", prompts=[PROMPTS[0]], branches=4, branch_length=6,
+                               max_new_tokens=120, sim_vocab=16))
+    assert record.metrics.mean_tokens_per_verify > 1.2
+    assert record.collected.counters["accepted"] > 0
+
+
+def test_sampled_branches_run_to_the_end_under_every_drafter():
+    for drafter in ("branches", "both"):
+        record = run_ok(sim_config(prompts=PROMPTS, drafter=drafter, temperature=1.0, top_k=20, seed=3,
+                                   max_new_tokens=24))
+        assert all(1 <= len(t) <= 24 for t in outputs(record)) and record.collected.counters["lane_tokens"] > 0
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return make_pair(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "commit-first", "batch", "rr"])
+def test_greedy_branches_on_transformers_equal_target_only_decoding(pair, policy, tmp_path):
+    target, draft = pair
+    prompts = ["w1 w2 w3 w1 w2", "w5 w6"]
+    base = RunConfig(backend="hf", target=str(target), draft=str(draft), prompts=prompts, max_new_tokens=16)
+    ar = outputs(run_ok(RunConfig(**{**base.to_dict(), "mode": "ar"})))
+    garbage = garbage_cache(tmp_path / "g.npz", 32)
+    for drafter, corpus in (("branches", "auto"), ("both", garbage)):
+        record = run(RunConfig(**{**base.to_dict(), "policy": policy, "drafter": drafter, "corpus_cache": corpus}))
+        assert record.status == "ok", record.error
+        assert_greedy_equal(outputs(record), ar, logits_after(target, prompts), **SHAPE)
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--drafter", "lanes"], "unknown --drafter 'lanes'"),
+    (["--drafter", "branches", "--mode", "ar"], "--drafter branches needs draft workers"),
+    (["--drafter", "branches", "--branch-length", "3"], "--branch-length must be in 4..64"),
+    (["--drafter", "branches", "--branches", "-1"], "--branches must be in 0..64"),
+    (["--drafter", "branches", "--corpus-cache", "/nonexistent/c.npz"], "no such file"),
+])
+def test_bad_branch_flags_cost_one_line(flags, fragment):
+    result = specsched("run", "--backend", "sim", "--prompt", "lo mi", "--max-new-tokens", "4", *flags)
+    assert_one_error_line(result, 2, fragment)
