@@ -30,6 +30,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
     p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
                    help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+    p.add_argument("--branch-processes", action="store_true",
+                   help="Self-Draft: run each branch lane in its own OS process (default: in its sequence's worker)")
     p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
                    help="Self-Draft: the corpus cache: auto (the shipped one on hf, none on sim), off, or a .npz "
                         "from `specsched models corpus-cache` (default auto)")
@@ -161,7 +163,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
         branches=args.branches, branch_length=args.branch_length, corpus_cache=args.corpus_cache,
-        pct_top_k=args.pct_top_k, pct_depth=args.pct_depth, pct_floor=args.pct_floor, step_aside=args.step_aside,
+        branch_processes=args.branch_processes, pct_top_k=args.pct_top_k, pct_depth=args.pct_depth,
+        pct_floor=args.pct_floor, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

@@ -222,7 +222,7 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     assert "| seed-fcfs ≥ 2.0× serial AR (tokens/s) |" in md
     svg = ET.fromstring((tmp_path / "plots" / "speedup_vs_alpha.svg").read_text())
     drafting = [a for a in smoke.arms if a.median("acceptance_rate") is not None]
-    assert len(svg.findall(".//{http://www.w3.org/2000/svg}circle")) == len(drafting) == 12  # every arm that drafts
+    assert len(svg.findall(".//{http://www.w3.org/2000/svg}circle")) == len(drafting) == 13  # every arm that drafts
 
 
 @pytest.mark.parametrize("argv, message", [

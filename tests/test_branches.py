@@ -170,3 +170,52 @@ def test_sampled_branch_candidates_emit_the_target_distribution(garbage):
     stat = float(((observed - expected) ** 2 / expected).sum())
     assert chi2_sf(stat, vocab - 1) > 1e-4, (observed, expected)
 
+
+
+# -- lanes as processes (--branch-processes) ------------------------------------------------------------
+def _lane_processes() -> list:
+    import psutil
+
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "specsched.workers.lane_process" in (p.info["cmdline"] or [])]
+
+
+def test_lane_processes_compute_what_lanes_in_the_worker_compute_and_leave_nothing_behind():
+    from specsched.workers.lane_process import LaneProcesses
+
+    prompt = list(range(100, 140))
+    apart, together = LaneProcesses(prompt, 3, 6), Lanes(prompt, 3, 6)
+    try:
+        assert len(apart.procs) == 3 and apart.nodes(2) == together.nodes(2)
+        rng = np.random.default_rng(0)
+        for _ in range(10):
+            predictions = rng.integers(0, 50, together.size).tolist()
+            assert apart.update(predictions) == together.update(predictions)
+            assert apart.windows == together.windows
+    finally:
+        apart.close()
+    assert all(p.poll() is not None for p in apart.procs) and not _lane_processes()
+    short = LaneProcesses([7, 8], 2, 6)  # windows too short for a 4-gram: no entries, yet the lanes move on
+    try:
+        assert short.windows == [[7, 8], [7]]
+        assert short.update([1, 2, 3]) == [] and short.windows == [[7, 8, 2], [7, 3]]
+    finally:
+        short.close()
+
+
+def test_lane_processes_die_with_their_worker():
+    import subprocess
+    import sys
+    import time
+
+    worker = subprocess.Popen([sys.executable, "-c", "from specsched.workers.lane_process import LaneProcesses\n"
+                               "import time\nLaneProcesses(list(range(40)), 2, 6)\nprint('up', flush=True)\n"
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    assert worker.stdout.readline().strip() == "up"
+    assert len(_lane_processes()) == 2
+    worker.kill()  # SIGKILL: no clean-up code runs in the worker
+    worker.wait()
+    deadline = time.monotonic() + 10
+    while _lane_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _lane_processes()

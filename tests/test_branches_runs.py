@@ -86,7 +86,29 @@ def test_greedy_branches_on_transformers_equal_target_only_decoding(pair, policy
     (["--drafter", "branches", "--branch-length", "3"], "--branch-length must be in 4..64"),
     (["--drafter", "branches", "--branches", "-1"], "--branches must be in 0..64"),
     (["--drafter", "branches", "--corpus-cache", "/nonexistent/c.npz"], "no such file"),
+    (["--branch-processes"], "--branch-processes needs branch lanes"),
 ])
 def test_bad_branch_flags_cost_one_line(flags, fragment):
     result = specsched("run", "--backend", "sim", "--prompt", "lo mi", "--max-new-tokens", "4", *flags)
     assert_one_error_line(result, 2, fragment)
+
+
+def test_the_live_view_names_branch_workers_as_such():
+    from specsched.runtime.view.monitor import Monitor
+
+    config = sim_config(prompts=PROMPTS[:2], drafter="branches", max_new_tokens=12)
+    record = run_ok(config)
+    monitor = Monitor(record.config)
+    monitor.feed(record.collected)
+    labels = [r.label for r in monitor.snapshot(record.collected, 0.0, final=True).rows]
+    assert labels == ["verifier", "branch 0", "branch 1"]
+
+
+def test_lanes_as_processes_give_the_same_output_and_leave_no_process(sim_ar):
+    import psutil
+
+    record = run_ok(sim_config(prompts=PROMPTS, drafter="branches", branches=3, branch_length=5,
+                               branch_processes=True, max_new_tokens=40))
+    assert outputs(record) == sim_ar
+    assert record.collected.counters["lane_tokens"] > 0
+    assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]

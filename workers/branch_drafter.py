@@ -23,6 +23,7 @@ from specsched.runtime.models.corpus_cache import load
 from specsched.workers.branch_cache import ContextCache, CorpusCache, candidate_tree
 from specsched.workers.branch_lanes import Lanes
 from specsched.workers.drafter import Drafter, Proposal
+from specsched.workers.lane_process import LaneProcesses
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class BranchSettings:
     corpus: CorpusCache | None = None   # None: no corpus cache
     from_context: int = 10              # candidates per step from the context cache
     from_corpus: int = 3                # ... and from the corpus cache
+    processes: bool = False             # each lane in its own OS process (lane_process.py)
 
 
 class Branches:
@@ -39,8 +41,15 @@ class Branches:
 
     def __init__(self, prompt: list[int], settings: BranchSettings) -> None:
         self.settings = settings
-        self.lanes = Lanes(prompt, settings.lanes, settings.length) if settings.lanes else None
         self.context = ContextCache()
+        self.lanes = None
+        if settings.lanes:
+            self.lanes = (LaneProcesses if settings.processes else Lanes)(prompt, settings.lanes, settings.length)
+
+    def close(self) -> None:
+        """End the lane processes, if any (the sequence is done, or its worker stops)."""
+        if isinstance(self.lanes, LaneProcesses):
+            self.lanes.close()
 
     def candidates(self, context: list[int], depth: int) -> tuple[list[int], list[int]]:
         """The candidate tree after `context`: the context cache's 4-grams of its last token, then the
@@ -97,6 +106,9 @@ class BranchDrafter(Drafter):
         self.context.extend(committed)  # no draft cache to collapse
         self.branches.hear(predictions or [])
 
+    def close(self) -> None:
+        self.branches.close()
+
 
 class WithBranches:
     """Another drafter's tree plus the cache candidates and the lanes (`--drafter both`)."""
@@ -133,6 +145,9 @@ class WithBranches:
         self.inner.observe(committed, inside, aside)
         self.branches.hear(predictions or [])
 
+    def close(self) -> None:
+        self.branches.close()
+
 
 def branch_drafter(config: RunConfig, drafter: Drafter, prompt: list[int]) -> Drafter | WithBranches:
     """The drafter `--drafter` asks for: `drafter` itself (model), the caches alone (branches), or both.
@@ -140,7 +155,7 @@ def branch_drafter(config: RunConfig, drafter: Drafter, prompt: list[int]) -> Dr
     if config.drafter == "model":
         return drafter
     corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
-    settings = BranchSettings(config.branches, config.branch_length, corpus)
+    settings = BranchSettings(config.branches, config.branch_length, corpus, processes=config.branch_processes)
     if config.drafter == "branches":
         return BranchDrafter(drafter.model, drafter.params, drafter.rng, prompt, settings)
     return WithBranches(drafter, prompt, settings)

@@ -31,17 +31,27 @@ class Lanes:
         ends = [max(1, size - ((i + 1) * size) // (n + 1)) for i in range(n)]  # distinct from n + 1 tokens on
         self.windows = [list(prompt[max(0, e - (length - 1)):e]) for e in ends]
 
+    @classmethod
+    def from_windows(cls, windows: list[list[int]], length: int) -> Lanes:
+        lanes = cls.__new__(cls)
+        lanes.length, lanes.windows = length, [list(w) for w in windows]
+        return lanes
+
     @property
     def size(self) -> int:
         """Tokens the lanes add to a forward."""
         return sum(len(w) for w in self.windows)
 
     def nodes(self, offset: int) -> tuple[list[int], list[int]]:
-        """The lanes as draft nodes placed from index `offset` on: (tokens, parents), each lane a chain
-        whose first token hangs on the committed context (-1)."""
+        """The lanes as draft nodes placed from index `offset` on: (tokens, parents)."""
+        return self.chains(self.windows, offset)
+
+    @staticmethod
+    def chains(windows: list[list[int]], offset: int) -> tuple[list[int], list[int]]:
+        """Each window a chain whose first token hangs on the committed context (-1), from index `offset` on."""
         tokens: list[int] = []
         parents: list[int] = []
-        for w in self.windows:
+        for w in windows:
             start = offset + len(tokens)
             tokens += w
             parents += [-1] + [start + j for j in range(len(w) - 1)]

@@ -174,32 +174,36 @@ class DraftWorker:
                                else None,
                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
         drafter = branch_drafter(config, drafter, context)  # --drafter branches | both: Self-Draft's lanes and caches
-        while True:
-            # never draft deeper than the token limit allows: a verdict adds one target token after the draft
-            budget = config.max_new_tokens - generated - 1
-            started = time.monotonic()
-            drafter.rng = stream(config.seed, local, "draft", generated)  # keyed by position, as the verifier's
-            with self.recorder.span("draft", seq):
-                proposal = drafter.propose(budget)
-            sent = time.monotonic()
-            draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
-                          sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch, lanes=proposal.lanes)
-            self.sock.send_multipart(draft.to_frames(), copy=False)
-            verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
-            if verdict.seq != seq or verdict.round != rnd:
-                raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
-                                    f"expected {seq} round {rnd}")
-            self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
-            self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
-            committed = verdict.tokens.tolist()
-            drafter.observe(committed, verdict.path.tolist(), verdict.aside,
-                            None if verdict.predictions is None else verdict.predictions.tolist())
-            drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)
-            generated += len(committed)
-            rnd += 1
-            self.telemetry.events(self.recorder.drain())
-            if verdict.done:
-                return
+        try:
+            while True:
+                # never draft deeper than the token limit allows: a verdict adds one target token after the draft
+                budget = config.max_new_tokens - generated - 1
+                started = time.monotonic()
+                drafter.rng = stream(config.seed, local, "draft", generated)  # keyed by position, as the verifier's
+                with self.recorder.span("draft", seq):
+                    proposal = drafter.propose(budget)
+                sent = time.monotonic()
+                draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
+                              sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch,
+                              lanes=proposal.lanes)
+                self.sock.send_multipart(draft.to_frames(), copy=False)
+                verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
+                if verdict.seq != seq or verdict.round != rnd:
+                    raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
+                                        f"expected {seq} round {rnd}")
+                self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
+                self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
+                committed = verdict.tokens.tolist()
+                drafter.observe(committed, verdict.path.tolist(), verdict.aside,
+                                None if verdict.predictions is None else verdict.predictions.tolist())
+                drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)
+                generated += len(committed)
+                rnd += 1
+                self.telemetry.events(self.recorder.drain())
+                if verdict.done:
+                    return
+        finally:
+            drafter.close()  # its lane processes, if any (--branch-processes)
 
 
 def _expect(sock: zmq.Socket, kinds: tuple[str, ...], parent_alive):

@@ -44,6 +44,9 @@ class Drafter(ABC):
     def propose(self, budget: int) -> Proposal:
         """Draft after the committed context; no path through the draft may exceed ``budget``."""
 
+    def close(self) -> None:
+        """The sequence is done (or its worker stops): release what the drafter holds. Default: nothing."""
+
     def hear(self, curve: CostCurve | None, queue_ahead: int) -> None:
         """What the verdict says of the verifier: its cost curve and its queue (cost-aware drafters use it)."""
         if curve is not None:

@@ -45,6 +45,8 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                         {"mode": "seed", "drafter": "branches", "policy": "commit-first"}),
     "branches-draft": ("Self-Draft + draft model: the draft's tree plus the caches' candidates, FCFS",
                        {"mode": "seed", "drafter": "both"}),
+    "branches-procs": ("Self-Draft with one OS process per branch lane (--branch-processes), FCFS",
+                       {"mode": "seed", "drafter": "branches", "branch_processes": True}),
 }
 # the arms whose drafts carry Self-Draft's lanes: the ones --branches N and --branch-length L change
 BRANCH_ARMS: tuple[str, ...] = tuple(n for n, (_, f) in RUNTIME_ARMS.items() if f.get("drafter", "model") != "model")
@@ -73,7 +75,8 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
     another); ``priority`` gets 0, 1, ..., n-1 (worker 0 most urgent), as in `specsched compare`: equal
     priorities would only repeat FCFS."""
     _, fields = RUNTIME_ARMS[name]
-    fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, "drafter": "model", **fields}
+    fields = {"policy": "fcfs", "priorities": [], "max_batch": 1, "drafter": "model", "branch_processes": False,
+              **fields}
     if fields["mode"] in ("ar", "parallel", "beam", "dsbd"):
         fields["step_aside"] = "off"  # no drafts to step aside from
     if fields.get("tree", base.tree) == "pct":
@@ -86,7 +89,7 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
 def shared(config: RunConfig) -> dict:
     """The configuration every arm shares, as JSON: mode, policy, batching and drafter vary per arm, so
     they are left out rather than shown with the base's meaningless values."""
-    varying = ("mode", "policy", "priorities", "max_batch", "tree", "step_aside", "drafter")
+    varying = ("mode", "policy", "priorities", "max_batch", "tree", "step_aside", "drafter", "branch_processes")
     return {k: v for k, v in config.to_dict().items() if k not in varying}
 
 

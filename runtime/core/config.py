@@ -42,6 +42,7 @@ class RunConfig:
     branches: int = 2                # Self-Draft: branch lanes N per sequence (0 = caches only)
     branch_length: int = 6           # Self-Draft: tokens per lane L at most
     corpus_cache: str = "auto"       # Self-Draft: auto (the shipped one on hf, none on sim) | off | a .npz file
+    branch_processes: bool = False   # Self-Draft: each lane in its own OS process (else in its sequence's worker)
     lockstep: bool = False           # verify only when every worker that owes a draft has one queued
     max_new_tokens: int = 32
     temperature: float = 0.0
@@ -167,6 +168,8 @@ class RunConfig:
                               f"not --mode {self.mode}")
         if not 0 <= self.branches <= 64:
             raise ConfigError(f"--branches must be in 0..64, got {self.branches}")
+        if self.branch_processes and (self.drafter == "model" or not self.branches):
+            raise ConfigError("--branch-processes needs branch lanes: --drafter branches or both, --branches >= 1")
         if not 4 <= self.branch_length <= 64:  # a lane yields 4-grams (key + 3 tokens + prediction) from L = 4 on
             raise ConfigError(f"--branch-length must be in 4..64, got {self.branch_length}")
 

@@ -57,6 +57,9 @@ KINDS = frozenset({
     "config",    # engine -> worker: the engine's settings and its target's vocabulary
     "refused_worker",  # engine -> worker: not admitted, and why (one line)
     "bye",       # remote worker -> engine: I leave, with my exit status
+    # a draft worker and its lane processes (--branch-processes, workers/lane_process.py), over PAIR sockets
+    "lane_step",   # worker -> lane: its window (first), then the target's predictions after its lane tokens
+    "lane_state",  # lane -> worker: its new window and the context-cache entries it made
 })
 
 # Only plain numeric dtypes may travel: nothing that needs an object constructor.

@@ -66,6 +66,10 @@ class Snapshot:
         return self.tokens / self.decode_s if self.decode_s > 0 else 0.0
 
 
+# a worker row's name by --drafter: a Self-Draft worker holds its sequence's branch lanes and caches
+WORKER_LABEL = {"model": "draft", "branches": "branch", "both": "draft+br"}
+
+
 class Monitor:
     def __init__(self, config: RunConfig, usage=None, *, label: str = "") -> None:
         self.config = config
@@ -107,7 +111,7 @@ class Monitor:
             start = end - span
             done = self._done_workers(collected)
             horizons = {k: (frontier if k in done else (tl.last_end(k) or origin)) for k in tl.keys}
-        rows = tuple(tl.rows(start, end, horizons, collected.hosts))
+        rows = tuple(tl.rows(start, end, horizons, collected.hosts, WORKER_LABEL.get(c.drafter, "draft")))
         active = [horizons[k] for k in tl.keys if k != VERIFIER and horizons[k] < frontier]
         decode = max(frontier - origin, 0.0)
         drafted = draft_size(c) * tl.drafts_verified

@@ -134,8 +134,9 @@ class Timeline:
         return row[-1].end if row else None
 
     def rows(self, start: float, end: float, horizons: dict[int, float],
-             hosts: dict[str, str] | None = None) -> list[Row]:
-        """The events of each process that overlap [start, end); a worker on another host is labelled with it."""
+             hosts: dict[str, str] | None = None, worker: str = "draft") -> list[Row]:
+        """The events of each process that overlap [start, end); a worker on another host is labelled with it.
+        `worker`: what a worker row is called (a Self-Draft run's workers hold branches: "branch")."""
         hosts = hosts or {}
         rows = []
         for k in self.keys:
@@ -144,7 +145,7 @@ class Timeline:
             hi = bisect.bisect_left(starts, end)
             inside = tuple(e for e in events[lo:hi] if e.end > start)
             host = hosts.get(f"draft-{k}")
-            label = "verifier" if k == VERIFIER else f"draft {k}" + (f" @{host}" if host else "")
+            label = "verifier" if k == VERIFIER else f"{worker} {k}" + (f" @{host}" if host else "")
             rows.append(Row(label, k, inside, horizons.get(k, start)))
         return rows
 

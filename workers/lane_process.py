@@ -1,0 +1,122 @@
+"""Branch lanes as processes (`--branch-processes`): one OS process per lane, the design card's "one per
+branch".
+
+The sequence's draft worker starts N lane processes (`python -m specsched.workers.lane_process ENDPOINT`)
+and talks to each over a ZeroMQ PAIR socket in a private directory. Each process owns its lane's window:
+per verdict it receives the target's predictions after its lane's tokens (``lane_step``), turns them into
+context-cache entries and moves its window on (branch_lanes.py, the same rule), and answers with its new
+window and the entries (``lane_state``). `LaneProcesses` is the worker's side, with the interface of
+`Lanes`, so a sequence's branches run either way. A lane process dies with its worker (PR_SET_PDEATHSIG,
+and a parent check in its wait loop) and exits on ``stop``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import zmq
+
+from specsched.runtime.core.wire import pack, unpack
+from specsched.workers.branch_lanes import GRAM, Lanes
+
+STOP_WAIT_S = 2.0
+
+
+class LaneProcesses:
+    """N lane processes behind `Lanes`' interface: windows, size, nodes(offset), update(predictions)."""
+
+    def __init__(self, prompt: list[int], n: int, length: int) -> None:
+        self.windows = Lanes(prompt, n, length).windows  # the same initialisation as in-process lanes
+        self.length = length
+        self.ctx = zmq.Context()
+        self.dir = tempfile.mkdtemp(prefix="specsched-lanes-")  # 0700: only this user reaches the sockets
+        self.socks, self.procs = [], []
+        for i, window in enumerate(self.windows):
+            sock = self.ctx.socket(zmq.PAIR)
+            sock.setsockopt(zmq.LINGER, 0)
+            endpoint = f"ipc://{self.dir}/lane-{i}"
+            sock.bind(endpoint)
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint]))
+            sock.send_multipart(pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
+            self.socks.append(sock)
+
+    @property
+    def size(self) -> int:
+        return sum(len(w) for w in self.windows)
+
+    def nodes(self, offset: int) -> tuple[list[int], list[int]]:
+        return Lanes.chains(self.windows, offset)
+
+    def update(self, predictions: list[int]) -> list[tuple[int, tuple[int, ...]]]:
+        if len(predictions) != self.size:
+            raise ValueError(f"{len(predictions)} lane predictions for {self.size} lane tokens")
+        at = 0
+        for sock, w in zip(self.socks, self.windows):  # every lane works at once, then each answer is read
+            mine = np.asarray(predictions[at:at + len(w)], np.int32)
+            sock.send_multipart(pack("lane_step", {}, {"predictions": mine}))
+            at += len(w)
+        entries = []
+        for i, (sock, proc) in enumerate(zip(self.socks, self.procs)):
+            while not sock.poll(100):  # a lane that died would leave the sequence waiting forever: fail instead
+                if proc.poll() is not None:
+                    raise RuntimeError(f"branch lane process {i} exited with status {proc.returncode}")
+            state = unpack(sock.recv_multipart())
+            self.windows[i] = state.arrays["window"].tolist()
+            keys, grams = state.arrays["keys"].tolist(), state.arrays["grams"].tolist()
+            entries += [(int(k), tuple(g)) for k, g in zip(keys, grams)]
+        return entries
+
+    def close(self) -> None:
+        for sock in self.socks:
+            try:
+                sock.send_multipart(pack("stop"), zmq.NOBLOCK)
+            except zmq.ZMQError:  # that lane is gone already
+                pass
+        for proc in self.procs:
+            try:
+                proc.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.ctx.destroy(linger=0)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(endpoint: str) -> int:
+    """A lane process: its window from the first message, then a lane_state for each lane_step, until stop."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1: die with the worker
+    parent = os.getppid()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PAIR)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    lane: Lanes | None = None
+    try:
+        while os.getppid() == parent:  # the start-up race PR_SET_PDEATHSIG cannot cover
+            if not sock.poll(100):
+                continue
+            msg = unpack(sock.recv_multipart())
+            if msg.kind == "stop":
+                return 0
+            if lane is None:
+                lane = Lanes.from_windows([msg.arrays["window"].tolist()], int(msg.fields["length"]))
+                continue
+            entries = lane.update(msg.arrays["predictions"].tolist())
+            keys = np.asarray([k for k, _ in entries], np.int32)
+            grams = np.asarray([g for _, g in entries], np.int32).reshape(len(entries), GRAM)
+            sock.send_multipart(pack("lane_state", {}, {"window": np.asarray(lane.windows[0], np.int32),
+                                                        "keys": keys, "grams": grams}))
+        return 0
+    finally:
+        ctx.destroy(linger=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
