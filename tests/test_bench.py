@@ -80,7 +80,8 @@ def test_greedy_outputs_match_ar_and_drafting_arms_report_alpha(smoke):
         if name in ("beam", "dsbd"):
             continue  # tokens per verification: steps per forward (beam_jobs.py), not bounded by a draft path
         alpha = by_name[name].median("acceptance_rate")
-        assert (alpha is None) == (name in ("ar", "parallel"))
+        # prompt lookup drafts only where the text repeats, which a smoke run's sim text may never do
+        assert (alpha is None) == (name in ("ar", "parallel")) or name == "prompt-lookup"
         assert alpha is None or 0 <= alpha <= 1
         per_verify = by_name[name].median("mean_tokens_per_verify")
         config = runtime_config(name, smoke.config)

@@ -31,12 +31,13 @@ def test_branch_arms_set_their_drafter_and_every_other_arm_drafts_with_the_model
     base = RunConfig(backend="sim", workers=3, drafter="branches", branches=4, branch_length=8)
     assert BRANCH_ARMS == ("branches", "branches-commit", "branches-draft", "branches-procs")
     expected = {"branches": ("branches", "fcfs"), "branches-commit": ("branches", "commit-first"),
-                "branches-draft": ("both", "fcfs"), "branches-procs": ("branches", "fcfs")}
+                "branches-draft": ("both", "fcfs"), "branches-procs": ("branches", "fcfs"),
+                "prompt-lookup": ("branches", "fcfs")}
     for name in RUNTIME_ARMS:
         config = runtime_config(name, base)  # "ar" with the base's drafter would be refused: no draft workers
         assert (config.drafter, config.policy) == expected.get(name, ("model", config.policy)), name
         assert config.branch_processes == (name == "branches-procs"), name
-        assert (config.branches, config.branch_length) == (4, 8)
+        assert (config.branches, config.branch_length) == ((0 if name == "prompt-lookup" else 4), 8), name
     assert runtime_config("branches", base).mode == "seed"
     assert "drafter" not in shared(base) and shared(base)["branch_length"] == 8
 

@@ -12,6 +12,7 @@ argmax after every lane token, which fills the context cache for the next draft.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,11 @@ from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.corpus_cache import load
-from specsched.workers.branch_cache import ContextCache, CorpusCache, candidate_tree
+from specsched.workers.branch_cache import GRAM, ContextCache, CorpusCache, candidate_tree
 from specsched.workers.branch_lanes import Lanes
 from specsched.workers.drafter import Drafter, Proposal
 from specsched.workers.lane_process import LaneProcesses
+from specsched.workers.lookup import NgramIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,7 @@ class BranchSettings:
     from_context: int = 10              # candidates per step from the context cache
     from_corpus: int = 3                # ... and from the corpus cache
     processes: bool = False             # each lane in its own OS process (lane_process.py)
+    lookup: int = 0                     # prompt lookup first: n-grams of the committed text (lookup.py), 0 = off
 
 
 class Branches:
@@ -42,6 +45,9 @@ class Branches:
     def __init__(self, prompt: list[int], settings: BranchSettings) -> None:
         self.settings = settings
         self.context = ContextCache()
+        self.ngrams = NgramIndex(settings.lookup) if settings.lookup >= 2 else None
+        if self.ngrams is not None:
+            self.ngrams.extend(prompt)
         self.lanes = None
         if settings.lanes:
             self.lanes = (LaneProcesses if settings.processes else Lanes)(prompt, settings.lanes, settings.length)
@@ -52,13 +58,27 @@ class Branches:
             self.lanes.close()
 
     def candidates(self, context: list[int], depth: int) -> tuple[list[int], list[int]]:
-        """The candidate tree after `context`: the context cache's 4-grams of its last token, then the
-        corpus cache's continuations of its longest known tail."""
+        """The candidate tree after `context`: what followed its tail earlier in the text (prompt lookup, if
+        on), the context cache's 4-grams of its last token, then the corpus cache's continuations of its
+        longest known tail."""
         s = self.settings
-        found = self.context.lookup(context[-1], s.from_context)
+        found = [self._looked_up(context)] if self.ngrams is not None else []
+        found += self.context.lookup(context[-1], s.from_context)
         if s.corpus is not None:
             found += s.corpus.lookup(context, s.from_corpus)
         return candidate_tree(found, depth)
+
+    def _looked_up(self, context: list[int]) -> tuple[int, ...]:
+        """Up to GRAM tokens, each the one that followed the longest earlier match of the text before it."""
+        chain: list[int] = []
+        tail = context[-self.ngrams.longest:]
+        while len(chain) < GRAM and (t := self.ngrams.lookup([*tail, *chain][-self.ngrams.longest:])) is not None:
+            chain.append(t)
+        return tuple(chain)
+
+    def commit(self, committed: list[int]) -> None:
+        if self.ngrams is not None:
+            self.ngrams.extend(committed)
 
     def lane_nodes(self, offset: int) -> tuple[list[int], list[int]]:
         return self.lanes.nodes(offset) if self.lanes is not None else ([], [])
@@ -104,6 +124,7 @@ class BranchDrafter(Drafter):
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
         self.context.extend(committed)  # no draft cache to collapse
+        self.branches.commit(committed)
         self.branches.hear(predictions or [])
 
     def close(self) -> None:
@@ -156,6 +177,7 @@ def branch_drafter(config: RunConfig, drafter: Drafter, prompt: list[int]) -> Dr
         return drafter
     corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
     settings = BranchSettings(config.branches, config.branch_length, corpus, processes=config.branch_processes)
-    if config.drafter == "branches":
-        return BranchDrafter(drafter.model, drafter.params, drafter.rng, prompt, settings)
+    if config.drafter == "branches":  # --lookup: prompt lookup among the candidates (the model drafter has its own)
+        return BranchDrafter(drafter.model, drafter.params, drafter.rng, prompt,
+                             dataclasses.replace(settings, lookup=config.draft_lookup))
     return WithBranches(drafter, prompt, settings)

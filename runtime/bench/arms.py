@@ -39,6 +39,9 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                   {"mode": "seed", "policy": "goodput", "max_batch": 0, "tree": "pct", "step_aside": "on"}),
     "beam": ("beam sampling, target only (beam search at T = 0), --beams per sequence", {"mode": "beam"}),
     "dsbd": ("DSBD: a draft worker per beam, the forest verified in one forward", {"mode": "dsbd"}),
+    "prompt-lookup": ("prompt lookup on our runtime: model-free, the committed text's 4..2-grams only (no lanes, "
+                      "no corpus)", {"mode": "seed", "drafter": "branches", "branches": 0, "corpus_cache": "off",
+                                     "lookup": 4}),
     "branches": ("Self-Draft: the target drafts for itself, branch lanes + n-gram caches, FCFS",
                  {"mode": "seed", "drafter": "branches"}),
     "branches-commit": ("Self-Draft, drafts with cache candidates verified first (commit-first policy)",
@@ -49,7 +52,8 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                        {"mode": "seed", "drafter": "branches", "branch_processes": True}),
 }
 # the arms whose drafts carry Self-Draft's lanes: the ones --branches N and --branch-length L change
-BRANCH_ARMS: tuple[str, ...] = tuple(n for n, (_, f) in RUNTIME_ARMS.items() if f.get("drafter", "model") != "model")
+BRANCH_ARMS: tuple[str, ...] = tuple(n for n, (_, f) in RUNTIME_ARMS.items()
+                                     if f.get("drafter", "model") != "model" and f.get("branches") != 0)
 PEER_ARMS: dict[str, str] = {
     "hf-assisted": "HF transformers assisted generation, same draft (as a LlamaForCausalLM)",
     "hf-lookup": "HF transformers prompt-lookup decoding (model-free)",

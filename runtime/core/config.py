@@ -39,8 +39,8 @@ class RunConfig:
     pct_depth: int = 10              # pct: deepest draft
     pct_floor: float = 0.02          # pct: no node whose estimated acceptance is below this
     drafter: str = "model"           # model | branches (Self-Draft: lanes and caches, no draft model) | both
-    branches: int = 2                # Self-Draft: branch lanes N per sequence (0 = caches only)
-    branch_length: int = 6           # Self-Draft: tokens per lane L at most
+    branches: int = 1                # Self-Draft: branch lanes N per sequence (0 = caches only; CPU: README)
+    branch_length: int = 8           # Self-Draft: tokens per lane L at most
     corpus_cache: str = "auto"       # Self-Draft: auto (the shipped one on hf, none on sim) | off | a .npz file
     branch_processes: bool = False   # Self-Draft: each lane in its own OS process (else in its sequence's worker)
     lockstep: bool = False           # verify only when every worker that owes a draft has one queued
