@@ -10,7 +10,6 @@ from fp32 import assert_greedy_equal
 from helpers import assert_one_error_line, outputs, run_ok, sim_config, specsched, words
 
 from specsched.policies.loader import BUILTIN
-from specsched.runtime.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.models.corpus_cache import count, save
@@ -67,17 +66,19 @@ def pair(tmp_path_factory):
     return make_pair(tmp_path_factory.mktemp("tiny"))
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "commit-first", "batch", "rr"])
-def test_greedy_branches_on_transformers_equal_target_only_decoding(pair, policy, tmp_path):
+def test_greedy_branches_on_transformers_equal_target_only_decoding_under_every_policy(pair, tmp_path):
     target, draft = pair
     prompts = ["w1 w2 w3 w1 w2", "w5 w6"]
     base = RunConfig(backend="hf", target=str(target), draft=str(draft), prompts=prompts, max_new_tokens=16)
-    ar = outputs(run_ok(RunConfig(**{**base.to_dict(), "mode": "ar"})))
     garbage = garbage_cache(tmp_path / "g.npz", 32)
-    for drafter, corpus in (("branches", "auto"), ("both", garbage)):
-        record = run(RunConfig(**{**base.to_dict(), "policy": policy, "drafter": drafter, "corpus_cache": corpus}))
-        assert record.status == "ok", record.error
-        assert_greedy_equal(outputs(record), ar, logits_after(target, prompts), **SHAPE)
+    with Engine(base) as e:
+        ar = outputs(e.generate(prompts, mode="ar"))
+        for policy in BUILTIN:
+            for drafter, corpus in (("branches", "auto"), ("both", garbage)):
+                record = e.generate(prompts, policy=policy, drafter=drafter, corpus_cache=corpus, branches=2,
+                                    branch_length=5)
+                assert record.status == "ok", (policy, record.error)
+                assert_greedy_equal(outputs(record), ar, logits_after(target, prompts), **SHAPE)
 
 
 @pytest.mark.parametrize("flags, fragment", [
@@ -112,3 +113,35 @@ def test_lanes_as_processes_give_the_same_output_and_leave_no_process(sim_ar):
     assert outputs(record) == sim_ar
     assert record.collected.counters["lane_tokens"] > 0
     assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_lane_process_that_dies_fails_its_worker_which_is_restarted_and_nothing_changes(sim_ar):
+    """SIGKILL a lane process mid-run: its worker fails (it never waits forever on a dead lane), the
+    supervisor restarts it from the verified prefix with fresh lanes, and the output is still `ar`'s."""
+    import time
+
+    import psutil
+
+    config = sim_config(sim_draft_ms=5, sim_verify_ms=5, max_restarts=10)
+    with Engine(config) as e:
+        job = e.submit(PROMPTS, drafter="branches", branches=2, branch_length=5, branch_processes=True,
+                       max_new_tokens=40)
+        deadline, killed = time.monotonic() + 60, None
+        while killed is None and not job.done():
+            assert time.monotonic() < deadline
+            lanes = []
+            for p in psutil.Process().children(recursive=True):
+                try:
+                    if "specsched.workers.lane_process" in p.cmdline():
+                        lanes.append(p)
+                except psutil.Error:  # gone (or a zombie) between the listing and the look
+                    pass
+            if lanes and job.collected.tokens:
+                killed = lanes[0]
+                killed.kill()
+            time.sleep(0.01)
+        record = job.result(timeout=120)
+    assert killed is not None, "the job ended before a lane could be killed"
+    assert record.status == "ok", record.error
+    assert outputs(record) == sim_ar
+    assert record.collected.restarts, "the worker of the killed lane was restarted"

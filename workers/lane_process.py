@@ -41,11 +41,12 @@ class LaneProcesses:
         for i, window in enumerate(self.windows):
             sock = self.ctx.socket(zmq.PAIR)
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDTIMEO, 100)  # a PAIR send to a lane that is gone would block for ever
             endpoint = f"ipc://{self.dir}/lane-{i}"
             sock.bind(endpoint)
             self.procs.append(subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint]))
-            sock.send_multipart(pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
             self.socks.append(sock)
+            self._send(i, pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
 
     @property
     def size(self) -> int:
@@ -58,20 +59,29 @@ class LaneProcesses:
         if len(predictions) != self.size:
             raise ValueError(f"{len(predictions)} lane predictions for {self.size} lane tokens")
         at = 0
-        for sock, w in zip(self.socks, self.windows):  # every lane works at once, then each answer is read
-            mine = np.asarray(predictions[at:at + len(w)], np.int32)
-            sock.send_multipart(pack("lane_step", {}, {"predictions": mine}))
+        for i, w in enumerate(self.windows):  # every lane works at once, then each answer is read
+            self._send(i, pack("lane_step", {}, {"predictions": np.asarray(predictions[at:at + len(w)], np.int32)}))
             at += len(w)
         entries = []
-        for i, (sock, proc) in enumerate(zip(self.socks, self.procs)):
-            while not sock.poll(100):  # a lane that died would leave the sequence waiting forever: fail instead
-                if proc.poll() is not None:
-                    raise RuntimeError(f"branch lane process {i} exited with status {proc.returncode}")
+        for i, sock in enumerate(self.socks):
+            while not sock.poll(100):  # a lane that died would leave the sequence waiting for ever: fail instead
+                self._check(i)
             state = unpack(sock.recv_multipart())
             self.windows[i] = state.arrays["window"].tolist()
             keys, grams = state.arrays["keys"].tolist(), state.arrays["grams"].tolist()
             entries += [(int(k), tuple(g)) for k, g in zip(keys, grams)]
         return entries
+
+    def _send(self, i: int, frames: list) -> None:
+        while True:
+            try:
+                return self.socks[i].send_multipart(frames)
+            except zmq.Again:
+                self._check(i)
+
+    def _check(self, i: int) -> None:
+        if self.procs[i].poll() is not None:
+            raise RuntimeError(f"branch lane process {i} exited with status {self.procs[i].returncode}")
 
     def close(self) -> None:
         for sock in self.socks:
