@@ -23,6 +23,7 @@ What a policy may look at (``ReadyDraft``):
     tickets          the worker's share for proportional-share policies (--tickets; 100 unless given)
     expected_tokens  the sequence's running mean of tokens committed per verification (0 before its first)
     lanes            branch-lane tokens the draft adds to the forward (Self-Draft): exploring, not verifying
+    forward_tokens   length + lanes: what the draft adds to a target forward (what its verification costs)
     kind             "verify" (the draft has candidates) or "branch" (lanes only: it explores, and commits
                      just the one token any forward commits)
 
@@ -66,6 +67,11 @@ class ReadyDraft:
     tickets: int = 100
     expected_tokens: float = 0.0
     lanes: int = 0
+
+    @property
+    def forward_tokens(self) -> int:
+        """Tokens the draft adds to a target forward: its candidates and its branch lanes."""
+        return self.length + self.lanes
 
     @property
     def kind(self) -> str:

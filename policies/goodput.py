@@ -50,7 +50,7 @@ class Goodput(Policy):
     def rate(self, batch: Sequence[ReadyDraft]) -> float:
         """Expected committed tokens per second of the forward that verifies `batch`."""
         rows = len(batch)
-        seconds = self.cost.time(rows * max(d.length + 1 for d in batch), rows)
+        seconds = self.cost.time(rows * max(d.forward_tokens + 1 for d in batch), rows)
         return sum(expected(d) for d in batch) / max(seconds, 1e-9)
 
 

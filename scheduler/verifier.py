@@ -140,6 +140,11 @@ class Verifier(BeamSteps):
             raise ProtocolError(f"a plain draft for beam sequence {draft.seq}")
         if not job.config.sampling.greedy and (draft.q is None or draft.q.shape[1] != self.target.vocab_size):
             raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
+        if len(draft.tokens) and not 0 <= int(draft.tokens.min()) <= int(draft.tokens.max()) < self.target.vocab_size:
+            raise ProtocolError(f"draft for sequence {draft.seq} has a token outside the vocabulary")
+        if draft.lanes > (job.config.branches * job.config.branch_length if job.config.drafter != "model" else 0):
+            raise ProtocolError(f"draft for sequence {draft.seq} carries {draft.lanes} lane tokens; its job allows "
+                                f"{job.config.branches} lanes of {job.config.branch_length}")
         self.enqueue(draft, reply_to, arrival, st, job)
 
     def enqueue(self, draft: Draft, reply_to: bytes, arrival: float, st: SequenceState, job: JobState) -> None:

@@ -130,21 +130,32 @@ def test_lanes_and_candidates_in_one_forward_read_as_separate_forwards(tiny_targ
     predictions = lane_predictions(layout, model.forward(model.new_cache(), layout.tokens, layout.parents),
                                    len(tokens), len(lane_tokens))
     assert predictions.tolist() == [int(rows[len(cand_tokens) + j].argmax()) for j in range(len(lane_tokens))]
-    full = np.concatenate([np.zeros((layout.unread, rows.shape[1]), rows.dtype), rows])
-    outcome = settle(model, cache, layout, full, tokens, parents, None, SamplingParams(), stream(0, 0, "verify"),
+
+
+def test_after_a_verdict_the_cache_keeps_the_accepted_candidates_and_no_lane_token(tiny_target):
+    model, context = tiny_target, [2, 3, 4, 5, 6, 7]
+    first = int(model.forward(model.new_cache(), context)[-1].argmax())
+    second = int(model.forward(model.new_cache(), context + [first])[-1].argmax())
+    cand_tokens, cand_parents = candidate_tree([(9, 9), (first, second, 9)], depth=3)  # the target's own chain
+    lane_tokens, lane_parents = Lanes(context, n=2, length=6).nodes(len(cand_tokens))
+    tokens = np.asarray(cand_tokens + lane_tokens, np.int32)
+    parents = np.asarray(cand_parents + lane_parents, np.int32)
+    cache = model.new_cache()
+    layout = lay_out(model, cache, context, tokens, parents)
+    rows = model.forward(cache, layout.tokens, layout.parents)
+    outcome = settle(model, cache, layout, rows, tokens, parents, None, SamplingParams(), stream(0, 0, "verify"),
                      lanes=len(lane_tokens))
-    assert all(j < len(cand_tokens) for j in outcome.path)
+    assert outcome.tokens[:2] == [first, second] and outcome.accepted >= 2
     assert len(cache) == layout.base + outcome.accepted  # the accepted candidates only: no lane token is kept
 
 
 # -- sampled: cached candidates (q = δ) emit exactly p --------------------------------------------------
-@pytest.mark.parametrize("garbage", [False, True])
-def test_sampled_branch_candidates_emit_the_target_distribution(garbage):
-    """The first emitted token after a fixed context, verified against a tree of cached candidates, over
-    4000 trials: chi-square goodness of fit, p-value threshold 1e-4 (seeded, so a checkout always passes or
-    always fails; a wrong residual rule - e.g. not removing a rejected δ candidate - fails by far).
-    Garbage: the candidates are random tokens; real: they include the target's likeliest tokens."""
-    vocab, trials = 8, 4000
+def first_token_p_value(*, garbage: bool, wrong_q: bool = False, trials: int = 4000) -> float:
+    """The first token emitted after a fixed context, verified against a tree of cached candidates, over
+    `trials` seeded trials; the chi-square p-value of its frequencies against the target's exact p.
+    Garbage: the candidates are random tokens; real: they include the target's likeliest tokens.
+    `wrong_q`: cached tokens travel with a uniform q instead of δ (what they were not drawn from)."""
+    vocab = 8
     params = SamplingParams(temperature=1.0)
     target = SimModel(vocab, 1234, 1.0, 0, draft=False)
     context = [3, 5]
@@ -154,30 +165,39 @@ def test_sampled_branch_candidates_emit_the_target_distribution(garbage):
         rng = np.random.default_rng(trial)
         drafter = BranchDrafter(target, params, rng, context, BranchSettings(lanes=1, length=4))
         firsts = rng.permutation(vocab)[:3] if garbage else np.argsort(-p)[:3]
-        for t in firsts:  # three 4-grams for the key token 5, some sharing a first token
+        for t in firsts:  # three 4-grams for the key token 5, and a fourth sharing the first one's first token
             drafter.branches.context.add(5, (int(t), int(rng.integers(vocab)), 1, 2))
         drafter.branches.context.add(5, (int(firsts[0]), 7, 7, 7))
         prop = drafter.propose(4)
         m = len(prop.tokens) - prop.lanes
+        q = np.full_like(prop.q, 1.0 / vocab) if wrong_q else prop.q
         cache = target.new_cache()
         layout = lay_out(target, cache, context, prop.tokens, prop.parents)
         rows = target.forward(cache, layout.tokens, layout.parents)
         out = verify_tree(rows[layout.unread - 1], rows[layout.unread:layout.unread + m], prop.tokens[:m],
-                          prop.parents[:m], prop.q, params, stream(trial, 0, "verify"))
+                          prop.parents[:m], q, params, stream(trial, 0, "verify"))
         counts[out.tokens[0]] += 1
     observed = np.array([counts[t] for t in range(vocab)], dtype=np.float64)
     expected = trials * p / p.sum()
-    stat = float(((observed - expected) ** 2 / expected).sum())
-    assert chi2_sf(stat, vocab - 1) > 1e-4, (observed, expected)
+    return chi2_sf(float(((observed - expected) ** 2 / expected).sum()), vocab - 1)
 
+
+@pytest.mark.parametrize("garbage", [False, True])
+def test_sampled_branch_candidates_emit_the_target_distribution(garbage):
+    """Chi-square goodness of fit over the vocabulary (7 degrees of freedom), threshold p-value 1e-4: a
+    correct rule fails by chance with probability 1e-4 per case, and the trials are seeded, so a checkout
+    always passes or always fails."""
+    assert first_token_p_value(garbage=garbage) > 1e-4
+
+
+def test_the_chi_square_check_rejects_cached_tokens_sent_with_the_wrong_q():
+    """The negative control: the same trials with a uniform q for the cached tokens are caught."""
+    assert first_token_p_value(garbage=False, wrong_q=True) < 1e-4
 
 
 # -- lanes as processes (--branch-processes) ------------------------------------------------------------
-def _lane_processes() -> list:
-    import psutil
-
-    return [p for p in psutil.process_iter(["cmdline"])
-            if "specsched.workers.lane_process" in (p.info["cmdline"] or [])]
+def _alive(procs: list) -> list:
+    return [p for p in procs if p.is_running() and p.status() != "zombie"]
 
 
 def test_lane_processes_compute_what_lanes_in_the_worker_compute_and_leave_nothing_behind():
@@ -194,7 +214,7 @@ def test_lane_processes_compute_what_lanes_in_the_worker_compute_and_leave_nothi
             assert apart.windows == together.windows
     finally:
         apart.close()
-    assert all(p.poll() is not None for p in apart.procs) and not _lane_processes()
+    assert all(p.poll() is not None for p in apart.procs)
     short = LaneProcesses([7, 8], 2, 6)  # windows too short for a 4-gram: no entries, yet the lanes move on
     try:
         assert short.windows == [[7, 8], [7]]
@@ -211,11 +231,72 @@ def test_lane_processes_die_with_their_worker():
     worker = subprocess.Popen([sys.executable, "-c", "from specsched.workers.lane_process import LaneProcesses\n"
                                "import time\nLaneProcesses(list(range(40)), 2, 6)\nprint('up', flush=True)\n"
                                "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    import psutil
+
     assert worker.stdout.readline().strip() == "up"
-    assert len(_lane_processes()) == 2
+    lanes = psutil.Process(worker.pid).children()
+    assert len(lanes) == 2
     worker.kill()  # SIGKILL: no clean-up code runs in the worker
     worker.wait()
     deadline = time.monotonic() + 10
-    while _lane_processes() and time.monotonic() < deadline:
+    while _alive(lanes) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _lane_processes()
+    assert not _alive(lanes)
+
+
+# -- the policy's view, and hostile drafts ---------------------------------------------------------------
+def test_commit_first_serves_candidates_before_branch_only_drafts_then_by_arrival():
+    from specsched.policies.base import ReadyDraft
+    from specsched.policies.commit_first import CommitFirst
+
+    explore = ReadyDraft(0, 0, 1.0, 0, length=0, verified_tokens=0, lanes=8)   # oldest, lanes only
+    verify_a = ReadyDraft(1, 1, 2.0, 1, length=5, verified_tokens=0, lanes=8)
+    verify_b = ReadyDraft(2, 2, 3.0, 2, length=3, verified_tokens=0)
+    assert (explore.kind, verify_a.kind, verify_b.kind) == ("branch", "verify", "verify")
+    assert (explore.forward_tokens, verify_a.forward_tokens) == (8, 13)
+    policy, ready = CommitFirst(), [explore, verify_a, verify_b]
+    order = []
+    while ready:
+        order.append(policy.pick(ready))
+        ready = [d for d in ready if d is not order[-1]]
+    assert order == [verify_a, verify_b, explore]
+    assert CommitFirst().pick([explore]) is explore  # alone, served at once
+
+
+def test_a_hostile_lane_count_or_token_is_refused_not_fatal():
+    from specsched.runtime.core.config import RunConfig
+    from specsched.runtime.core.transport import worker_identity
+    from specsched.runtime.core.wire import ProtocolError, pack
+    from specsched.scheduler.jobs import JobState
+    from specsched.scheduler.verifier import Verifier
+
+    frames = Draft(5, 3, 0, np.array([1, 2], np.int32), np.array([-1, -1], np.int32), lanes=1).to_frames()
+    header = unpack(frames)
+    for bad in ("1", 1.0, True):  # int() would take each of these
+        forged = pack("draft", {**header.fields, "lanes": bad}, header.arrays)
+        with pytest.raises(ProtocolError, match="whole number"):
+            Draft.from_message(unpack(forged))
+
+    class Quiet:
+        def send(self, *a, **k): ...
+        def events(self, rows): ...
+
+    def verifier(**config) -> Verifier:
+        v = Verifier(SimModel(16, 1234, 1.0, 0, draft=False), Quiet())
+        run = RunConfig(backend="sim", mode="seed", sim_vocab=16, prompts=["x"], **config)
+        v.add_job(JobState.from_message({"job": 0, "config": run.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
+                                        v.target))
+        return v
+
+    lanes_on_a_model_job = Draft(5, 3, 0, np.array([1, 2], np.int32), np.array([-1, -1], np.int32), lanes=1)
+    with pytest.raises(ProtocolError, match="lane tokens"):
+        verifier().admit(lanes_on_a_model_job, worker_identity(3), 0.0)
+    too_many = Draft(5, 3, 0, np.arange(6, dtype=np.int32), np.array([-1, -1, 1, 2, 3, 4], np.int32), lanes=5)
+    with pytest.raises(ProtocolError, match="lane tokens"):  # 1 lane of at most 4
+        verifier(drafter="branches", branches=1, branch_length=4).admit(too_many, worker_identity(3), 0.0)
+    with pytest.raises(ProtocolError, match="outside the vocabulary"):
+        verifier().admit(Draft.chain(5, 3, 0, [4, 10**9]), worker_identity(3), 0.0)
+    v = verifier(drafter="branches", branches=1, branch_length=4)
+    v.admit(Draft(5, 3, 0, np.array([4, 1, 2], np.int32), np.array([-1, -1, 1], np.int32), lanes=2),
+            worker_identity(3), 0.0)  # the control: a well-formed branch draft is queued
+    assert len(v.queue) == 1

@@ -81,6 +81,20 @@ def test_greedy_branches_on_transformers_equal_target_only_decoding_under_every_
                 assert_greedy_equal(outputs(record), ar, logits_after(target, prompts), **SHAPE)
 
 
+def test_a_corpus_cache_that_is_not_one_costs_one_line(tmp_path):
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(open(garbage_cache(tmp_path / "g.npz", VOCAB), "rb").read()[:200])
+    meta_only = tmp_path / "meta.npz"
+    np.savez(meta_only, meta=np.frombuffer(b"{}", np.uint8))
+    too_wide = tmp_path / "wide.npz"
+    garbage_cache(too_wide, 1000)  # token ids up to 999 for a 64-token vocabulary
+    for path, fragment in ((truncated, "is not a corpus cache"), (meta_only, "is not a corpus cache"),
+                           (too_wide, "the target's vocabulary has 64 tokens")):
+        result = specsched("run", "--backend", "sim", "--prompt", "lo mi", "--max-new-tokens", "4",
+                           "--drafter", "branches", "--corpus-cache", str(path))
+        assert_one_error_line(result, 2, fragment)
+
+
 @pytest.mark.parametrize("flags, fragment", [
     (["--drafter", "lanes"], "unknown --drafter 'lanes'"),
     (["--drafter", "branches", "--mode", "ar"], "--drafter branches needs draft workers"),

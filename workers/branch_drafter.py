@@ -25,13 +25,13 @@ from specsched.workers.branch_cache import GRAM, ContextCache, CorpusCache, cand
 from specsched.workers.branch_lanes import Lanes
 from specsched.workers.drafter import Drafter, Proposal
 from specsched.workers.lane_process import LaneProcesses
-from specsched.workers.lookup import NgramIndex
+from specsched.workers.lookup import NgramIndex, delta
 
 
 @dataclass(frozen=True, slots=True)
 class BranchSettings:
-    lanes: int = 6                      # N: branch lanes per sequence
-    length: int = 6                     # L: tokens per lane at most
+    lanes: int                          # N: branch lanes per sequence (RunConfig.branches)
+    length: int                         # L: tokens per lane at most (RunConfig.branch_length)
     corpus: CorpusCache | None = None   # None: no corpus cache
     from_context: int = 10              # candidates per step from the context cache
     from_corpus: int = 3                # ... and from the corpus cache
@@ -83,7 +83,8 @@ class Branches:
     def lane_nodes(self, offset: int) -> tuple[list[int], list[int]]:
         return self.lanes.nodes(offset) if self.lanes is not None else ([], [])
 
-    def hear(self, predictions: list[int]) -> None:
+    def learn(self, predictions: list[int]) -> None:
+        """The target's argmax after each lane token: new context-cache entries, and the lanes move on."""
         if self.lanes is not None and predictions:
             for key, gram in self.lanes.update(predictions):
                 self.context.add(key, gram)
@@ -98,8 +99,7 @@ def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], 
     lane_tokens, lane_parents = branches.lane_nodes(len(tokens))
     q = proposal.q
     if not greedy:
-        deltas = np.zeros((len(cache_tokens), vocab), np.float32)
-        deltas[np.arange(len(cache_tokens)), cache_tokens] = 1.0  # a cached token is proposed for sure
+        deltas = np.stack([delta(t, vocab) for t in cache_tokens]) if cache_tokens else np.zeros((0, vocab), np.float32)
         q = np.concatenate([q if q is not None else np.zeros((0, vocab), np.float32), deltas])
     return Proposal(np.asarray(tokens + lane_tokens, np.int32), np.asarray(parents + lane_parents, np.int32), q,
                     None, lanes=len(lane_tokens))
@@ -125,7 +125,7 @@ class BranchDrafter(Drafter):
                 predictions: list[int] | None = None) -> None:
         self.context.extend(committed)  # no draft cache to collapse
         self.branches.commit(committed)
-        self.branches.hear(predictions or [])
+        self.branches.learn(predictions or [])
 
     def close(self) -> None:
         self.branches.close()
@@ -164,7 +164,7 @@ class WithBranches:
         # a path through a cache candidate leaves nothing of the inner tree to keep in the draft's cache
         inside = path if path is None or all(j < self.inner_size for j in path) else []
         self.inner.observe(committed, inside, aside)
-        self.branches.hear(predictions or [])
+        self.branches.learn(predictions or [])
 
     def close(self) -> None:
         self.branches.close()

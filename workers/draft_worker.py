@@ -173,8 +173,8 @@ class DraftWorker:
                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
                                else None,
                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
-        drafter = branch_drafter(config, drafter, context)  # --drafter branches | both: Self-Draft's lanes and caches
         try:
+            drafter = branch_drafter(config, drafter, context)  # --drafter branches | both: Self-Draft's lanes, caches
             while True:
                 # never draft deeper than the token limit allows: a verdict adds one target token after the draft
                 budget = config.max_new_tokens - generated - 1

@@ -38,15 +38,21 @@ class LaneProcesses:
         self.ctx = zmq.Context()
         self.dir = tempfile.mkdtemp(prefix="specsched-lanes-")  # 0700: only this user reaches the sockets
         self.socks, self.procs = [], []
-        for i, window in enumerate(self.windows):
-            sock = self.ctx.socket(zmq.PAIR)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDTIMEO, 100)  # a PAIR send to a lane that is gone would block for ever
-            endpoint = f"ipc://{self.dir}/lane-{i}"
-            sock.bind(endpoint)
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint]))
-            self.socks.append(sock)
-            self._send(i, pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
+        try:  # every lane starts at once; then each gets its window
+            for i in range(len(self.windows)):
+                sock = self.ctx.socket(zmq.PAIR)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.SNDTIMEO, 100)  # a PAIR send to a lane that is gone would block for ever
+                endpoint = f"ipc://{self.dir}/lane-{i}"
+                sock.bind(endpoint)
+                self.socks.append(sock)
+                self.procs.append(subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint,
+                                                    str(os.getpid())]))
+            for i, window in enumerate(self.windows):
+                self._send(i, pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def size(self) -> int:
@@ -99,17 +105,18 @@ class LaneProcesses:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def main(endpoint: str) -> int:
+def main(endpoint: str, parent: int) -> int:
     """A lane process: its window from the first message, then a lane_state for each lane_step, until stop."""
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1: die with the worker
-    parent = os.getppid()
+    if os.getppid() != parent:  # the worker died before prctl took effect: nobody is left to serve
+        return 0
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PAIR)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(endpoint)
     lane: Lanes | None = None
     try:
-        while os.getppid() == parent:  # the start-up race PR_SET_PDEATHSIG cannot cover
+        while os.getppid() == parent:
             if not sock.poll(100):
                 continue
             msg = unpack(sock.recv_multipart())
@@ -129,4 +136,4 @@ def main(endpoint: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.wire import Message, pack
+from specsched.runtime.core.wire import Message, ProtocolError, pack
 
 
 @dataclass(slots=True)
@@ -74,7 +74,7 @@ class Draft:
         return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
                    q.astype(np.float32, copy=False) if q is not None else None,
                    a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)),
-                   int(f.get("epoch", 0)), int(f.get("lanes", 0)))
+                   int(f.get("epoch", 0)), _count(f.get("lanes", 0)))
 
 
 @dataclass(slots=True)
@@ -107,3 +107,10 @@ class Verdict:
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
                    bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
                    int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)), a.get("predictions"))
+
+
+def _count(value) -> int:
+    """A count from a header: an int, never a float, a string or a bool that int() would accept."""
+    if type(value) is not int:
+        raise ProtocolError(f"expected a whole number, got {value!r}")
+    return value

@@ -99,12 +99,17 @@ def meta_of(path: Path) -> dict:
 def load(path: str) -> CorpusCache:
     """The cache in `path` (once per process: every sequence of a worker shares it)."""
     with np.load(path) as f:
-        return CorpusCache.from_arrays(f["keys"].astype(np.int32), f["lengths"], f["rows"], f["grams"])
+        keys, lengths, rows, grams = f["keys"], f["lengths"], f["rows"], f["grams"]
+    if keys.ndim != 2 or keys.shape[1] != CORPUS_KEY or grams.ndim != 2 or grams.shape[1] != GRAM \
+            or not len(keys) == len(lengths) == len(rows) or int(rows.sum(dtype=np.int64)) != len(grams):
+        raise ValueError("its arrays do not fit together")
+    return CorpusCache.from_arrays(keys.astype(np.int32), lengths, rows, grams)
 
 
 def resolve(setting: str, backend) -> str:
     """--corpus-cache as a run uses it: a file, or "off". auto = the shipped cache on hf when it was built
-    with the target's tokenizer (else none); a file must exist."""
+    with the target's tokenizer (else none). A file must be a corpus cache whose token ids the target knows
+    (ConfigError otherwise, before any worker loads it)."""
     from specsched.runtime.core.config import ConfigError
 
     if setting == "off":
@@ -118,7 +123,11 @@ def resolve(setting: str, backend) -> str:
         raise ConfigError(f"--corpus-cache {setting}: no such file (build one with `specsched models corpus-cache`)")
     try:
         meta_of(path)
-    except (OSError, ValueError, KeyError) as exc:
-        raise ConfigError(f"--corpus-cache {setting} is not a corpus cache: {exc}") from None
-    return str(path)
-
+        cache = load(str(path.resolve()))
+    except Exception as exc:  # zipfile, numpy and json each raise their own types for a file that is not one
+        raise ConfigError(f"--corpus-cache {setting} is not a corpus cache: {type(exc).__name__}: {exc}") from None
+    vocab = int(backend.vocabulary("target")["size"])
+    if len(cache.grams) and int(cache.grams.max()) >= vocab:
+        raise ConfigError(f"--corpus-cache {setting} holds token id {int(cache.grams.max())}, but the target's "
+                          f"vocabulary has {vocab} tokens")
+    return str(path.resolve())
