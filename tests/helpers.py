@@ -191,6 +191,18 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def kill_one(rows: list[dict], rng, killed: set[int]) -> bool:
+    """SIGKILL one of `rows` (the engine's process-table rows) at random, remembering its pid in `killed`;
+    False when it had exited on its own meanwhile."""
+    pid = rng.choice(rows)["pid"]
+    killed.add(pid)
+    try:
+        psutil.Process(pid).kill()
+        return True
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _still_running(p: psutil.Process) -> bool:
     # is_running() also compares the start time, so a recycled pid does not count as a survivor.
     try:

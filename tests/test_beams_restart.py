@@ -11,7 +11,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import EOS, _NoTelemetry, draft_model, sim_config, target_model, words
+from helpers import EOS, _NoTelemetry, draft_model, kill_one, sim_config, target_model, words
 
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beams import beam_stream
@@ -143,13 +143,7 @@ def run_with_kills(kills_wanted: int, **settings):
             drafting = [p for p in e.processes if p["role"] == "draft" and p["state"] == "drafting"
                         and p["pid"] not in killed]
             if drafting:  # (a process killed a moment ago may still be listed, until it is reaped)
-                pid = rng.choice(drafting)["pid"]
-                killed.add(pid)
-                try:
-                    psutil.Process(pid).kill()
-                    kills += 1
-                except psutil.NoSuchProcess:
-                    pass
+                kills += kill_one(drafting, rng, killed)
         record = job.result(timeout=120)
     assert no_orphans()
     assert kills == kills_wanted, "the run ended before the test could kill enough workers"

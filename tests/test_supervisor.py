@@ -10,7 +10,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import _NoTelemetry, greedy_reference, run_cli, sim_config, stderr_lines, target_model, words
+from helpers import _NoTelemetry, greedy_reference, kill_one, run_cli, sim_config, stderr_lines, target_model, words
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
@@ -49,13 +49,7 @@ def run_with_kills(mode: str, kills_wanted: int, n: int = len(PROMPTS), victim: 
             drafting = [p for p in e.processes if p["role"] == victim and p["state"] in ("drafting", "ready")
                         and (victim == "verifier" or p["state"] == "drafting") and p["pid"] not in killed]
             if drafting:  # (a process killed a moment ago may still be listed, until it is reaped)
-                pid = rng.choice(drafting)["pid"]
-                killed.add(pid)
-                try:
-                    psutil.Process(pid).kill()
-                    kills += 1
-                except psutil.NoSuchProcess:  # exited on its own meanwhile
-                    pass
+                kills += kill_one(drafting, rng, killed)
         record = job.result(timeout=120)
         undisturbed = e.generate(prompts, mode=mode, max_new_tokens=TOKENS, **settings)
     assert no_orphans()
