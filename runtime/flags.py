@@ -7,6 +7,18 @@ import argparse
 from specsched.runtime.core.config import BACKENDS, MODES, ConfigError, RunConfig
 
 
+def add_branch_flags(p: argparse.ArgumentParser) -> None:
+    """Self-Draft's lanes and corpus cache: `run` and `bench` (its Self-Draft arms) take the same flags."""
+    d = RunConfig()
+    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
+                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
+    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
+                   help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
+                   help="Self-Draft: the corpus cache: auto (the shipped one on hf, none on sim), off, or a .npz "
+                        "from `specsched models corpus-cache` (default auto)")
+
+
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
@@ -26,15 +38,9 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="model: the draft model | branches: Self-Draft, the target drafts for itself through branch "
                         "lanes and n-gram caches (no draft model) | both: the draft model's tree plus the "
                         f"caches' candidates (default {d.drafter})")
-    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
-                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
-    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
-                   help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+    add_branch_flags(p)
     p.add_argument("--branch-processes", action="store_true",
                    help="Self-Draft: run each branch lane in its own OS process (default: in its sequence's worker)")
-    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
-                   help="Self-Draft: the corpus cache: auto (the shipped one on hf, none on sim), off, or a .npz "
-                        "from `specsched models corpus-cache` (default auto)")
     p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
                    help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
                         "probability is below P (0 = always draft k)")

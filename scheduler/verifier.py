@@ -211,12 +211,11 @@ class Verifier(BeamSteps):
         states = [self.seqs[e.draft.seq] for e in entries] + [self.seqs[r.seq] for r in riders]
         threads = self.cores.before_forward(self.drafting_workers({st.seq for st in states}))
         t0 = time.monotonic()
-        drafts = [(e.draft.tokens, e.draft.parents, e.draft.q) for e in entries]
-        lanes = [e.draft.lanes for e in entries] + [0] * len(riders)
+        drafts = [(e.draft.tokens, e.draft.parents, e.draft.q, e.draft.lanes) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
-                    else np.zeros((0, self.target.vocab_size), np.float32)) for st in states[len(entries):]]
+                    else np.zeros((0, self.target.vocab_size), np.float32), 0) for st in states[len(entries):]]
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
-                   for st, (tokens, parents, _) in zip(states, drafts)]
+                   for st, (tokens, parents, _, _) in zip(states, drafts)]
         caches = [st.cache for st in states]
         if len(states) == 1:
             logits = [self.target.forward(caches[0], layouts[0].tokens, layouts[0].parents)]
@@ -228,8 +227,7 @@ class Verifier(BeamSteps):
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
-        for i, (st, (tokens, parents, q), layout, rows, n_lanes) in enumerate(zip(states, drafts, layouts, logits,
-                                                                                   lanes)):
+        for i, (st, (tokens, parents, q, n_lanes), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
             job = self.jobs[st.job]
             predictions = lane_predictions(layout, rows, len(tokens), n_lanes)
             outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws(),

@@ -62,19 +62,11 @@ class Branches:
         on), the context cache's 4-grams of its last token, then the corpus cache's continuations of its
         longest known tail."""
         s = self.settings
-        found = [self._looked_up(context)] if self.ngrams is not None else []
+        found = [tuple(self.ngrams.follow(context[-self.ngrams.longest:], GRAM))] if self.ngrams is not None else []
         found += self.context.lookup(context[-1], s.from_context)
         if s.corpus is not None:
             found += s.corpus.lookup(context, s.from_corpus)
         return candidate_tree(found, depth)
-
-    def _looked_up(self, context: list[int]) -> tuple[int, ...]:
-        """Up to GRAM tokens, each the one that followed the longest earlier match of the text before it."""
-        chain: list[int] = []
-        tail = context[-self.ngrams.longest:]
-        while len(chain) < GRAM and (t := self.ngrams.lookup([*tail, *chain][-self.ngrams.longest:])) is not None:
-            chain.append(t)
-        return tuple(chain)
 
     def commit(self, committed: list[int]) -> None:
         if self.ngrams is not None:

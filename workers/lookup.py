@@ -44,6 +44,15 @@ class NgramIndex:
         return None
 
 
+    def follow(self, tail: list[int], most: int) -> list[int]:
+        """Up to `most` tokens, each the one `lookup` finds after the text so far (`tail`, then those found):
+        what followed the latest earlier occurrence, read on while the text keeps matching."""
+        found: list[int] = []
+        while len(found) < most and (t := self.lookup([*tail, *found][-self.longest:])) is not None:
+            found.append(t)
+        return found
+
+
 def delta(token: int, vocab: int) -> np.ndarray:
     """q = δ_token: the distribution a looked-up token is proposed with."""
     q = np.zeros(vocab, np.float32)

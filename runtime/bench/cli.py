@@ -42,18 +42,10 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
-    from specsched.runtime.flags import int_list  # the same strict parser as `run --k-config`
+    from specsched.runtime.flags import add_branch_flags, int_list  # the same parsers as `run`
 
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
-    d = RunConfig()
-    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
-                   help=f"Self-Draft arms (branches*): branch lanes per sequence, 0 = caches only "
-                        f"(default {d.branches})")
-    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
-                   help=f"Self-Draft arms: tokens per branch lane at most (default {d.branch_length})")
-    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
-                   help="Self-Draft arms: auto (the shipped corpus cache on hf, none on sim), off, or a .npz "
-                        "(default auto)")
+    add_branch_flags(p)  # the Self-Draft arms' lanes and corpus cache, as `run` takes them
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
     p.add_argument("--top-p", type=float, default=1.0, help="1 = off")

@@ -79,6 +79,7 @@ class Engine:
         if config is not None and settings:
             self.config = dataclasses.replace(config, **settings)
         self._backend = get_backend(self.config)
+        self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
         self._backend.check()
         load_policy(self.config.policy)
         # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
@@ -102,7 +103,7 @@ class Engine:
         cfg = self._job_config(prompts, config, settings)
         load_policy(cfg.policy)  # a policy that cannot load is bad input, reported before the job runs
         if cfg.drafter != "model":  # the file its workers load, or off (a missing file is bad input)
-            cfg.corpus_cache = corpus_cache.resolve(cfg.corpus_cache, self._backend)
+            cfg.corpus_cache = self._corpus_cache(cfg.corpus_cache)
         if not cfg.prompts:
             cfg.prompts = [self._backend.default_prompt()]
             RunConfig.__post_init__(cfg)
@@ -115,6 +116,12 @@ class Engine:
         run = JobRun(job_id, cfg, tokens, JobMeta(priority, deadline_s, name), first, on_update=on_update)
         self._dispatcher.submit(run)
         return Job(run)
+
+    def _corpus_cache(self, setting: str) -> str:
+        """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
+        if setting not in self._corpus_caches:
+            self._corpus_caches[setting] = corpus_cache.resolve(setting, self._backend)
+        return self._corpus_caches[setting]
 
     def generate(self, prompts: str | list[str] | None = None, **kwargs) -> RunRecord:
         """Run one job and return its record (``submit(...).result()``)."""
