@@ -94,10 +94,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
                    help="per-worker shares for --policy lottery / stride (default 100 each)")
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
-    p.add_argument("--target", default=None, help="hf: target model directory or cached id")
-    p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
+    p.add_argument("--target", default=None,
+                   help="hf: target model directory or cached id; llamacpp: also a .gguf file")
+    p.add_argument("--draft", default=None, help="hf, llamacpp: draft model directory or cached id")
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
-    p.add_argument("--dtype", default=d.dtype, help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact)")
+    p.add_argument("--dtype", default=d.dtype,
+                   help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact); on llamacpp the draft's only")
     p.add_argument("--transport", default=d.transport,
                    help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
     p.add_argument("--listen", default=None, metavar="HOST:PORT",
@@ -114,8 +116,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help=f"supervision: a child silent this long (stopped, hung) is killed and restarted "
                         f"(default {d.heartbeat_timeout_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0,
-                   help="torch threads of the verifier; 0 = before every forward, the cores the drafting workers "
-                        "leave free (scheduler/cores.py)")
+                   help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
+                        "drafting workers leave free (scheduler/cores.py)")
     # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
     p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
     p.add_argument("--sim-agreement", type=float, default=None,
@@ -161,7 +163,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
                    "--dtype": args.dtype not in (None, RunConfig().dtype)}
         for flag, value in hf_only.items():
             if value:
-                raise ConfigError(f"{flag} applies to --backend hf only (this run uses --backend sim)")
+                raise ConfigError(f"{flag} applies to --backend hf or llamacpp (this run uses --backend sim)")
     if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")

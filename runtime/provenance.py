@@ -21,7 +21,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import MODEL_BACKENDS, RunConfig
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
@@ -37,16 +37,19 @@ def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirt
 
 
 def models(config: RunConfig) -> dict:
-    if config.backend != "hf":
+    if config.backend not in MODEL_BACKENDS:
         return {"backend": config.backend, "target": None, "draft": None}
-    from specsched.runtime.models.registry import resolve_pair
+    from specsched.runtime.backends.backend import get_backend
 
     try:
-        target, draft = resolve_pair(config.target, config.draft, progress=False)
+        backend = get_backend(config)
+        target, draft = backend.paths()
+        if config.backend == "llamacpp":
+            target = backend.gguf
     except Exception as exc:  # a run refused before its models existed still gets a record
-        return {"backend": "hf", "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
-    return {"backend": "hf", "target": describe(Path(target), config.dtype),
-            "draft": describe(Path(draft), config.dtype)}
+        return {"backend": config.backend, "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
+    described = describe(Path(target), "gguf" if config.backend == "llamacpp" else config.dtype)
+    return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.dtype)}
 
 
 def preset_of(path: Path) -> str | None:
@@ -62,7 +65,12 @@ def preset_of(path: Path) -> str | None:
 
 
 def describe(path: Path, dtype: str) -> dict:
-    """One model directory: its preset, its weight files by sha256, and the parameters they hold."""
+    """One model directory (or a GGUF file): its preset, its weight files by sha256, the parameters they hold."""
+    if path.is_file():
+        digest = sha256(path)
+        return {"preset": None, "path": str(path.resolve()), "name": path.name, "architecture": "GGUF",
+                "dtype": dtype, "sha256": digest,
+                "files": [{"name": path.name, "sha256": digest, "bytes": path.stat().st_size}], "parameters": None}
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
     digests = {p.name: sha256(p) for p in files}
     combined = (next(iter(digests.values())) if len(digests) == 1 else

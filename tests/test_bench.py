@@ -32,7 +32,7 @@ from specsched.runtime.core.events import VERIFIER, Event
 
 STABLE = {"name", "tokens_per_s", "speedup_vs_ar", "acceptance_rate", "mean_tokens_per_verify", "verifier_busy",
           "outputs_match_ar"}
-RUNTIME = [n for n in ARM_NAMES if n not in PEER_ARMS]
+RUNTIME = [n for n in ARM_NAMES if n not in PEER_ARMS and n != "ar-hf"]  # ar-hf: a llamacpp run's only
 
 
 def printed(record) -> str:
@@ -48,7 +48,7 @@ def smoke():
 
 
 def test_smoke_measures_every_arm_and_says_why_peers_are_skipped(smoke):
-    assert [a.name for a in smoke.arms] == list(ARM_NAMES)
+    assert [a.name for a in smoke.arms] == [n for n in ARM_NAMES if n != "ar-hf"]
     for arm in smoke.arms:
         if arm.name in PEER_ARMS:
             assert arm.skipped and "--backend hf" in arm.skipped and not arm.samples
@@ -176,7 +176,7 @@ def test_json_has_the_stable_names(smoke, tmp_path):
     path = tmp_path / "bench.json"
     smoke.write_json(path)
     data = json.loads(path.read_text())
-    assert [a["name"] for a in data["arms"]] == list(ARM_NAMES)
+    assert [a["name"] for a in data["arms"]] == [n for n in ARM_NAMES if n != "ar-hf"]
     for arm in data["arms"]:
         assert STABLE <= set(arm)
     seed = next(a for a in data["arms"] if a["name"] == "seed-fcfs")
@@ -245,7 +245,8 @@ def test_bad_input_is_one_config_error(argv, message):
 
 def test_ar_is_always_measured_and_arms_keep_their_order():
     assert parse_arms("seed-rr,sd") == ["ar", "sd", "seed-rr"]
-    assert parse_arms(None) == list(ARM_NAMES)
+    assert parse_arms(None) == [n for n in ARM_NAMES if n != "ar-hf"]  # the hf reference of a llamacpp run
+    assert parse_arms(None, "llamacpp") == list(ARM_NAMES)
 
 
 def test_sweep_points_get_their_own_workload():

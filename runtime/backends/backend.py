@@ -86,6 +86,9 @@ class LanguageModel(ABC):
         token i. ``parents`` (absolute cache indices, -1 = none) makes them a tree: each token then
         attends to its ancestors only. None appends a plain sequence."""
 
+    def set_threads(self, n: int) -> None:
+        """Threads of the next forwards (the verifier's share of the cores, forward by forward)."""
+
     @abstractmethod
     def keep(self, cache: Cache, indices: Sequence[int]) -> None:
         """Keep only the cache entries ``indices`` (a root-first path): rollback after a verdict."""
@@ -173,7 +176,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
-    if config.backend == "hf":
+    if config.backend in ("hf", "llamacpp"):
         return [*serving, "specsched.runtime.backends.hf", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model"]
     return [*serving, "specsched.runtime.backends.sim"]
@@ -187,4 +190,7 @@ def get_backend(config: RunConfig) -> Backend:
     if config.backend == "hf":
         from specsched.runtime.backends.hf import HFBackend
         return HFBackend(config)
+    if config.backend == "llamacpp":
+        from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend
+        return LlamaCppBackend(config)
     raise ConfigError(f"unknown --backend {config.backend!r}")

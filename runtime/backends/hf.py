@@ -60,6 +60,10 @@ class HFModel(LanguageModel):
             eos = module.config.eos_token_id
         self.eos_token_id = eos[0] if isinstance(eos, list) else eos
 
+    def set_threads(self, n: int) -> None:
+        if n > 0 and n != torch.get_num_threads():
+            torch.set_num_threads(n)
+
     def new_cache(self) -> HFCache:
         return HFCache()
 

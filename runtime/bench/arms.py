@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.bench.measure import BASELINE, Sample
 from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 
 # name -> (what it is, the RunConfig fields it sets)
@@ -50,6 +50,8 @@ RUNTIME_ARMS: dict[str, tuple[str, dict]] = {
                        {"mode": "seed", "drafter": "both"}),
     "branches-procs": ("Self-Draft with one OS process per branch lane (--branch-processes), FCFS",
                        {"mode": "seed", "drafter": "branches", "branch_processes": True}),
+    "ar-hf": ("serial AR on the transformers backend: what a --backend llamacpp run is measured against",
+              {"mode": "ar", "backend": "hf"}),
 }
 # the arms whose drafts carry Self-Draft's lanes: the ones --branches N and --branch-length L change
 BRANCH_ARMS: tuple[str, ...] = tuple(n for n, (_, f) in RUNTIME_ARMS.items()
@@ -62,11 +64,11 @@ ARM_NAMES: tuple[str, ...] = (*RUNTIME_ARMS, *PEER_ARMS)
 SEED_ARM = "seed-fcfs"  # the default `specsched run` (policy fcfs): the arm the targets are stated for
 
 
-def parse_arms(text: str | None) -> list[str]:
-    """Arm names from ``a,b,c`` (default: all), in the canonical order, ``ar`` always included:
-    every ratio is taken against it in the same run."""
+def parse_arms(text: str | None, backend: str = "hf") -> list[str]:
+    """Arm names from ``a,b,c`` (default: all, ``ar-hf`` only on llamacpp, where it is the reference), in
+    the canonical order, ``ar`` always included: every ratio is taken against it in the same run."""
     if not text:
-        return list(ARM_NAMES)
+        return [n for n in ARM_NAMES if n != "ar-hf" or backend == "llamacpp"]
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in ARM_NAMES]
     if unknown:
@@ -149,11 +151,18 @@ def build_arms(names: list[str], base: RunConfig,
     """The arms to measure, in order; runtime arms run on `engine` when given. Peers are built by ``peers``
     (default: peers.build_peers, which loads the models once); on the sim backend they are skipped, with
     the reason."""
-    arms: list = [RuntimeArm(n, RUNTIME_ARMS[n][0], runtime_config(n, base), engine=engine)
-                  for n in names if n in RUNTIME_ARMS]
+    arms: list = []
+    for n in (n for n in names if n in RUNTIME_ARMS):
+        config = runtime_config(n, base)
+        if config.backend != base.backend and base.backend != "llamacpp":
+            arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], f"only a --backend llamacpp run measures it "
+                                                          f"(on {base.backend} it would repeat ar)"))
+        else:  # an arm on another backend than the engine's runs end to end, in processes of its own
+            arms.append(RuntimeArm(n, RUNTIME_ARMS[n][0], config,
+                                   engine=engine if config.backend == base.backend else None))
     wanted = [n for n in names if n in PEER_ARMS]
-    if wanted and base.backend != "hf":
-        reason = "needs transformers models: run with --backend hf"
+    if wanted and base.backend not in MODEL_BACKENDS:
+        reason = "needs transformers models: run with --backend hf or llamacpp"
         return arms + [SkippedArm(n, PEER_ARMS[n], reason) for n in wanted]
     if wanted and peers is None:
         from specsched.runtime.bench.peers import build_peers

@@ -111,7 +111,7 @@ def settings_from_args(args: argparse.Namespace):
                      prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads,
                      lookup=args.lookup, branches=args.branches, branch_length=args.branch_length,
                      corpus_cache=args.corpus_cache)
-    arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None))
+    arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
                          sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],
                          n_prompts=args.prompts, task=args.task, smoke=args.smoke)

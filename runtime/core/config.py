@@ -12,7 +12,8 @@ from specsched.runtime.core.sampling import SamplingParams
 
 MODES = ("ar", "sd", "seed", "parallel", "beam", "dsbd")
 BEAM_MODES = ("beam", "dsbd")  # beam sampling / search: target only, and with one draft worker per beam
-BACKENDS = ("sim", "hf")
+BACKENDS = ("sim", "hf", "llamacpp")
+MODEL_BACKENDS = ("hf", "llamacpp")  # real models, a transformers tokenizer and torch drafts
 TRANSPORTS = ("ipc", "tcp")
 DRAFTERS = ("model", "branches", "both")  # the draft model | Self-Draft's lanes and caches | both (branch_drafter.py)
 
@@ -226,7 +227,7 @@ class RunConfig:
         --sim-agreement."""
         if self.lookup is not None:
             return self.lookup
-        return AUTO_LOOKUP if self.backend == "hf" else 0
+        return AUTO_LOOKUP if self.backend in MODEL_BACKENDS else 0
 
     @property
     def steps_aside(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import traceback
 
 import zmq
@@ -90,8 +89,9 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
     if spec["role"] == "verifier":
         from specsched.scheduler.serve import serve
 
-        serve(backend.target(), ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
-              set_threads=_set_threads, keys=keys, gate=gate)
+        target = backend.target()
+        serve(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
+              set_threads=target.set_threads, keys=keys, gate=gate)
     else:
         from specsched.workers.draft_worker import DraftWorker
 
@@ -101,13 +101,6 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
         draft.retitle = lambda job: set_title(f"specsched: draft {worker} " + ("(parked)" if job is None
                                                                                else f"(job {job})"))
         draft.serve(control)
-
-
-def _set_threads(n: int) -> None:
-    """The verifier's torch threads, forward by forward: the cores its draft workers leave free (hf only)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and n > 0:
-        torch.set_num_threads(n)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -110,12 +110,12 @@ def resolve(setting: str, backend) -> str:
     """--corpus-cache as a run uses it: a file, or "off". auto = the shipped cache on hf when it was built
     with the target's tokenizer (else none). A file must be a corpus cache whose token ids the target knows
     (ConfigError otherwise, before any worker loads it)."""
-    from specsched.runtime.core.config import ConfigError
+    from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError
 
     if setting == "off":
         return "off"
     if setting == "auto":
-        if backend.config.backend != "hf" or not SHIPPED.is_file():
+        if backend.config.backend not in MODEL_BACKENDS or not SHIPPED.is_file():
             return "off"
         return str(SHIPPED) if meta_of(SHIPPED).get("tokenizer") == backend.vocabulary("target")["tokens"] else "off"
     path = Path(setting).expanduser()

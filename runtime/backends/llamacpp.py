@@ -1,0 +1,218 @@
+"""The llama.cpp backend: the target runs in llama.cpp from its GGUF, the drafts stay in torch.
+
+One llama.cpp context holds every sequence the verifier serves, in one unified KV cache: each cache
+(``LlamaCache``) owns a base sequence id, and a forward of several caches' trees is one ``llama_decode``
+call (``llama_seqs.py`` says how trees become sequence ids and how ``keep`` rolls them back). Logits of
+every new token come back as float32 rows, so ``verify_tree`` and everything above the backend seam are
+unchanged. Installed with the ``llamacpp`` extra (llama-cpp-python, compiled from source).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.backends.llama_seqs import SeqIds, TreePlan, plan_keep, plan_tree
+
+MAX_SEQ = 256   # llama.cpp's LLAMA_MAX_SEQ: live sequences plus the leaves of the trees in one forward
+KV_CELLS = int(os.environ.get("SPECSCHED_LLAMA_KV_CELLS", "16384"))  # all sequences' cached tokens
+UBATCH = 512    # tokens per compute pass; a larger decode is split by llama.cpp
+INSTALL = 'pip install -e ".[llamacpp]"  (compiles llama.cpp, about 6 minutes on 2 cores)'
+
+
+class LlamaCppMissing(ImportError):
+    """The optional llama-cpp-python package is not installed."""
+
+
+ERRORS: collections.deque[str] = collections.deque(maxlen=8)  # llama.cpp's last error lines, for messages
+
+
+def llama_cpp_module():
+    """llama_cpp, its log routed into ``ERRORS`` (load chatter dropped) and its backend initialised."""
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise LlamaCppMissing(f"--backend llamacpp needs llama-cpp-python: {INSTALL}") from exc
+    if not hasattr(llama_cpp_module, "log"):
+        llama_cpp_module.log = llama_cpp.llama_log_callback(_on_log)  # kept: ctypes must not free it
+        llama_cpp.llama_log_set(llama_cpp_module.log, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+    return llama_cpp
+
+
+def _on_log(level: int, text: bytes, _user) -> None:
+    if level == 3:  # GGML_LOG_LEVEL_ERROR
+        ERRORS.append(text.decode("utf-8", "replace").strip())
+
+
+def last_error() -> str:
+    return ERRORS[-1] if ERRORS else "no message from llama.cpp"
+
+
+def gguf_vocabulary(path: Path) -> list[str]:
+    """A GGUF's token strings in id order (llama.cpp loads the vocabulary alone: no weights)."""
+    lc = llama_cpp_module()
+    params = lc.llama_model_default_params()
+    params.vocab_only = True
+    model = lc.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise RuntimeError(f"llama.cpp cannot read the vocabulary of {path}: {last_error()}")
+    try:
+        vocab = lc.llama_model_get_vocab(model)
+        return [lc.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")
+                for i in range(lc.llama_vocab_n_tokens(vocab))]
+    finally:
+        lc.llama_model_free(model)
+
+
+class LlamaCache(Cache):
+    def __init__(self, base: int) -> None:
+        super().__init__()
+        self.base = base                    # the llama.cpp sequence id of the committed chain
+        self.base_len = 0                   # entries below this are the base chain's cells
+        self.plan: TreePlan | None = None   # the last forward's tree, until keep() collapses it
+
+
+class LlamaModel(LanguageModel):
+    def __init__(self, gguf: Path, *, threads: int = 1) -> None:
+        self.lc = llama_cpp_module()
+        mparams = self.lc.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        self._model = self.lc.llama_model_load_from_file(str(gguf).encode(), mparams)
+        if not self._model:
+            raise RuntimeError(f"llama.cpp cannot load {gguf}: {last_error()}")
+        # An fp32 GGUF gets an fp32 KV cache, so that a batched forward and one-token forwards differ only
+        # by fp32 rounding (tests/fp32.py); a quantised one keeps llama.cpp's default f16 cache.
+        self.exact = self._meta("general.file_type") == "0"  # LLAMA_FTYPE_ALL_F32
+        cparams = self.lc.llama_context_default_params()
+        if self.exact:
+            cparams.type_k = cparams.type_v = self.lc.GGML_TYPE_F32
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = KV_CELLS, KV_CELLS, UBATCH
+        cparams.n_seq_max, cparams.kv_unified, cparams.no_perf = MAX_SEQ, True, True
+        cparams.n_threads = cparams.n_threads_batch = max(1, threads)
+        self._ctx = self.lc.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            raise RuntimeError(f"llama.cpp cannot create a context for {gguf}: {last_error()}")
+        self._mem = self.lc.llama_get_memory(self._ctx)
+        vocab = self.lc.llama_model_get_vocab(self._model)
+        self.vocab_size = int(self.lc.llama_vocab_n_tokens(vocab))
+        eos = int(self.lc.llama_vocab_eos(vocab))
+        self.eos_token_id = eos if eos >= 0 else None
+        self.ids = SeqIds(MAX_SEQ)
+        self.threads = max(1, threads)
+
+    def _meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(64)
+        n = self.lc.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode() if n >= 0 else None
+
+    def set_threads(self, n: int) -> None:
+        if n > 0 and n != self.threads:
+            self.lc.llama_set_n_threads(self._ctx, n, n)
+            self.threads = n
+
+    def new_cache(self) -> LlamaCache:
+        cache = LlamaCache(self.ids.take())
+        finalizer = weakref.finalize(cache, self._release, cache.base)
+        finalizer.atexit = False  # at exit the context goes with the process
+        return cache
+
+    def _release(self, base: int) -> None:
+        self.lc.llama_memory_seq_rm(self._mem, base, -1, -1)
+        self.ids.give(base)
+
+    def forward(self, cache: LlamaCache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
+        return self.forward_batch([cache], [tokens], [parents])[0]
+
+    def forward_batch(self, caches: Sequence[LlamaCache], tokens: Sequence[Sequence[int]],
+                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
+        """Every cache's new tokens in one ``llama_decode``; a row of logits per new token."""
+        parents = list(parents) if parents is not None else [None] * len(caches)
+        plans, firsts = [], []
+        try:
+            for cache, toks, par in zip(caches, tokens, parents):
+                if not cache.linear:
+                    raise RuntimeError("forward on a tree cache: collapse it with keep() first")
+                cache.base_len = len(cache)
+                absolute = cache.append(toks, par)
+                plans.append(plan_tree(absolute, cache.base_len, cache.base, self.ids))
+                firsts.append(cache.base_len)
+        except Exception:
+            self._undo(caches[:len(plans) + 1], plans)
+            raise
+        total = sum(len(t) for t in tokens)
+        if total == 0:
+            return [np.zeros((0, self.vocab_size), np.float32) for _ in caches]
+        for cache, plan in zip(caches, plans):
+            cache.plan = plan
+            for seq, length in plan.forks:
+                if length > 0:
+                    self.lc.llama_memory_seq_cp(self._mem, cache.base, seq, 0, length)
+        width = max(len(s) for plan in plans for s in plan.seq_sets) if total else 1
+        batch = self.lc.llama_batch_init(total, 0, width)
+        try:
+            self._fill(batch, caches, plans, firsts)
+            code = self.lc.llama_decode(self._ctx, batch)
+            if code != 0:
+                self._undo(caches, plans)
+                why = ("its KV cache is full: all sequences' cached tokens exceed "
+                       f"{KV_CELLS} cells (set SPECSCHED_LLAMA_KV_CELLS)") if code == 1 else last_error()
+                raise RuntimeError(f"llama_decode failed ({code}): {why}")
+            rows, out = [], 0
+            for toks in tokens:
+                block = np.empty((len(toks), self.vocab_size), np.float32)
+                for r in range(len(toks)):
+                    ptr = self.lc.llama_get_logits_ith(self._ctx, out + r)
+                    block[r] = np.ctypeslib.as_array(ptr, shape=(self.vocab_size,))
+                rows.append(block)
+                out += len(toks)
+            return rows
+        finally:
+            self.lc.llama_batch_free(batch)
+
+    def _fill(self, batch, caches, plans, firsts) -> None:
+        i = 0
+        for cache, plan, first in zip(caches, plans, firsts):
+            for j, seqs in enumerate(plan.seq_sets):
+                batch.token[i] = cache.tokens[first + j]
+                batch.pos[i] = cache.positions[first + j]
+                batch.n_seq_id[i] = len(seqs)
+                for k, s in enumerate(seqs):
+                    batch.seq_id[i][k] = s
+                batch.logits[i] = 1
+                i += 1
+        batch.n_tokens = i
+
+    def _undo(self, caches, plans) -> None:
+        """Forget a forward that did not happen: its cells, its temporary ids, its cache entries."""
+        for cache, plan in zip(caches, plans):
+            for seq in plan.leaves.values():
+                if seq != cache.base:
+                    self.lc.llama_memory_seq_rm(self._mem, seq, -1, -1)
+                    self.ids.give(seq)
+            self.lc.llama_memory_seq_rm(self._mem, cache.base, cache.base_len, -1)
+            cache.plan = None
+        for cache in caches:
+            if len(cache) > cache.base_len:
+                cache.select(range(cache.base_len))
+
+    def keep(self, cache: LlamaCache, indices: Sequence[int]) -> None:
+        indices = list(indices)
+        plan = plan_keep(indices, cache.parents, cache.base_len, cache.base, cache.plan)
+        for op in plan.ops:
+            if op[0] == "rm":
+                self.lc.llama_memory_seq_rm(self._mem, *op[1:])
+            else:
+                self.lc.llama_memory_seq_cp(self._mem, *op[1:])
+        for seq in plan.released:
+            self.ids.give(seq)
+        cache.plan = None
+        cache.select(indices)
+        cache.base_len = len(cache)

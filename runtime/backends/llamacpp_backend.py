@@ -1,0 +1,68 @@
+"""`--backend llamacpp`: the target in llama.cpp from its GGUF, the drafts and tokenizer as on `hf`.
+
+The target's vocabulary is read from the GGUF itself (its token strings in id order), so the one check
+that a draft may serve a target (``same_vocabulary``) compares what llama.cpp will score against what
+the torch draft proposes, not two copies of a tokenizer that might have drifted apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import json
+from functools import cached_property
+from pathlib import Path
+
+from specsched.runtime.backends.backend import same_vocabulary
+from specsched.runtime.backends.hf import HFBackend, HFTokenizer
+from specsched.runtime.core.config import ConfigError
+from specsched.runtime.models.errors import ModelError
+from specsched.runtime.models.gguf_target import is_gguf, resolve_gguf
+
+
+class LlamaCppBackend(HFBackend):
+    @cached_property
+    def gguf(self) -> Path:
+        try:
+            return resolve_gguf(self.config.target)
+        except ModelError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def paths(self) -> tuple[str, str]:
+        c = self.config
+        if is_gguf(c.target):  # the draft: as given, else the default preset's (the vocabulary check decides)
+            from specsched.runtime.models.registry import resolve_draft
+
+            return str(self.gguf), str(resolve_draft(c.draft, None))
+        return super().paths()
+
+    def check(self) -> None:
+        why = same_vocabulary(self.vocabulary("target"), self.vocabulary("draft"))
+        if why:
+            raise ConfigError(f"the draft {self.paths()[1]} cannot serve the GGUF target {self.gguf}: {why}; "
+                              "speculative decoding needs the same vocabulary")
+
+    def vocabulary(self, role: str) -> dict:
+        if role != "target":
+            return super().vocabulary(role)
+        from specsched.runtime.backends.llamacpp import gguf_vocabulary
+
+        tokens = gguf_vocabulary(self.gguf)
+        digest = hashlib.sha256(json.dumps(sorted({t: i for i, t in enumerate(tokens)}.items())).encode())
+        return {"size": len(tokens), "tokens": digest.hexdigest()}
+
+    def tokenizer(self) -> HFTokenizer:
+        if is_gguf(self.config.target):  # transformers reads a GGUF's tokenizer (chat template included)
+            tok = HFTokenizer.__new__(HFTokenizer)
+            from transformers import AutoTokenizer
+
+            tok.tok = AutoTokenizer.from_pretrained(self.gguf.parent, gguf_file=self.gguf.name)
+            return tok
+        return super().tokenizer()
+
+    def target(self):
+        from specsched.runtime.backends.llamacpp import LlamaModel
+
+        # the verifier's Cores sets the threads before every forward; this is only the start
+        return LlamaModel(self.gguf, threads=self.config.verifier_threads or os.cpu_count() or 1)
+

@@ -1,0 +1,168 @@
+"""The llamacpp backend: the shipped tiny target exported to an fp32 GGUF and verified in llama.cpp.
+
+Skipped, with the reason, where the ``llamacpp`` extra is not installed (README's test command installs
+it). The references are llama.cpp's own: a tree's rows against each path's plain forward, the runtime's
+greedy output against target-only decoding on the same backend (`ar`: one token per llama_decode), and
+sampled output against the law computed from llama.cpp's logits.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from chi2 import chi2_goodness_of_fit
+from fp32 import assert_close, assert_greedy_equal
+from helpers import assert_one_error_line, outputs, specsched
+
+from specsched.policies.loader import BUILTIN
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.engine import Engine
+
+pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed: pip install -e '.[llamacpp]'")
+
+from specsched.runtime.backends.llama_seqs import OutOfSequenceIds  # noqa: E402
+from specsched.runtime.backends.llamacpp import MAX_SEQ, LlamaModel  # noqa: E402
+from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend  # noqa: E402
+
+SHAPE = dict(layers=4, width=512)  # the tiny target: 4 layers, hidden 192, intermediate 512 (tests/fp32.py)
+PROMPTS = ["ROMEO:", "JULIET: O Romeo", "First Citizen:\nWe are"]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return LlamaCppBackend(RunConfig(backend="llamacpp", target="tiny"))
+
+
+@pytest.fixture(scope="module")
+def model(backend):
+    return LlamaModel(backend.gguf, threads=1)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(backend):
+    tok = backend.tokenizer()
+    return [tok.encode(p, chat=True) for p in PROMPTS]
+
+
+def fresh(model, tokens):
+    return model.forward(model.new_cache(), list(tokens))
+
+
+def test_the_tiny_gguf_is_fp32_with_an_fp32_kv_cache_and_the_drafts_vocabulary(backend, model):
+    assert model.exact and model.vocab_size == 1024 and model.eos_token_id == 0
+    backend.check()  # the GGUF's own token strings against the torch draft's tokenizer
+    assert backend.vocabulary("target") == backend.vocabulary("draft")
+
+
+def test_every_tree_row_equals_its_paths_own_forward_and_keep_rolls_back(model, prompt_ids):
+    prompt = prompt_ids[0]
+    n = len(prompt)
+    cache = model.new_cache()
+    model.forward(cache, prompt)
+    # a draft tree (two children of the last token, one grandchild) and a lane hung two tokens back
+    tokens = [50, 60, 70, 80, 81, 82]
+    parents = [n - 1, n - 1, n, n - 2, n + 3, n + 4]
+    rows = model.forward(cache, tokens, parents)
+    for j in range(len(tokens)):
+        path = cache.ancestors(n + j)
+        assert_close(rows[j], fresh(model, [cache.tokens[i] for i in path])[-1], **SHAPE)
+    model.keep(cache, [*range(n), n, n + 2])  # accept 50, then 70
+    after = model.forward(cache, [90])
+    assert_close(after[-1], fresh(model, [*prompt, 50, 70, 90])[-1], **SHAPE)
+    m, text = len(cache), list(cache.tokens)
+    model.forward(cache, [11, 12], [m - 3, m])  # a chain forked two tokens back: keep it, not the end
+    model.keep(cache, cache.ancestors(m + 1))
+    assert cache.tokens == [*text[:m - 2], 11, 12] and cache.linear
+    assert_close(model.forward(cache, [13])[-1], fresh(model, [*text[:m - 2], 11, 12, 13])[-1], **SHAPE)
+
+
+def test_one_decode_for_several_sequences_equals_each_alone(model, prompt_ids):
+    caches = [model.new_cache() for _ in prompt_ids]
+    rows = model.forward_batch(caches, prompt_ids)
+    for r, p in zip(rows, prompt_ids):
+        assert_close(r, fresh(model, p), **SHAPE)
+    rows = model.forward_batch(caches, [[5, 6], [7], [8, 9]],
+                               [[len(prompt_ids[0]) - 1] * 2, None, None])  # a 2-leaf tree, two chains
+    assert_close(rows[1][-1], fresh(model, [*prompt_ids[1], 7])[-1], **SHAPE)
+    assert_close(rows[0][1], fresh(model, [*prompt_ids[0], 6])[-1], **SHAPE)
+
+
+def test_sequence_ids_come_back_when_caches_go_and_running_out_is_a_clear_error(model):
+    gc.collect()
+    before = model.ids.in_use
+    caches = [model.new_cache() for _ in range(10)]
+    assert model.ids.in_use == before + 10
+    del caches
+    gc.collect()
+    assert model.ids.in_use == before
+    cache = model.new_cache()
+    model.forward(cache, [1, 2])
+    wide = MAX_SEQ + 1  # more leaves than llama.cpp has sequence ids
+    with pytest.raises(OutOfSequenceIds, match="sequence ids are in use"):
+        model.forward(cache, list(range(3, 3 + wide)), [1] * wide)
+    assert len(cache) == 2 and cache.linear  # nothing half-done is left behind
+    assert_close(model.forward(cache, [3])[-1], fresh(model, [1, 2, 3])[-1], **SHAPE)
+
+
+def test_greedy_output_equals_target_only_decoding_under_every_policy(model, prompt_ids):
+    base = RunConfig(backend="llamacpp", target="tiny", prompts=PROMPTS, max_new_tokens=32)
+
+    def logits_after(i, prefix):
+        return fresh(model, [*prompt_ids[i], *prefix])[-1]
+
+    with Engine(base) as e:
+        ar = outputs(e.generate(PROMPTS, mode="ar"))
+        runs = [dict(mode="seed", policy=p) for p in BUILTIN]
+        runs += [dict(mode="seed", policy="batch", max_batch=0, k_config=[3, 2, 1]),  # trees, batched
+                 dict(mode="seed", drafter="both", branches=2, branch_length=5),      # + Self-Draft lanes
+                 dict(mode="sd"), dict(mode="parallel")]
+        for kw in runs:
+            record = e.generate(PROMPTS, **kw)
+            assert record.status == "ok", (kw, record.error)
+            assert_greedy_equal(outputs(record), ar, logits_after, **SHAPE)
+
+
+def test_sampled_output_follows_the_law_of_llama_cpps_logits(model, prompt_ids):
+    """400 sequences of two tokens, T = 1, top-k 6: their joint law is known exactly from llama.cpp's
+    logits (p(a) p(b | a), 36 outcomes). Pearson's chi-square over cells pooled to >= 5 expected draws;
+    the run fails below p = 1e-4, so a correct sampler fails one run in 10,000, while a sampler that keeps
+    the draft's q instead of p (or resamples from the wrong residual) moves these cells far outside it."""
+    n, k = 400, 6
+
+    def law(logits, temperature=1.0):
+        top = np.argsort(logits)[-k:]
+        w = np.exp((logits[top] - logits[top].max()) / temperature)
+        return dict(zip(top.tolist(), (w / w.sum()).tolist()))
+
+    def joint_law(temperature):
+        prompt = prompt_ids[0]
+        first = law(fresh(model, prompt)[-1].astype(np.float64), temperature)
+        return {(a, b): pa * pb for a, pa in first.items()
+                for b, pb in law(fresh(model, [*prompt, a])[-1].astype(np.float64), temperature).items()}
+
+    joint = joint_law(1.0)
+    workers = 8  # one prompt, eight sequences of it per job; 50 jobs with their own seeds
+    config = RunConfig(backend="llamacpp", target="tiny", prompts=[PROMPTS[0]], workers=workers, max_new_tokens=2,
+                       temperature=1.0, top_k=k)
+    samples = []
+    with Engine(config) as e:
+        for seed in range(n // workers):
+            record = e.generate([PROMPTS[0]], seed=seed)
+            assert record.status == "ok", record.error
+            samples += [tuple(t[:2]) for t in outputs(record)]
+    stat, dof, p, impossible = chi2_goodness_of_fit(samples, joint)
+    assert not impossible and p > 1e-4, (stat, dof, p)
+    # the control: the same draws are not those of a colder target (T = 0.7; p ~ 1e-18 when measured)
+    assert chi2_goodness_of_fit(samples, joint_law(0.7))[2] < 1e-4
+
+
+def test_bad_llamacpp_targets_cost_one_line(tmp_path):
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_bytes(b"not a gguf at all")
+    for target, fragment in ((str(tmp_path / "missing.gguf"), "no such GGUF file"),
+                             (str(not_gguf), "not a GGUF file")):
+        result = specsched("run", "--backend", "llamacpp", "--target", target, "--prompt", "hi",
+                           "--max-new-tokens", "2", "--quiet")
+        assert_one_error_line(result, 2, fragment)
