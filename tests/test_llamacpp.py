@@ -166,3 +166,19 @@ def test_bad_llamacpp_targets_cost_one_line(tmp_path):
         result = specsched("run", "--backend", "llamacpp", "--target", target, "--prompt", "hi",
                            "--max-new-tokens", "2", "--quiet")
         assert_one_error_line(result, 2, fragment)
+
+
+def test_bench_on_llamacpp_measures_the_transformers_reference_beside_its_own_arms(tmp_path):
+    """`ar-hf` (serial AR on transformers) is the speed a llamacpp run is measured against; its tokens come
+    from other kernels, so they are not held to llama.cpp's `ar`, while every llama.cpp arm is."""
+    import json
+
+    out = tmp_path / "bench.json"
+    result = specsched("bench", "--backend", "llamacpp", "--target", "tiny", "--arms", "seed-fcfs,ar-hf",
+                       "--repeats", "1", "--warmup", "0", "--max-new-tokens", "8", "--json", str(out), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(out.read_text())
+    arms = {a["name"]: a for a in data["arms"]}
+    assert list(arms) == ["ar", "seed-fcfs", "ar-hf"] and data["config"]["target_type"] == "F32"
+    assert arms["seed-fcfs"]["outputs_match_ar"] is True
+    assert arms["ar-hf"]["outputs_match_ar"] is None and arms["ar-hf"]["tokens_per_s"] > 0

@@ -14,6 +14,7 @@ import ctypes
 import os
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,20 +57,44 @@ def last_error() -> str:
     return ERRORS[-1] if ERRORS else "no message from llama.cpp"
 
 
-def gguf_vocabulary(path: Path) -> list[str]:
-    """A GGUF's token strings in id order (llama.cpp loads the vocabulary alone: no weights)."""
+# llama.cpp's LLAMA_FTYPE values of general.file_type that matter here (others print as their number)
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 15: "Q4_K_M",
+              17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+
+
+@dataclass(frozen=True, slots=True)
+class GgufInfo:
+    tokens: list[str]   # the vocabulary's token strings, in id order
+    file_type: str      # "F32" (exact up to fp32 rounding), "Q4_1", ...
+
+    @property
+    def exact(self) -> bool:
+        return self.file_type == "F32"
+
+
+def read_gguf(path: Path) -> GgufInfo:
+    """A GGUF's vocabulary and weight type (llama.cpp loads the vocabulary alone: no weights, ~0.1 s)."""
     lc = llama_cpp_module()
     params = lc.llama_model_default_params()
     params.vocab_only = True
     model = lc.llama_model_load_from_file(str(path).encode(), params)
     if not model:
-        raise RuntimeError(f"llama.cpp cannot read the vocabulary of {path}: {last_error()}")
+        raise RuntimeError(f"llama.cpp cannot read {path}: {last_error()}")
     try:
         vocab = lc.llama_model_get_vocab(model)
-        return [lc.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")
-                for i in range(lc.llama_vocab_n_tokens(vocab))]
+        tokens = [lc.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")
+                  for i in range(lc.llama_vocab_n_tokens(vocab))]
+        return GgufInfo(tokens, _file_type(lc, model))
     finally:
         lc.llama_model_free(model)
+
+
+def _file_type(lc, model) -> str:
+    buf = ctypes.create_string_buffer(32)
+    if lc.llama_model_meta_val_str(model, b"general.file_type", buf, len(buf)) < 0:
+        return "unknown"
+    code = int(buf.value or b"-1")
+    return FILE_TYPES.get(code, f"type {code}")
 
 
 class LlamaCache(Cache):
@@ -90,7 +115,8 @@ class LlamaModel(LanguageModel):
             raise RuntimeError(f"llama.cpp cannot load {gguf}: {last_error()}")
         # An fp32 GGUF gets an fp32 KV cache, so that a batched forward and one-token forwards differ only
         # by fp32 rounding (tests/fp32.py); a quantised one keeps llama.cpp's default f16 cache.
-        self.exact = self._meta("general.file_type") == "0"  # LLAMA_FTYPE_ALL_F32
+        self.file_type = _file_type(self.lc, self._model)
+        self.exact = self.file_type == "F32"
         cparams = self.lc.llama_context_default_params()
         if self.exact:
             cparams.type_k = cparams.type_v = self.lc.GGML_TYPE_F32
@@ -107,11 +133,6 @@ class LlamaModel(LanguageModel):
         self.eos_token_id = eos if eos >= 0 else None
         self.ids = SeqIds(MAX_SEQ)
         self.threads = max(1, threads)
-
-    def _meta(self, key: str) -> str | None:
-        buf = ctypes.create_string_buffer(64)
-        n = self.lc.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
-        return buf.value.decode() if n >= 0 else None
 
     def set_threads(self, n: int) -> None:
         if n > 0 and n != self.threads:

@@ -8,8 +8,8 @@ the torch draft proposes, not two copies of a tokenizer that might have drifted 
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 from functools import cached_property
 from pathlib import Path
 
@@ -42,12 +42,17 @@ class LlamaCppBackend(HFBackend):
             raise ConfigError(f"the draft {self.paths()[1]} cannot serve the GGUF target {self.gguf}: {why}; "
                               "speculative decoding needs the same vocabulary")
 
+    @cached_property
+    def info(self):
+        """The GGUF's vocabulary and weight type (``llamacpp.GgufInfo``)."""
+        from specsched.runtime.backends.llamacpp import read_gguf
+
+        return read_gguf(self.gguf)
+
     def vocabulary(self, role: str) -> dict:
         if role != "target":
             return super().vocabulary(role)
-        from specsched.runtime.backends.llamacpp import gguf_vocabulary
-
-        tokens = gguf_vocabulary(self.gguf)
+        tokens = self.info.tokens
         digest = hashlib.sha256(json.dumps(sorted({t: i for i, t in enumerate(tokens)}.items())).encode())
         return {"size": len(tokens), "tokens": digest.hexdigest()}
 

@@ -64,6 +64,12 @@ ARM_NAMES: tuple[str, ...] = (*RUNTIME_ARMS, *PEER_ARMS)
 SEED_ARM = "seed-fcfs"  # the default `specsched run` (policy fcfs): the arm the targets are stated for
 
 
+def other_numerics(base: RunConfig) -> frozenset[str]:
+    """Arms that score with another implementation of the target than ``ar`` does: on llamacpp, transformers'
+    fp32 forward (``ar-hf`` and the peers). Their speed is the comparison; their tokens are not ``ar``'s."""
+    return frozenset({"ar-hf", *PEER_ARMS}) if base.backend == "llamacpp" else frozenset()
+
+
 def parse_arms(text: str | None, backend: str = "hf") -> list[str]:
     """Arm names from ``a,b,c`` (default: all, ``ar-hf`` only on llamacpp, where it is the reference), in
     the canonical order, ``ar`` always included: every ratio is taken against it in the same run."""

@@ -35,6 +35,12 @@ class BenchRecord:
     models_loaded: int = 0               # processes (one model each) the benchmark's engine started
     startup_s: float = 0.0               # starting them (loading every model), before the first arm
     total_s: float = 0.0                 # the whole benchmark, start-up included
+    target_type: str | None = None       # llamacpp: the GGUF's weight type; not F32 = greedy flips expected
+
+    @property
+    def exact_target(self) -> bool:
+        """Greedy outputs must equal ``ar``'s (a quantised GGUF's batched kernels flip near-ties: README)."""
+        return self.target_type in (None, "F32")
 
     @property
     def all_results(self) -> list[ArmResult]:
@@ -54,7 +60,7 @@ class BenchRecord:
             "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
                        "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host(),
                        "models_loaded": self.models_loaded, "startup_s": self.startup_s,
-                       "total_s": self.total_s},
+                       "total_s": self.total_s, "target_type": self.target_type},
             "provenance": provenance(self.config, dirty=True),
             "arms": [a.to_json() for a in self.arms],
             "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],

@@ -138,7 +138,14 @@ def print_report(record: BenchRecord, console: Console) -> None:
     for line in failure_notes(record.all_results):
         console.print(line, style="bold red", highlight=False)
     bad = record.mismatched
-    if bad:
+    if bad and not record.exact_target:
+        console.print(Panel(Group(
+            Text(f"greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF)", style="bold"),
+            *[Text(f"{r.name}: sequences {', '.join(map(str, r.mismatched))}") for r in bad],
+            Text("Expected on a quantised target: llama.cpp scores a batch of tokens with other kernels than "
+                 "one token, and the difference flips near-ties (README: llama.cpp, numerics). On an F32 GGUF "
+                 "this panel would be a losslessness bug.")), style="yellow"))
+    elif bad:
         console.print(Panel(Group(
             Text("✗ GREEDY OUTPUTS DIFFER FROM SERIAL AR", style="bold"),
             *[Text(f"{r.name}: sequences {', '.join(map(str, r.mismatched))}") for r in bad],
@@ -166,7 +173,9 @@ def markdown(record: BenchRecord) -> str:
         parts.append("\n".join(f"- {line}" for line in notes))
     bad = record.mismatched
     if bad:
-        parts.append("**✗ Greedy outputs differ from serial AR:** "
+        lead = (f"Greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF: llama.cpp's "
+                "batched kernels, expected)" if not record.exact_target else "✗ Greedy outputs differ from serial AR")
+        parts.append(f"**{lead}:** "
                      + "; ".join(f"{r.name} (sequences {', '.join(map(str, r.mismatched))})" for r in bad))
     return "\n\n".join(parts) + "\n"
 

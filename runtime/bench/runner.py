@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specsched.runtime.bench.arms import build_arms
+from specsched.runtime.bench.arms import build_arms, other_numerics
 from specsched.runtime.bench.measure import ArmResult, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
@@ -56,9 +56,9 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
     def measure_point(config: RunConfig) -> list[ArmResult]:
         arms = build_arms(s.arms, config, engine=engine)
         return measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
-                       progress=progress)
+                       progress=progress, uncompared=other_numerics(config))
 
-    record = BenchRecord(s.base, s.warmup, s.repeats, smoke=s.smoke)
+    record = BenchRecord(s.base, s.warmup, s.repeats, smoke=s.smoke, target_type=target_type(s.base))
     if s.sweep is None:
         record.arms = measure_point(s.base)
         return record
@@ -72,3 +72,12 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
     record.sweep_axis = s.sweep
     record.sweep = run_sweep(s.sweep, s.values, s.base, at_point, n_prompts=s.n_prompts, task=s.task)
     return record
+
+
+def target_type(config: RunConfig) -> str | None:
+    """The llamacpp target's GGUF weight type ("F32", "Q4_1", ...): None on the other backends."""
+    if config.backend != "llamacpp":
+        return None
+    from specsched.runtime.backends.backend import get_backend
+
+    return get_backend(config).info.file_type
