@@ -117,7 +117,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         f"(default {d.heartbeat_timeout_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0,
                    help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
-                        "drafting workers leave free (scheduler/cores.py)")
+                        "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
     # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
     p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
     p.add_argument("--sim-agreement", type=float, default=None,

@@ -9,6 +9,7 @@ sampled output against the law computed from llama.cpp's logits.
 from __future__ import annotations
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -113,6 +114,8 @@ def test_greedy_output_equals_target_only_decoding_under_every_policy(model, pro
         return fresh(model, [*prompt_ids[i], *prefix])[-1]
 
     with Engine(base) as e:
+        threads = e.generate(PROMPTS).collected.verifier_threads  # {threads: [forwards, seconds]}
+        assert set(threads) == {str(os.cpu_count())}  # every core at every forward (config.elastic_threads)
         ar = outputs(e.generate(PROMPTS, mode="ar"))
         runs = [dict(mode="seed", policy=p) for p in BUILTIN]
         runs += [dict(mode="seed", policy="batch", max_batch=0, k_config=[3, 2, 1]),  # trees, batched

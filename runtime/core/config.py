@@ -221,6 +221,14 @@ class RunConfig:
         return SamplingParams(self.temperature, self.top_k, self.top_p)
 
     @property
+    def elastic_threads(self) -> bool:
+        """The verifier's threads follow the drafting workers (scheduler/cores.py): the default on hf. Fixed
+        --verifier-threads N turns it off, and so does llamacpp, which keeps every core: its batched
+        kernels are compute-bound (a verification of 5 tokens on 1 thread takes twice as long as on 2), and
+        measured on a 2-core machine, every core always made seed-fcfs 1.5x faster than elastic threads."""
+        return self.verifier_threads == 0 and self.backend != "llamacpp"
+
+    @property
     def draft_lookup(self) -> int:
         """--lookup as the drafters use it. Auto: 4 on hf (real text repeats its own phrases, names and
         numbers); off on sim, whose tiny synthetic vocabulary repeats every n-gram and would hide

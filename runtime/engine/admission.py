@@ -68,10 +68,12 @@ class Admission:
         return True
 
     def _verifier_threads(self, job: JobRun) -> int:
-        """The verifier's threads while the job runs: --verifier-threads, or the cores the draft workers of
-        every running job (this one's included) leave free."""
+        """The verifier's threads while the job runs: --verifier-threads, every core on llamacpp, or the cores
+        the draft workers of every running job (this one's included) leave free."""
+        if not self.config.elastic_threads:  # a fixed count, or every core (config.elastic_threads)
+            return self.config.verifier_threads or os.cpu_count() or 1
         busy = sum(len(j.workers) for j in self.jobs if j.phase is not Phase.PENDING and j is not job)
-        return self.config.verifier_threads or max(1, (os.cpu_count() or 1) - busy - len(job.workers))
+        return max(1, (os.cpu_count() or 1) - busy - len(job.workers))
 
     def _announce(self, job: JobRun, workers: list[Child]) -> None:
         threads = self._verifier_threads(job)
@@ -85,7 +87,7 @@ class Admission:
         job.collected.hosts = {f"draft-{i}": c.host for i, c in enumerate(workers) if c.host is not None}
         for i in range(job.n):
             self.by_seq[job.first_seq + i] = job
-        self._send(verifier, "job", job.job_message(threads, elastic=not self.config.verifier_threads))
+        self._send(verifier, "job", job.job_message(threads, elastic=self.config.elastic_threads))
 
     def _retire_idle(self) -> None:
         if any(j.phase is Phase.PENDING for j in self.jobs):

@@ -140,7 +140,7 @@ class Supervision:
                 if job in self.jobs:
                     job.collected.processes["verifier"] = verifier.proc.pid  # the live view's
                     self._send(verifier, "job", job.job_message(self._verifier_threads(job),
-                                                                elastic=not self.config.verifier_threads))
+                                                                elastic=self.config.elastic_threads))
                     if job.phase is Phase.RUNNING:
                         self.resyncing.add(job.id)   # its workers resync on the job_ack (reports.py)
             self.reannounce.clear()
