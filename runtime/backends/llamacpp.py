@@ -21,6 +21,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.backends.llama_seqs import SeqIds, TreePlan, plan_keep, plan_tree
+from specsched.runtime.core.config import ConfigError
 
 MAX_SEQ = 256   # llama.cpp's LLAMA_MAX_SEQ: live sequences plus the leaves of the trees in one forward
 KV_CELLS = int(os.environ.get("SPECSCHED_LLAMA_KV_CELLS", "16384"))  # all sequences' cached tokens
@@ -28,8 +29,8 @@ UBATCH = 512    # tokens per compute pass; a larger decode is split by llama.cpp
 INSTALL = 'pip install -e ".[llamacpp]"  (compiles llama.cpp, about 6 minutes on 2 cores)'
 
 
-class LlamaCppMissing(ImportError):
-    """The optional llama-cpp-python package is not installed."""
+class LlamaCppMissing(ConfigError):
+    """The optional llama-cpp-python package is not installed: the user's set-up, one line and exit 2."""
 
 
 ERRORS: collections.deque[str] = collections.deque(maxlen=8)  # llama.cpp's last error lines, for messages
