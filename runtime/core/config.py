@@ -225,7 +225,7 @@ class RunConfig:
         """The verifier's threads follow the drafting workers (scheduler/cores.py): the default on hf. Fixed
         --verifier-threads N turns it off, and so does llamacpp, which keeps every core: its batched
         kernels are compute-bound (a verification of 5 tokens on 1 thread takes twice as long as on 2), and
-        measured on a 2-core machine, every core always made seed-fcfs 1.5x faster than elastic threads."""
+        measured on a 2-core machine, every core made seed-fcfs 1.4x faster than elastic threads (README: llama.cpp)."""
         return self.verifier_threads == 0 and self.backend != "llamacpp"
 
     @property
