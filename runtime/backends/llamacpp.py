@@ -157,11 +157,11 @@ class LlamaModel(LanguageModel):
                       parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
         """Every cache's new tokens in one ``llama_decode``; a row of logits per new token."""
         parents = list(parents) if parents is not None else [None] * len(caches)
+        if not all(c.linear for c in caches):  # checked before anything changes
+            raise RuntimeError("forward on a tree cache: collapse it with keep() first")
         plans, firsts = [], []
         try:
             for cache, toks, par in zip(caches, tokens, parents):
-                if not cache.linear:
-                    raise RuntimeError("forward on a tree cache: collapse it with keep() first")
                 cache.base_len = len(cache)
                 absolute = cache.append(toks, par)
                 plans.append(plan_tree(absolute, cache.base_len, cache.base, self.ids))
@@ -177,7 +177,7 @@ class LlamaModel(LanguageModel):
             for seq, length in plan.forks:
                 if length > 0:
                     self.lc.llama_memory_seq_cp(self._mem, cache.base, seq, 0, length)
-        width = max(len(s) for plan in plans for s in plan.seq_sets) if total else 1
+        width = max(len(s) for plan in plans for s in plan.seq_sets)
         batch = self.lc.llama_batch_init(total, 0, width)
         try:
             self._fill(batch, caches, plans, firsts)
