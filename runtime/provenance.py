@@ -44,13 +44,13 @@ def models(config: RunConfig) -> dict:
     try:
         backend = get_backend(config)
         target, draft = backend.paths()
-        dtype = config.dtype
+        dtype = config.model_dtype
         if config.backend == "llamacpp":  # the GGUF llama.cpp runs, by its weight type (F32, Q4_1, ...)
             target, dtype = backend.gguf, backend.info.file_type
     except Exception as exc:  # a run refused before its models existed still gets a record
         return {"backend": config.backend, "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
     described = describe(Path(target), dtype)
-    return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.dtype)}
+    return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.model_dtype)}
 
 
 def preset_of(path: Path) -> str | None:

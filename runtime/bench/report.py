@@ -140,11 +140,11 @@ def print_report(record: BenchRecord, console: Console) -> None:
     bad = record.mismatched
     if bad and not record.exact_target:
         console.print(Panel(Group(
-            Text(f"greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF)", style="bold"),
+            Text(f"greedy outputs part from serial AR at near-ties ({record.target_numerics})", style="bold"),
             *[Text(f"{r.name}: sequences {', '.join(map(str, r.mismatched))}") for r in bad],
-            Text("Expected on a quantised target: llama.cpp scores a batch of tokens with other kernels than "
-                 "one token, and the difference flips near-ties (README: llama.cpp, numerics). On an F32 GGUF "
-                 "this panel would be a losslessness bug.")), style="yellow"))
+            Text("Expected on a quantised or half-precision target: a batch of tokens is scored with other kernels "
+                 "(or summation orders) than one token, and the difference flips near-ties (README: llama.cpp, "
+                 "numerics; GPU). On an fp32 target this panel would be a losslessness bug.")), style="yellow"))
     elif bad:
         console.print(Panel(Group(
             Text("✗ GREEDY OUTPUTS DIFFER FROM SERIAL AR", style="bold"),
@@ -173,8 +173,8 @@ def markdown(record: BenchRecord) -> str:
         parts.append("\n".join(f"- {line}" for line in notes))
     bad = record.mismatched
     if bad:
-        lead = (f"Greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF: llama.cpp's "
-                "batched kernels, expected)" if not record.exact_target else "✗ Greedy outputs differ from serial AR")
+        lead = (f"Greedy outputs part from serial AR at near-ties ({record.target_numerics}: batched kernels, "
+                "expected)" if not record.exact_target else "✗ Greedy outputs differ from serial AR")
         parts.append(f"**{lead}:** "
                      + "; ".join(f"{r.name} (sequences {', '.join(map(str, r.mismatched))})" for r in bad))
     return "\n\n".join(parts) + "\n"
