@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -24,7 +27,7 @@ from specsched.runtime.report import summary_table
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.gpu_usage import GpuSampler, gpu_summary, mean_total_sm
 from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
-from tests.helpers import assert_one_error_line, specsched
+from tests.helpers import REPO, assert_one_error_line, specsched
 from tests.tiny_hf import make_pair
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -241,8 +244,6 @@ def test_without_nvml_or_a_driver_the_sampler_is_off_and_says_nothing(monkeypatc
 
 
 def test_gpu_use_reaches_the_usage_rows_the_replay_and_the_live_view():
-    import os
-
     sampler = UsageSampler(gpu=GpuSampler(FakeNvml()))
     me = os.getpid()
     rows = [u.to_row(1.0) for u in sampler.sample({"verifier": me})]
@@ -305,3 +306,13 @@ def test_fp32_on_cuda_gives_the_cpu_greedy_tokens_and_counts_the_verifier_traffi
     assert [s.tokens for s in runs["cpu"].sequences] == [s.tokens for s in runs["cuda"].sequences]
     assert {p["device"] for p in runs["cuda"].collected.devices.values()} == {"cuda:0"}
     assert runs["cuda"].collected.counters["h2d_bytes"] > 0 and runs["cuda"].collected.counters["d2h_bytes"] > 0
+
+
+@no_cuda
+def test_the_gpu_table_script_refuses_to_run_without_a_gpu():
+    result = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHON": sys.executable}, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["gpu.sh: error: no CUDA GPU is visible to torch; the GPU table "
+                                                  "needs one"]
+    assert not list((REPO / "benchmarks" / "results").glob("gpu_*"))  # nothing written
