@@ -22,6 +22,7 @@ from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.device import default_dtype, mps_daemon_running, resolve_device
 from specsched.runtime.engine.child import error_line
 from specsched.runtime.engine.collected import Collected
+from specsched.runtime.engine.engine import Engine
 from specsched.runtime.record import build_record
 from specsched.runtime.report import summary_table
 from specsched.runtime.view.dashboard import Dashboard
@@ -93,9 +94,12 @@ def test_device_is_refused_where_it_means_nothing():
 
 @no_cuda
 def test_the_cli_refuses_cuda_without_a_gpu_in_one_line_and_exit_2():
-    for command in (["run", "--prompt", "hi"], ["compare", "--prompt", "hi"]):
+    for command in (["run", "--prompt", "hi"], ["compare", "--prompt", "hi"], ["run", "--task", "gsm8k"],
+                    ["bench", "--arms", "ar", "--repeats", "1"]):
         result = specsched(*command, "--backend", "hf", "--target", "tiny", "--device", "cuda")
         assert_one_error_line(result, 2, "--device cuda: no CUDA GPU is visible to torch")
+    with pytest.raises(ConfigError, match="--device cuda:1: no CUDA GPU"):  # the Python API, before any process
+        Engine(backend="hf", target="tiny", device="cuda:1")
 
 
 def test_the_cli_refuses_a_bad_device_and_a_device_on_sim_in_one_line():
@@ -316,3 +320,24 @@ def test_the_gpu_table_script_refuses_to_run_without_a_gpu():
     assert result.stderr.strip().splitlines() == ["gpu.sh: error: no CUDA GPU is visible to torch; the GPU table "
                                                   "needs one"]
     assert not list((REPO / "benchmarks" / "results").glob("gpu_*"))  # nothing written
+
+
+def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
+    from specsched.runtime.bench.measure import ArmResult, Sample
+    from specsched.runtime.bench.record import BenchRecord
+    from specsched.runtime.bench.report import markdown
+    from specsched.runtime.bench.sweep import SweepPoint
+
+    def arm(name: str, *sm: float | None) -> ArmResult:
+        return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x) for x in sm])
+
+    config = RunConfig(backend="sim", prompts=["x"], workers=2)
+    record = BenchRecord(config, 0, 3, sweep_axis="n", sweep=[
+        SweepPoint(2, config, [arm("ar", 30.0, 50.0, 40.0), arm("seed-fcfs", 70.0, 90.0, 80.0)]),
+        SweepPoint(4, config, [arm("ar", None, None, None)])])
+    text = markdown(record)
+    assert "GPU SM % (NVML) · n 2: ar 40 %, seed-fcfs 80 %" in text  # medians of the repeats
+    assert "n 4" not in text.split("GPU SM %")[1].splitlines()[0]
+    assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
+    record.sweep = record.sweep[1:]
+    assert "GPU SM %" not in markdown(record)  # CPU runs: no note

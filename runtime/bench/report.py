@@ -92,6 +92,17 @@ def sweep_rows(points: list[SweepPoint]) -> list[list[str]]:
     return rows
 
 
+def gpu_notes(record: BenchRecord) -> list[str]:
+    """The SM % of each arm's processes together, where NVML measured it (the SEED paper's Fig. 7)."""
+    groups = [("", record.arms)] + [(f"{record.sweep_axis} {label(p.value)}: ", p.arms) for p in record.sweep]
+    lines = []
+    for prefix, arms in groups:
+        cells = [f"{r.name} {r.median('gpu_sm_percent'):.0f} %" for r in arms if r.median("gpu_sm_percent") is not None]
+        if cells:
+            lines.append(f"GPU SM % (NVML) · {prefix}{', '.join(cells)}")
+    return lines
+
+
 def skipped_notes(results: list[ArmResult]) -> list[str]:
     return list(dict.fromkeys(f"{r.name} skipped: {r.skipped}" for r in results if r.skipped))
 
@@ -168,7 +179,7 @@ def markdown(record: BenchRecord) -> str:
     if record.sweep_axis:
         parts += [f"**Sweep over {record.sweep_axis}** · {_title(record)}",
                   _md(sweep_headers(record.sweep_axis), sweep_rows(record.sweep))]
-    notes = skipped_notes(record.all_results) + failure_notes(record.all_results)
+    notes = gpu_notes(record) + skipped_notes(record.all_results) + failure_notes(record.all_results)
     if notes:
         parts.append("\n".join(f"- {line}" for line in notes))
     bad = record.mismatched
