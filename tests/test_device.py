@@ -341,3 +341,19 @@ def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
     assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
     record.sweep = record.sweep[1:]
     assert "GPU SM %" not in markdown(record)  # CPU runs: no note
+
+
+def test_provenance_names_the_gpu_only_where_the_models_ran_on_one(gpus, monkeypatch):
+    from specsched.runtime.provenance import gpu_of, summary
+
+    gpus(0)
+    assert gpu_of(RunConfig()) is None and gpu_of(RunConfig(backend="sim")) is None
+    gpus(1)
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=80 * 2**30, major=9, minor=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    gpu = gpu_of(RunConfig())
+    assert gpu == {"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * 2**30,
+                   "capability": "9.0", "cuda": "12.8", "driver_visible_gpus": 1}
+    assert "gpu: NVIDIA H100 80GB HBM3 (cuda:0, 80 GiB, compute capability 9.0), CUDA 12.8" in summary({"gpu": gpu})
+    assert gpu_of(RunConfig(device="cpu")) is None
