@@ -101,6 +101,7 @@ def add_watch_commands(sub) -> None:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from specsched.runtime.app import run
     from specsched.runtime.trace import write_trace
+    from specsched.runtime.view.gpu_usage import gpu_summary
     from specsched.runtime.view.live import choose_view, cpu_seconds, view_cost
     from specsched.runtime.view.monitor import Monitor
     from specsched.runtime.view.usage import UsageSampler
@@ -120,12 +121,15 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return cmd_tot(args, console, config)
     usage = UsageSampler()
     view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
-    on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
+    sampled = args.trace or usage.gpu.on  # GPU use goes into the record, live view or not
+    on_update = view.update if view else (lambda c: usage.sample(c.processes)) if sampled else None
     before = cpu_seconds()
     with view or contextlib.nullcontext():
         record = run(config, on_update=on_update, remote_workers=remote, join_timeout_s=args.join_timeout)
     if view:
         record.extra["view"] = view_cost(view, cpu_seconds() - before)
+    if gpu := gpu_summary(usage.series):
+        record.extra["gpu_usage"] = gpu  # per process: mean SM %, peak GPU memory (view/gpu_usage.py)
     unwritten = []
     for path, write in ((args.json, record.write_json), (args.trace, lambda p: write_trace(record, p, usage.series))):
         try:

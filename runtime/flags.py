@@ -19,6 +19,16 @@ def add_branch_flags(p: argparse.ArgumentParser) -> None:
                         "from `specsched models corpus-cache` (default auto)")
 
 
+def add_device_flags(p: argparse.ArgumentParser) -> None:
+    """Where the models run and in what precision: `run`, `compare` and `bench` take the same flags."""
+    d = RunConfig()
+    p.add_argument("--device", default=d.device, metavar="auto|cpu|cuda|cuda:N",
+                   help="hf: where every process places its model (default auto: a CUDA GPU when torch sees one)")
+    p.add_argument("--dtype", default=d.dtype,
+                   help="auto (bf16 on CUDA, fp32 on the CPU) | fp32 (exact) | bf16 | fp16 (faster, not bit-exact); "
+                        "on llamacpp the draft's only")
+
+
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
@@ -98,8 +108,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="hf: target model directory or cached id; llamacpp: also a .gguf file")
     p.add_argument("--draft", default=None, help="hf, llamacpp: draft model directory or cached id")
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
-    p.add_argument("--dtype", default=d.dtype,
-                   help="fp32 (exact) | bf16 | fp16 (faster, not bit-exact); on llamacpp the draft's only")
+    add_device_flags(p)
     p.add_argument("--transport", default=d.transport,
                    help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
     p.add_argument("--listen", default=None, metavar="HOST:PORT",
@@ -160,7 +169,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
     if args.backend == "sim":  # refused, not ignored: the sim backend has no models to choose or load
         hf_only = {"--target": args.target, "--draft": args.draft, "--raw-prompt": args.raw_prompt,
-                   "--dtype": args.dtype not in (None, RunConfig().dtype)}
+                   "--dtype": args.dtype not in (None, "auto", "fp32"), "--device": args.device != "auto"}
         for flag, value in hf_only.items():
             if value:
                 raise ConfigError(f"{flag} applies to --backend hf or llamacpp (this run uses --backend sim)")
@@ -179,7 +188,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,
-        dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
+        device=args.device, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
         min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
         restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout, **given)

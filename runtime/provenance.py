@@ -31,9 +31,28 @@ HASHES_FILE = "weight-hashes.json"
 
 def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirty: bool = False) -> dict:
     """The block for one record; `threads` is what each child process was given (name -> threads)."""
-    return {"models": models(config), "software": software(dirty=dirty), "machine": machine(),
-            "threads": {"children": dict(threads or {}), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                        "verifier_threads_flag": config.verifier_threads}}
+    block = {"models": models(config), "software": software(dirty=dirty), "machine": machine(),
+             "threads": {"children": dict(threads or {}), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+                         "verifier_threads_flag": config.verifier_threads}}
+    if gpu := gpu_of(config):
+        block["gpu"] = gpu
+    return block
+
+
+def gpu_of(config: RunConfig) -> dict | None:
+    """The GPU the models ran on (name, memory, compute capability, CUDA version), None on the CPU."""
+    try:
+        device = config.model_device
+    except Exception:  # a run refused for its --device still gets a record
+        return None
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    return {"device": device, "name": props.name, "memory_bytes": int(props.total_memory),
+            "capability": f"{props.major}.{props.minor}", "cuda": torch.version.cuda,
+            "driver_visible_gpus": torch.cuda.device_count()}
 
 
 def models(config: RunConfig) -> dict:
@@ -44,13 +63,13 @@ def models(config: RunConfig) -> dict:
     try:
         backend = get_backend(config)
         target, draft = backend.paths()
-        dtype = config.dtype
+        dtype = config.model_dtype
         if config.backend == "llamacpp":  # the GGUF llama.cpp runs, by its weight type (F32, Q4_1, ...)
             target, dtype = backend.gguf, backend.info.file_type
     except Exception as exc:  # a run refused before its models existed still gets a record
         return {"backend": config.backend, "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}
     described = describe(Path(target), dtype)
-    return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.dtype)}
+    return {"backend": config.backend, "target": described, "draft": describe(Path(draft), config.model_dtype)}
 
 
 def preset_of(path: Path) -> str | None:
@@ -253,6 +272,9 @@ def summary(block: dict | None) -> str:
     code = f" at {commit[:10]}{' (uncommitted changes)' if s.get('git_dirty') else ''}" if commit else ""
     lines.append(f"software: specsched {v.get('specsched')}{code}, python {s.get('python')}, "
                  f"torch {v.get('torch')}, transformers {v.get('transformers')}, pyzmq {v.get('pyzmq')}")
+    if gpu := block.get("gpu"):
+        lines.append(f"gpu: {gpu['name']} ({gpu['device']}, {gpu['memory_bytes'] / 2**30:.0f} GiB, compute "
+                     f"capability {gpu['capability']}), CUDA {gpu['cuda']}")
     threads = (block.get("threads") or {}).get("children") or {}
     lines.append(f"machine: {mach.get('cpu_model')}, {mach.get('cores')} cores, torch kernels "
                  f"{mach.get('torch_cpu_capability') or 'n/a'}, threads "

@@ -60,6 +60,8 @@ class RunRecord:
             # tcp: handshakes of peers without the run's key (runtime/core/gatekeeper.py)
             **({"refused_handshakes": self.collected.refused_handshakes} if self.config.transport == "tcp" else {}),
             **({"hosts": self.collected.hosts} if self.collected.hosts else {}),  # workers on other hosts
+            # where each process placed its model, and the --device it was given
+            **({"devices": self.collected.devices} if self.collected.devices else {}),
             "events": [e.to_json() for e in sorted(self.collected.events, key=lambda e: e.start)],
             **({"os_metrics": self.os_metrics.to_json()} if self.os_metrics else {}),
             "provenance": self.provenance,

@@ -40,6 +40,7 @@ def summary_table(record: RunRecord) -> Table:
     curve = CostCurve.from_list(record.collected.cost_curve)
     if curve is not None:
         rows.append(("target forward (fitted)", curve.describe()))
+    rows += device_rows(record)
     threads = describe_threads(record.collected.verifier_threads)
     if threads:
         rows.append(("verifier threads", threads))
@@ -67,6 +68,56 @@ def summary_table(record: RunRecord) -> Table:
     for k, v in rows:
         table.add_row(k, v)
     return table
+
+
+def device_rows(record: RunRecord) -> list[tuple[str, str]]:
+    """Where the models ran (as each process reported it), and on CUDA: MPS, and the verifier's host <-> device
+    traffic."""
+    devices = record.collected.devices
+    if not devices:
+        return []
+    by_device: dict[str, list[str]] = {}
+    for name, placed in devices.items():
+        by_device.setdefault(placed.get("device", "?"), []).append(name)
+    target = ((record.provenance or {}).get("models") or {}).get("target") or {}
+    dtype = f" ({target['dtype']})" if target.get("dtype") else ""
+    asked = sorted({placed.get("asked", "?") for placed in devices.values()})
+    where = "; ".join(f"{device}{dtype}: {_processes(names)}" for device, names in sorted(by_device.items()))
+    rows = [("device", f"{where} · --device {', '.join(asked)}")]
+    if not any(device.startswith("cuda") for device in by_device):
+        return rows
+    mps = record.extra.get("mps_daemon")
+    if mps is not None:
+        rows.append(("MPS", "on: the processes' kernels run concurrently" if mps else
+                            "off: the processes time-slice the GPU (start it: nvidia-cuda-mps-control -d)"))
+    if gpu := record.extra.get("gpu_usage"):  # view/gpu_usage.py, where NVML reports per process
+        rows.append(("GPU use (mean SM %, peak memory)",
+                     " · ".join(f"{name} {_percent(u['mean_sm_percent'])} {_bytes(u['peak_memory_bytes'])}"
+                                for name, u in gpu.items())))
+    c = record.collected.counters
+    verifications = max(int(c.get("verifications", 0)), 1)
+    h2d, d2h = int(c.get("h2d_bytes", 0)), int(c.get("d2h_bytes", 0))
+    per = f"{_bytes(h2d // verifications)} / {_bytes(d2h // verifications)} per verification"
+    rows.append(("verifier host↔device", f"{_bytes(h2d)} up, {_bytes(d2h)} down ({per})"))
+    return rows
+
+
+def _processes(names: list[str]) -> str:
+    drafts = sum(name.startswith("draft-") for name in names)
+    parts = (["verifier"] if "verifier" in names else []) + ([f"{drafts} draft worker{'s' * (drafts != 1)}"]
+                                                             if drafts else [])
+    return " + ".join(parts)
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f} %"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def print_record(record: RunRecord, console: Console, *, texts: bool = True) -> None:

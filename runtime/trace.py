@@ -86,7 +86,8 @@ def load_trace(path: str | Path) -> Trace:
         finished=float(t["finished"]), processes=dict(t["processes"]),
         commits=[(float(a), int(b), int(n)) for a, b, n in t["commits"]], marks=marks_of(data),
         rejected_telemetry=int(data.get("rejected_telemetry", 0)), restarts=list(data.get("restarts") or []),
-        refused_handshakes=int(data.get("refused_handshakes", 0)), hosts=dict(data.get("hosts") or {}))
+        refused_handshakes=int(data.get("refused_handshakes", 0)), hosts=dict(data.get("hosts") or {}),
+        devices=dict(data.get("devices") or {}))
     sequences = [SequenceResult(**s) for s in data["sequences"]]
     metrics, os_metrics = measure(config, collected)
     record = RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 
+from specsched.runtime.backends.backend import Traffic
 from specsched.runtime.core.beam_messages import TreeDraft
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.jobs import JobState, running_mean
+from specsched.scheduler.jobs import JobState, count_traffic, running_mean
 from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply
 
 
@@ -49,14 +50,14 @@ class BeamSteps:
         st = self.seqs[entry.draft.seq]
         job = self.jobs[st.job]
         threads = self.cores.before_forward(self.drafting_workers({st.seq}))
-        t0 = time.monotonic()
+        t0, before = time.monotonic(), self.target.traffic.copy()
         try:
             kept, answers, want, n = self.beam_rounds.run(st.seq, job)
         except (ValueError, IndexError) as exc:  # a backstop: the trees were checked whole when filed
             self.finish_job(job)
             self.telemetry.send("job_failed", {"job": job.id, "message": f"verifier: {type(exc).__name__}: {exc}"})
             return []
-        self._count_beam_round(job, st, kept, n, threads, t0)
+        self._count_beam_round(job, st, kept, n, threads, t0, before)
         wanted = self.beam_rounds.seqs[st.seq].wanted
         for slot in want:  # the width widened: the engine sends a worker for each new slot (beam_join)
             self.telemetry.send("beam_want", {"job": job.id, "seq": st.seq, "slot": slot, "round": wanted[slot]})
@@ -70,15 +71,17 @@ class BeamSteps:
     def beam_target_step(self, job: JobState) -> None:
         """--mode beam: one round of target-only beam sampling (or search) for the job."""
         threads = self.cores.before_forward(self.drafting_workers())
-        t0 = time.monotonic()
+        t0, before = time.monotonic(), self.target.traffic.copy()
         st = next(s for s in job.sequences if not s.done)  # one sequence after another, as ``ar``
         kept, _, _, n = self.beam_rounds.run(st.seq, job)
-        self._count_beam_round(job, st, kept, n, threads, t0)
+        self._count_beam_round(job, st, kept, n, threads, t0, before)
 
-    def _count_beam_round(self, job: JobState, st, kept: list[int], n: dict, threads: int, t0: float) -> None:
+    def _count_beam_round(self, job: JobState, st, kept: list[int], n: dict, threads: int, t0: float,
+                          before: Traffic) -> None:
         st.rounds += 1
         st.yield_mean = running_mean(st.yield_mean, len(kept), st.rounds)  # what a policy expects of its rounds
         self.cores.add({job.id}, threads, n["seconds"])
+        count_traffic(self.target.traffic.since(before), [self.counters, job.counters])
         for c in (self.counters, job.counters):
             c.verifications += 1
             c.drafted += n["drafted"]

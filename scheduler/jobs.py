@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.backends.backend import Cache, LanguageModel, Traffic
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import stream
 
@@ -58,6 +58,8 @@ class Counters:
     batched_drafts: int = 0      # drafts verified; / verifications = mean batch size
     aside_tokens: int = 0        # committed while the sequence stepped aside (decoded by the target alone)
     lane_tokens: int = 0         # branch-lane tokens read (Self-Draft): forward work that verifies nothing
+    h2d_bytes: int = 0           # host -> device bytes of the target's forwards (inputs, tree masks); 0 on the CPU
+    d2h_bytes: int = 0           # device -> host bytes of them (the logits the acceptance rule reads); 0 on the CPU
 
 
 @dataclass(slots=True)
@@ -101,6 +103,13 @@ class JobState:
         deadline = fields.get("deadline")
         return cls(int(fields["job"]), config, seqs, float(fields.get("arrival", 0.0)),
                    int(fields.get("priority", 0)), None if deadline is None else float(deadline))
+
+
+def count_traffic(moved: Traffic, counters: list[Counters]) -> None:
+    """A forward's host <-> device bytes, counted for each of `counters` (the verifier's, each job's it served)."""
+    for c in counters:
+        c.h2d_bytes += moved.h2d
+        c.d2h_bytes += moved.d2h
 
 
 def running_mean(mean: float, value: float, n: int, weight: float = 0.3) -> float:

@@ -24,9 +24,11 @@ from specsched.scheduler.verifier import Verifier
 
 
 def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,
-          parent_alive, set_threads=None, *, keys: Keys | None = None, gate: Gatekeeper | None = None) -> Counters:
+          parent_alive, set_threads=None, *, keys: Keys | None = None, gate: Gatekeeper | None = None,
+          placed: dict | None = None) -> Counters:
     """The verifier process's loop, until the engine says stop (or goes away). On tcp the run queue's
-    socket is a CURVE server (`keys`) whose handshakes `gate` judges and counts."""
+    socket is a CURVE server (`keys`) whose handshakes `gate` judges and counts; `placed` (where the
+    target was placed: device, the --device asked for) goes to the engine with ``ready``."""
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
     router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its dead predecessor's identity over
@@ -39,7 +41,7 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     poller = zmq.Poller()
     poller.register(router, zmq.POLLIN)
     poller.register(control, zmq.POLLIN)
-    control.send_multipart(pack("ready", {"role": "verifier", "worker": VERIFIER}))  # the engine can reach us
+    control.send_multipart(pack("ready", {"role": "verifier", "worker": VERIFIER, **(placed or {})}))  # reachable now
     idle_since = time.monotonic()
     try:
         while parent_alive():

@@ -16,7 +16,7 @@ from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import Recorder
 from specsched.scheduler.acceptance import next_token
 from specsched.scheduler.cores import Cores
-from specsched.scheduler.jobs import JobState, SequenceState, commit
+from specsched.scheduler.jobs import JobState, SequenceState, commit, count_traffic
 
 
 def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, costs: CostFit,
@@ -27,8 +27,10 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, c
     active = unfinished if job.config.mode == "parallel" else unfinished[:1]
     threads = cores.before_forward(drafting)
     t0 = time.monotonic()
+    before = target.traffic.copy()
     unread = [target.sync_to(st.cache, st.context) for st in active]
     logits = target.forward_batch([st.cache for st in active], unread)
+    count_traffic(target.traffic.since(before), [job.counters])
     seconds = time.monotonic() - t0
     costs.add_forward([len(u) for u in unread], seconds)
     cores.add([job.id], threads, seconds)

@@ -26,7 +26,7 @@ from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_rounds import BeamRounds
 from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
-from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, running_mean
+from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, count_traffic, running_mean
 from specsched.scheduler.layout import lane_predictions, lay_out, settle
 from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply, RunQueue, scheduling_key, start_policy
 from specsched.scheduler.step_aside import Rider, StepAside
@@ -214,6 +214,7 @@ class Verifier(BeamSteps):
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q, e.draft.lanes) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
                     else np.zeros((0, self.target.vocab_size), np.float32), 0) for st in states[len(entries):]]
+        before = self.target.traffic.copy()  # the rollback of each cache (lay_out) counts too
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
                    for st, (tokens, parents, _, _) in zip(states, drafts)]
         caches = [st.cache for st in states]
@@ -222,6 +223,8 @@ class Verifier(BeamSteps):
         else:
             logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
         t1 = time.monotonic()
+        count_traffic(self.target.traffic.since(before), [self.counters, *(self.jobs[j].counters for j in
+                                                                           {st.job for st in states})])
         self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)
         self.cores.add({st.job for st in states}, threads, t1 - t0)
         curve = self.costs.curve()

@@ -50,6 +50,7 @@ class DraftWorker:
         self.control: zmq.Socket | None = None   # the engine's: resync or stop may come while drafting
         self.recorder = Recorder("draft", worker)
         self.retitle = lambda job: None  # the process's name for `ps` (job id, or None when parked)
+        self.placed: dict = {}           # where its model was placed (device, --device asked), said with ready
         # PCT's calibration bins, kept over every sequence this worker drafts (greedy and sampled judge
         # acceptance differently, so apart): one 32-token sequence barely fills a bin
         self.calibrations: dict[bool, Calibration] = {}
@@ -70,7 +71,7 @@ class DraftWorker:
             self.greet()
         except Stopped:
             return
-        control.send_multipart(pack("ready", {"role": "draft", "worker": self.worker}))  # the engine can reach us
+        control.send_multipart(pack("ready", {"role": "draft", "worker": self.worker, **self.placed}))  # reachable now
         self.control = control
         try:
             while True:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,9 +74,29 @@ class Cache:
         self.positions = list(range(len(indices)))
 
 
+@dataclass(slots=True)
+class Traffic:
+    """Bytes a model's forwards copied host -> device (inputs, masks, indices) and device -> host (logits).
+    Zero where the forwards run on the CPU: nothing crosses."""
+    h2d: int = 0
+    d2h: int = 0
+
+    def since(self, before: Traffic) -> Traffic:
+        return Traffic(self.h2d - before.h2d, self.d2h - before.d2h)
+
+    def copy(self) -> Traffic:
+        return Traffic(self.h2d, self.d2h)
+
+
 class LanguageModel(ABC):
     vocab_size: int
     eos_token_id: int | None
+    device: str = "cpu"          # where its forwards run: "cpu" or "cuda:N"
+
+    @property
+    def traffic(self) -> Traffic:
+        """Host <-> device bytes of its forwards so far (placement.py); none on the CPU."""
+        return Traffic()
 
     @abstractmethod
     def new_cache(self) -> Cache: ...

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer
+from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer, Traffic
+from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.models.draft_model import DraftLM
 from specsched.runtime.models.growing_cache import GrowingCache
@@ -34,23 +35,30 @@ class HFCache(Cache):
 
 
 class HFModel(LanguageModel):
-    def __init__(self, path: str, dtype: str, *, target_dir: str | None = None) -> None:
+    """A transformers causal LM (or the distilled DraftLM) on its placement's device; every method takes
+    and returns host values (token lists, float32 numpy logits)."""
+
+    def __init__(self, path: str, dtype: str, *, target_dir: str | None = None,
+                 placement: Placement | None = None) -> None:
         from specsched.runtime.models.registry import is_distilled_draft, load_model
 
         if is_distilled_draft(Path(path)):  # the project's distilled draft (a DraftLM)
-            self._adopt(load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None))
+            module = load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None)
         else:
-            self._adopt(AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]))
+            module = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+        self._adopt(module, placement)
 
     @classmethod
-    def of(cls, module: torch.nn.Module) -> HFModel:
+    def of(cls, module: torch.nn.Module, placement: Placement | None = None) -> HFModel:
         """A model already in memory (a transformers causal LM or a DraftLM), e.g. one being distilled."""
         model = cls.__new__(cls)
-        model._adopt(module)
+        model._adopt(module, placement)
         return model
 
-    def _adopt(self, module: torch.nn.Module) -> None:
-        self.model = module.eval()
+    def _adopt(self, module: torch.nn.Module, placement: Placement | None) -> None:
+        self.placement = placement or Placement()
+        self.device = self.placement.name
+        self.model = self.placement.adopt(module).eval()
         if isinstance(module, DraftLM):  # it proposes, it never ends a text
             self.vocab_size, self.eos_token_id = int(module.cfg.target_vocab), None
             return
@@ -64,6 +72,10 @@ class HFModel(LanguageModel):
         if n > 0 and n != torch.get_num_threads():
             torch.set_num_threads(n)
 
+    @property
+    def traffic(self) -> Traffic:
+        return self.placement.traffic
+
     def new_cache(self) -> HFCache:
         return HFCache()
 
@@ -75,12 +87,14 @@ class HFModel(LanguageModel):
             return self.forward_batch([cache], [tokens], [parents])[0]
         start = len(cache)
         cache.append(tokens, None)
-        ids = torch.tensor([list(tokens)], dtype=torch.long)
-        positions = torch.arange(start, start + len(tokens)).unsqueeze(0)
-        out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
-                         past_key_values=cache.past if cache.past is not None else GrowingCache())
-        cache.past = out.past_key_values
-        return out.logits[0].float().numpy()
+        up = self.placement.up
+        with self.placement.running():
+            ids = up(torch.tensor([list(tokens)], dtype=torch.long))
+            positions = up(torch.arange(start, start + len(tokens)).unsqueeze(0))
+            out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
+                             past_key_values=cache.past if cache.past is not None else GrowingCache())
+            cache.past = out.past_key_values
+            return self.placement.down(out.logits[0])
 
     def crop(self, cache: HFCache, length: int) -> None:
         if cache.linear and cache.past is not None and length < len(cache):
@@ -92,10 +106,11 @@ class HFModel(LanguageModel):
     def keep(self, cache: HFCache, indices: Sequence[int]) -> None:
         indices = list(indices)
         if cache.past is not None:
-            idx = torch.tensor(indices, dtype=torch.long)
-            for layer in cache.past.layers:
-                layer.keys = layer.keys.index_select(-2, idx)
-                layer.values = layer.values.index_select(-2, idx)
+            with self.placement.running():
+                idx = self.placement.up(torch.tensor(indices, dtype=torch.long))
+                for layer in cache.past.layers:
+                    layer.keys = layer.keys.index_select(-2, idx)
+                    layer.values = layer.values.index_select(-2, idx)
         cache.select(indices)
 
     @torch.inference_mode()
@@ -127,19 +142,19 @@ class HFModel(LanguageModel):
                 allowed[i, 0, j, past_len + j] = True
             rows_i, cols_i = np.nonzero(c.visibility(before))
             allowed[i, 0, pad + rows_i, np.asarray(col)[cols_i]] = True
-        past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
-                           past_len)
-        out = self.model(input_ids=ids, attention_mask=allowed, position_ids=positions,
-                         past_key_values=past, use_cache=True)
-        logits = out.logits.float().numpy()
-        rows = []
-        for i, (c, t) in enumerate(zip(caches, tokens)):
-            keep = torch.tensor(columns[i], dtype=torch.long)
-            c.past = GrowingCache()
-            for li, layer in enumerate(out.past_key_values.layers):
-                c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
-            rows.append(logits[i, new_len - len(t):])
-        return rows
+        up = self.placement.up
+        with self.placement.running():
+            past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
+                               past_len)
+            out = self.model(input_ids=up(ids), attention_mask=up(allowed), position_ids=up(positions),
+                             past_key_values=past, use_cache=True)
+            for i, c in enumerate(caches):
+                keep = up(torch.tensor(columns[i], dtype=torch.long))
+                c.past = GrowingCache()
+                for li, layer in enumerate(out.past_key_values.layers):
+                    c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
+            logits = self.placement.down(out.logits)  # the whole batch's rows come down at once
+        return [logits[i, new_len - len(t):] for i, t in enumerate(tokens)]
 
     def _stack(self, pasts: list[DynamicCache | None], lengths: list[int], past_len: int) -> DynamicCache:
         batch = DynamicCache()
@@ -187,6 +202,7 @@ class HFBackend(Backend):
         return resolve_pair(c.target, c.draft)
 
     def check(self) -> None:
+        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any process
         target, draft = self.paths()
         t, d = self.vocabulary("target"), self.vocabulary("draft")
         if t["size"] != d["size"]:
@@ -217,12 +233,16 @@ class HFBackend(Backend):
         return HFTokenizer(self.paths()[0])
 
     def target(self) -> HFModel:
-        return HFModel(self.paths()[0], self.config.dtype)
+        return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
 
     def draft(self) -> HFModel:
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         target, draft = self.paths()
-        return HFModel(draft, self.config.dtype, target_dir=target)
+        return HFModel(draft, self.config.model_dtype, target_dir=target, placement=self.placement())
+
+    def placement(self) -> Placement:
+        """This process's device and stream (--device, resolved here, after the fork)."""
+        return Placement(self.config.model_device)
 
 
 def _distilled_vocab(path: Path) -> int:

@@ -42,7 +42,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
-    from specsched.runtime.flags import add_branch_flags, int_list  # the same parsers as `run`
+    from specsched.runtime.flags import add_branch_flags, add_device_flags, int_list  # the same parsers as `run`
 
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
     add_branch_flags(p)  # the Self-Draft arms' lanes and corpus cache, as `run` takes them
@@ -65,7 +65,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--backend", default=None, help=f"one of {', '.join(BACKENDS)} (default {DEFAULTS['backend']})")
     p.add_argument("--target", default=None, help="hf: target model directory or cached id")
     p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
-    p.add_argument("--dtype", default="fp32", help="fp32 (exact) | bf16 | fp16")
+    add_device_flags(p)
     p.add_argument("--threads", type=int, default=0, metavar="N",
                    help="torch threads of every arm's target (verifier, HF peers); 0 = all cores for the "
                         "target-only arms and the peers, the cores the draft workers leave for SEED")
@@ -108,7 +108,8 @@ def settings_from_args(args: argparse.Namespace):
     base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
                      temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
-                     prompts=workload.per_thought(texts, workers), dtype=args.dtype, verifier_threads=args.threads,
+                     prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
+                     verifier_threads=args.threads,
                      lookup=args.lookup, branches=args.branches, branch_length=args.branch_length,
                      corpus_cache=args.corpus_cache)
     arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)

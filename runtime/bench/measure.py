@@ -38,6 +38,7 @@ class Sample:
     aside_share: float | None = None              # share of the tokens decoded while stepped aside
     cost_curve: list | None = None                # the verifier's fitted forward cost (CostCurve.to_list)
     cpu_s_per_token: float | None = None          # CPU seconds of every process of the run per token (cpu.py)
+    gpu_sm_percent: float | None = None           # SM % of the run's processes together (NVML; None: no GPU)
     error: str | None = None                      # a failed run: excluded from every statistic
 
 
@@ -93,6 +94,7 @@ class ArmResult:
             "aside_share": self.median("aside_share"),
             "wall_s": self.median("wall_s"),
             "cpu_s_per_token": self.median("cpu_s_per_token"),
+            "gpu_sm_percent": self.median("gpu_sm_percent"),
             "outputs_match_ar": self.outputs_match_ar,
             "mismatched_sequences": self.mismatched,
             "skipped": self.skipped,

@@ -99,6 +99,7 @@ class LoadedPeers:
     assistant: PreTrainedModel | None
     eos: int | None
     prompts: list[list[int]]
+    device: str = "cpu"
 
 
 def as_assistant(draft: nn.Module, k: int) -> PreTrainedModel:
@@ -118,12 +119,13 @@ def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:
 
     backend, _, prompts = prepare(dataclasses.replace(base))
     target_path, draft_path = backend.paths()
-    target = HFModel(str(target_path), base.dtype)
+    placement = backend.placement()
+    target = HFModel(str(target_path), base.model_dtype, placement=placement)
     helper = None
-    if assistant:
-        draft = HFModel(str(draft_path), base.dtype, target_dir=str(target_path)).model
-        helper = as_assistant(draft, len(base.tree_shape))
-    return LoadedPeers(base, target.model, helper, target.eos_token_id, prompts)
+    if assistant:  # built on the host (draft_as_llama copies weights by index), then placed beside the target
+        draft = HFModel(str(draft_path), base.model_dtype, target_dir=str(target_path)).model
+        helper = placement.adopt(as_assistant(draft, len(base.tree_shape)))
+    return LoadedPeers(base, target.model, helper, target.eos_token_id, prompts, placement.name)
 
 
 @dataclass(slots=True)
@@ -154,7 +156,7 @@ class PeerArm:
         tokens, seconds, forwards, drafted, accepted = [], 0.0, 0, 0, 0
         try:
             for seq, prompt in enumerate(p.prompts):
-                ids = torch.tensor([prompt], dtype=torch.long)
+                ids = torch.tensor([prompt], dtype=torch.long, device=p.device)
                 if not p.config.sampling.greedy:
                     torch.manual_seed(p.config.seed * 1_000_003 + seq)   # a stream per (seed, sequence)
                 counter.reset()

@@ -39,8 +39,16 @@ class BenchRecord:
 
     @property
     def exact_target(self) -> bool:
-        """Greedy outputs must equal ``ar``'s (a quantised GGUF's batched kernels flip near-ties: README)."""
-        return self.target_type in (None, "F32")
+        """Greedy outputs must equal ``ar``'s: an fp32 target. A quantised GGUF's batched kernels flip near-ties,
+        and so do bf16 / fp16 forwards, whose batched and one-token sums round differently (README)."""
+        if self.target_type is not None:  # a GGUF target (llamacpp): its weight type; --dtype is the draft's
+            return self.target_type == "F32"
+        return self.config.model_dtype == "fp32"
+
+    @property
+    def target_numerics(self) -> str:
+        """The target's weights as the notes name them: "a Q4_1 GGUF", "a bf16 target"."""
+        return f"a {self.target_type} GGUF" if self.target_type else f"a {self.config.model_dtype} target"
 
     @property
     def all_results(self) -> list[ArmResult]:

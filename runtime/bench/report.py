@@ -92,6 +92,17 @@ def sweep_rows(points: list[SweepPoint]) -> list[list[str]]:
     return rows
 
 
+def gpu_notes(record: BenchRecord) -> list[str]:
+    """The SM % of each arm's processes together, where NVML measured it (the SEED paper's Fig. 7)."""
+    groups = [("", record.arms)] + [(f"{record.sweep_axis} {label(p.value)}: ", p.arms) for p in record.sweep]
+    lines = []
+    for prefix, arms in groups:
+        cells = [f"{r.name} {r.median('gpu_sm_percent'):.0f} %" for r in arms if r.median("gpu_sm_percent") is not None]
+        if cells:
+            lines.append(f"GPU SM % (NVML) · {prefix}{', '.join(cells)}")
+    return lines
+
+
 def skipped_notes(results: list[ArmResult]) -> list[str]:
     return list(dict.fromkeys(f"{r.name} skipped: {r.skipped}" for r in results if r.skipped))
 
@@ -140,11 +151,11 @@ def print_report(record: BenchRecord, console: Console) -> None:
     bad = record.mismatched
     if bad and not record.exact_target:
         console.print(Panel(Group(
-            Text(f"greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF)", style="bold"),
+            Text(f"greedy outputs part from serial AR at near-ties ({record.target_numerics})", style="bold"),
             *[Text(f"{r.name}: sequences {', '.join(map(str, r.mismatched))}") for r in bad],
-            Text("Expected on a quantised target: llama.cpp scores a batch of tokens with other kernels than "
-                 "one token, and the difference flips near-ties (README: llama.cpp, numerics). On an F32 GGUF "
-                 "this panel would be a losslessness bug.")), style="yellow"))
+            Text("Expected on a quantised or half-precision target: a batch of tokens is scored with other kernels "
+                 "(or summation orders) than one token, and the difference flips near-ties (README: llama.cpp, "
+                 "numerics; GPU). On an fp32 target this panel would be a losslessness bug.")), style="yellow"))
     elif bad:
         console.print(Panel(Group(
             Text("✗ GREEDY OUTPUTS DIFFER FROM SERIAL AR", style="bold"),
@@ -168,13 +179,13 @@ def markdown(record: BenchRecord) -> str:
     if record.sweep_axis:
         parts += [f"**Sweep over {record.sweep_axis}** · {_title(record)}",
                   _md(sweep_headers(record.sweep_axis), sweep_rows(record.sweep))]
-    notes = skipped_notes(record.all_results) + failure_notes(record.all_results)
+    notes = gpu_notes(record) + skipped_notes(record.all_results) + failure_notes(record.all_results)
     if notes:
         parts.append("\n".join(f"- {line}" for line in notes))
     bad = record.mismatched
     if bad:
-        lead = (f"Greedy outputs part from serial AR at near-ties (a {record.target_type} GGUF: llama.cpp's "
-                "batched kernels, expected)" if not record.exact_target else "✗ Greedy outputs differ from serial AR")
+        lead = (f"Greedy outputs part from serial AR at near-ties ({record.target_numerics}: batched kernels, "
+                "expected)" if not record.exact_target else "✗ Greedy outputs differ from serial AR")
         parts.append(f"**{lead}:** "
                      + "; ".join(f"{r.name} (sequences {', '.join(map(str, r.mismatched))})" for r in bad))
     return "\n\n".join(parts) + "\n"

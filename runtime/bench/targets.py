@@ -83,6 +83,8 @@ def condition_differences(config: RunConfig) -> list[str]:
             differ.append("a model pair other than the default")
     if config.n_sequences != 3:
         differ.append(f"n = {config.n_sequences} (goals: n = 3)")
-    if config.dtype != "fp32":
-        differ.append(f"dtype {config.dtype} (goals: fp32)")
+    if config.model_dtype != "fp32":
+        differ.append(f"dtype {config.model_dtype} (goals: fp32)")
+    if config.model_device != "cpu":
+        differ.append(f"device {config.model_device} (goals: the CPU)")
     return differ

@@ -60,7 +60,8 @@ class RunConfig:
     prompts: list[str] = field(default_factory=list)
     raw_prompt: bool = False
     transport: str = "ipc"
-    dtype: str = "fp32"
+    device: str = "auto"             # hf: auto (a CUDA GPU when torch sees one) | cpu | cuda | cuda:N
+    dtype: str = "auto"              # auto = bf16 on CUDA, fp32 on the CPU (model_dtype)
     verifier_threads: int = 0        # 0 = all cores
     sim_vocab: int = 64
     sim_agreement: float = 0.8
@@ -122,8 +123,7 @@ class RunConfig:
             raise ConfigError(f"--sim-agreement must be in [0, 1], got {self.sim_agreement}")
         if self.sim_vocab < 4:
             raise ConfigError(f"--sim-vocab must be at least 4, got {self.sim_vocab}")
-        if self.dtype not in ("fp32", "bf16", "fp16"):
-            raise ConfigError(f"unknown --dtype {self.dtype!r}; choose fp32, bf16 or fp16")
+        self._check_device()
         for flag, ms in (("--sim-draft-ms", self.sim_draft_ms), ("--sim-verify-ms", self.sim_verify_ms)):
             if not (math.isfinite(ms) and ms >= 0):
                 raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
@@ -147,6 +147,18 @@ class RunConfig:
             raise ConfigError(f"--priorities needs 1 or {n} values, got {len(self.priorities)}")
         if self.tickets and (len(self.tickets) not in (1, n) or min(self.tickets) < 1):
             raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
+
+    def _check_device(self) -> None:
+        from specsched.runtime.core.device import DTYPES, check_device
+
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown --dtype {self.dtype!r}; choose auto, fp32, bf16 or fp16")
+        check_device(self.device)
+        if self.device != "auto" and self.backend == "sim":  # refused, not ignored: sim has no models to place
+            raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
+        if self.device.startswith("cuda") and self.backend == "llamacpp":
+            raise ConfigError(f"--device {self.device}: the llamacpp backend runs on the CPU; use --backend hf "
+                              "for CUDA, or --device cpu")
 
     def _check_listen(self) -> None:
         if (self.listen or self.keys) and self.transport != "tcp":
@@ -227,6 +239,25 @@ class RunConfig:
         kernels are compute-bound (a verification of 5 tokens on 1 thread takes twice as long as on 2), and
         measured on a 2-core machine, every core made seed-fcfs 1.4x faster than elastic threads (README: llama.cpp)."""
         return self.verifier_threads == 0 and self.backend != "llamacpp"
+
+    @property
+    def model_device(self) -> str:
+        """Where this machine runs the models: --device resolved ("cpu" or "cuda:N"; imports torch unless
+        cpu). The sim backend has no models and llama.cpp runs on the CPU: "cpu" for both."""
+        if self.backend != "hf":
+            return "cpu"
+        from specsched.runtime.core.device import resolve_device
+
+        return resolve_device(self.device)
+
+    @property
+    def model_dtype(self) -> str:
+        """The dtype the models load in: --dtype, or for auto bf16 on CUDA and fp32 on the CPU."""
+        if self.dtype != "auto":
+            return self.dtype
+        from specsched.runtime.core.device import default_dtype
+
+        return default_dtype(self.model_device)
 
     @property
     def draft_lookup(self) -> int:

@@ -84,6 +84,7 @@ class Admission:
         job.collected.processes = {"verifier": verifier.proc.pid,
                                    **{f"draft-{i}": c.proc.pid for i, c in enumerate(workers)}}
         job.collected.threads = {"verifier": threads, **{f"draft-{i}": c.threads for i, c in enumerate(workers)}}
+        job.collected.devices = {"verifier": verifier.placed, **{f"draft-{i}": c.placed for i, c in enumerate(workers)}}
         job.collected.hosts = {f"draft-{i}": c.host for i, c in enumerate(workers) if c.host is not None}
         for i in range(job.n):
             self.by_seq[job.first_seq + i] = job

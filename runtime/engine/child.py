@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import traceback
 
 import zmq
@@ -68,7 +69,7 @@ def run(spec: dict, parent_alive, model=None) -> int:
     except Exception as exc:
         traceback.print_exc()  # into this child's log file
         where = "verifier" if role == "verifier" else f"draft worker {worker}"
-        telemetry.send("error", {"role": role, "worker": worker, "message": f"{where}: {_one_line(exc)}"})
+        telemetry.send("error", {"role": role, "worker": worker, "message": f"{where}: {error_line(exc)}"})
         code = 1
     finally:
         if spec.get("remote"):  # the engine did not fork it, so no zygote tells the engine it has gone
@@ -91,21 +92,37 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
 
         target = backend.target()
         serve(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
-              set_threads=target.set_threads, keys=keys, gate=gate)
+              set_threads=target.set_threads, keys=keys, gate=gate, placed=placed(target, config))
     else:
         from specsched.workers.draft_worker import DraftWorker
 
         worker = int(spec["worker"])
         draft = DraftWorker.connect(model or backend.draft(), worker, ctx, endpoints.verify, telemetry, parent_alive,
                                     keys)
+        draft.placed = placed(draft.model, config)
         draft.retitle = lambda job: set_title(f"specsched: draft {worker} " + ("(parked)" if job is None
                                                                                else f"(job {job})"))
         draft.serve(control)
 
 
-def _one_line(exc: BaseException) -> str:
+def placed(model, config: RunConfig) -> dict:
+    """What a child tells the engine with ``ready``: the device its model is on, and the --device it was
+    given (so a record shows that the flag reached every process)."""
+    return {"device": model.device, "asked": config.device}
+
+
+def error_line(exc: BaseException) -> str:
+    """The exception as one line; a GPU that ran out of memory is said so plainly, with torch's numbers."""
     text = " ".join(str(exc).split())
+    if _out_of_gpu_memory(exc):
+        return f"out of GPU memory ({text})" if text else "out of GPU memory"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _out_of_gpu_memory(exc: BaseException) -> bool:
+    torch = sys.modules.get("torch")  # a sim child never imported it, and cannot have run out of GPU memory
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    return oom is not None and isinstance(exc, oom)
 
 
 def die_with_parent() -> None:

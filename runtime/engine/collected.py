@@ -32,6 +32,7 @@ class Collected:
     finished: float = 0.0
     processes: dict[str, int] = field(default_factory=dict)   # child name -> pid, for the live view
     threads: dict[str, int] = field(default_factory=dict)     # child name -> torch threads it was given
+    devices: dict[str, dict] = field(default_factory=dict)    # child name -> {"device", "asked"} it reported
     commits: list[tuple[float, int, int]] = field(default_factory=list)  # (received, seq, n tokens)
     states: dict[str, str] = field(default_factory=dict)      # child name -> its process-table state now
     marks: list[tuple[float, int, str]] = field(default_factory=list)  # (when, worker, "fork" | "exit" | "restart")

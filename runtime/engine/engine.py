@@ -6,7 +6,7 @@
         b = engine.submit(["second"], policy="fcfs", priority=-1)               # served beside a
         records = [a.result(), b.result()]
 
-The engine's settings are the models it loads (backend, target, draft, dtype and the sim backend's
+The engine's settings are the models it loads (backend, target, draft, device, dtype and the sim backend's
 costs), the transport and the verifier's threads; every other RunConfig field is a job's own. A job
 needing more draft workers than are parked gets new ones; workers idle longer than ``idle_timeout_s``
 are retired. Jobs whose policy differs from the running speculative jobs' wait until those finish.
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.device import is_cuda, mps_daemon_running
 from specsched.runtime.core.security import Keys, load_keys
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
@@ -34,7 +35,7 @@ from specsched.runtime.models import corpus_cache
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
 
-ENGINE_FIELDS = ("backend", "target", "draft", "dtype", "transport", "verifier_threads",
+ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "verifier_threads",
                  "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
                  "heartbeat_timeout_s", "listen", "keys")
 
@@ -81,6 +82,8 @@ class Engine:
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
         self._backend.check()
+        # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
+        self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
         load_policy(self.config.policy)
         # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
@@ -158,6 +161,8 @@ class Engine:
                 "refused_joins": self._dispatcher.refused_joins,  # workers from other hosts refused at hello
                 "view_error": run.view_error,  # the live view's callback raised this, and was dropped
             }
+            if self.mps is not None:  # on CUDA: did the processes' kernels run concurrently (MPS) or time-slice?
+                record.extra["mps_daemon"] = self.mps
             # what the engine itself cost this job: its whole time minus waiting for workers and decoding
             record.extra["engine"]["overhead_s"] = max(
                 time.monotonic() - run.submitted - queued - record.metrics.wall_s, 0.0)

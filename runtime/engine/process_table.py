@@ -58,6 +58,7 @@ class Child:
     said: str | None = None      # the error it reported before it exited
     state_before_exit: str = ""  # what it was doing when it died (the supervisor asks)
     host: str | None = None      # a worker on another host (joined over --listen): its address; None = forked here
+    placed: dict = field(default_factory=dict)  # what it said with ready: {"device", "asked"} (child.placed)
 
     def become(self, state: State, job: int | None = None) -> None:
         self.state, self.job, self.since = state, job, time.monotonic()

@@ -34,6 +34,7 @@ class Reports:
         except ProtocolError:
             return
         if msg.kind == "ready" and child.state is State.STARTING:
+            child.placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
             child.become(State.READY)
 
     def _telemetry(self, frames: list) -> None:

@@ -139,6 +139,7 @@ class Supervision:
             for job in self.reannounce.values():
                 if job in self.jobs:
                     job.collected.processes["verifier"] = verifier.proc.pid  # the live view's
+                    job.collected.devices["verifier"] = verifier.placed
                     self._send(verifier, "job", job.job_message(self._verifier_threads(job),
                                                                 elastic=self.config.elastic_threads))
                     if job.phase is Phase.RUNNING:
@@ -163,6 +164,7 @@ class Supervision:
         job.idle.discard(child.worker)
         name = f"draft-{job.local_worker(child.worker)}"
         job.collected.processes[name] = child.proc.pid  # the live view's
+        job.collected.devices[name] = child.placed
         job.collected.hosts.pop(name, None)             # a worker from another host is replaced by a local one
         self._assign(child, job, [[*s[:4], "resume", *s[5:]] for s in self._entries(job, child.worker)],
                      self.epochs[child.worker])

@@ -135,7 +135,8 @@ class DraftLM(nn.Module):
         if use_cache and lean_mask and not torch.is_grad_enabled():  # inference: the lean path, same math
             if position_ids is None:
                 start = past_key_values.get_seq_length()
-                position_ids = torch.arange(start, start + input_ids.shape[1]).expand(input_ids.shape[0], -1)
+                position_ids = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+                position_ids = position_ids.expand(input_ids.shape[0], -1)
             small, cache = self.lean()(input_ids, position_ids, past_key_values, attention_mask), past_key_values
         else:
             small, cache = self.draft_logits(

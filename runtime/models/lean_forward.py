@@ -108,8 +108,9 @@ class LeanDraft:
         self.n_eps = cfg.hidden * cfg.rms_norm_eps
         self.qk = (cfg.heads + cfg.kv_heads) * cfg.head_dim  # q and k: the first columns of the fused matmul
         d = cfg.head_dim
-        self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-        self.cos = self.sin = torch.empty(0, d)
+        dev = model.device  # tables live beside the weights (CPU or a GPU)
+        self.inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=dev) / d))
+        self.cos = self.sin = torch.empty(0, d, device=dev)
 
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # RMSNorm(x) / sqrt(n)
         if x.dtype == torch.float32:  # the default: no casts on the hot path
@@ -129,9 +130,10 @@ class LeanDraft:
         """cos(p f) and sign * sin(p f) for positions < n (doubling), sign = -1 on the first half: then
         rope(x) = x cos + roll(x, d/2) sign sin, since roll([a, b]) = [b, a] and rotate_half = [-b, a]."""
         if n > self.cos.shape[0]:
-            freqs = torch.arange(max(2 * n, 512), dtype=torch.float32)[:, None] * self.inv_freq
+            dev = self.inv_freq.device
+            freqs = torch.arange(max(2 * n, 512), dtype=torch.float32, device=dev)[:, None] * self.inv_freq
             half = freqs.shape[1]
-            sign = torch.cat([-torch.ones(half), torch.ones(half)])
+            sign = torch.cat([-torch.ones(half, device=dev), torch.ones(half, device=dev)])
             emb = torch.cat([freqs, freqs], dim=-1)
             self.cos, self.sin = emb.cos().to(self.dtype), (emb.sin() * sign).to(self.dtype)
         return self.cos, self.sin
@@ -164,7 +166,7 @@ class LeanDraft:
             q = qk[:, :, :heads].transpose(1, 2)
             if causal and k.shape[2] > t:  # a causal block after cached entries: explicit mask
                 past = k.shape[2] - t
-                allowed = torch.ones(t, past + t, dtype=torch.bool).tril(past)
+                allowed = torch.ones(t, past + t, dtype=torch.bool, device=q.device).tril(past)
                 o = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=True)
             else:  # GQA: query heads share kv heads without copying them
                 o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)

@@ -24,7 +24,8 @@ class Dashboard:
     Args:
         snapshot: what to draw.
         max_rows: most process rows in the Gantt chart (default 17, the verifier's included).
-        processes: add the per-process lines: pid, tokens, waiting, CPU %, RSS (default True).
+        processes: add the per-process lines: pid, tokens, waiting, CPU %, RSS, and GPU SM % and memory
+            where NVML reports them (default True).
     """
 
     def __init__(self, snapshot: Snapshot, *, max_rows: int = 17, processes: bool = True) -> None:
@@ -51,8 +52,9 @@ class Dashboard:
         names = ["verifier", *(f"draft-{w}" for w in sorted(s.tokens_by_worker)), "supervisor"]
         if len(names) > MAX_PROCESS_LINES:
             names = names[:MAX_PROCESS_LINES - 2] + names[-1:]
+        gpu = any(u.on_gpu for u in s.usage)  # GPU columns only where NVML reports (gpu_usage.py)
         header = f"{'process':<12}{'pid':>8}{'state':>10}{'tokens':>8}{'waiting':>10}{'CPU %':>8}{'RSS':>10}"
-        yield from _line(width, header, _DIM)
+        yield from _line(width, header + (f"{'GPU SM %':>10}{'GPU mem':>10}" if gpu else ""), _DIM)
         for name in names:
             u = usage.get(name)
             worker = int(name.split("-")[1]) if name.startswith("draft-") else VERIFIER
@@ -63,10 +65,16 @@ class Dashboard:
                 f"{'' if tokens is None else tokens:>8}"
                 f"{'' if waiting is None else f'{waiting:.3f} s':>10}"
                 f"{f'{u.cpu_percent:.0f}' if u else '':>8}"
-                f"{f'{u.rss_bytes / 2**20:.0f} MiB' if u else '':>10}", None)
+                f"{f'{u.rss_bytes / 2**20:.0f} MiB' if u else '':>10}" + (_gpu_columns(u) if gpu else ""), None)
         hidden = len(s.tokens_by_worker) + 2 - len(names)
         if hidden > 0:
             yield from _line(width, f"… {hidden} more draft workers", _DIM)
+
+
+def _gpu_columns(u) -> str:
+    sm = "" if u is None or u.gpu_percent is None else f"{u.gpu_percent:.0f}"
+    memory = "" if u is None or u.gpu_bytes is None else f"{u.gpu_bytes / 2**20:.0f} MiB"
+    return f"{sm:>10}{memory:>10}"
 
 
 def _line(width: int, text: str, style: Style | None) -> list[Segment]:

@@ -1,4 +1,5 @@
-"""CPU % and resident memory of every process of the run, sampled with psutil.
+"""CPU % and resident memory of every process of the run, sampled with psutil, and its GPU SM % and memory
+where NVML reports them (gpu_usage.py).
 
 A live run samples the supervisor and its children once every ``interval`` seconds (1 s) and keeps
 the series, so a recorded trace can show the same numbers when it is replayed.
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -20,16 +23,24 @@ class Usage:
     pid: int
     cpu_percent: float     # of one core, like top: 200 = two cores busy
     rss_bytes: int
+    gpu_percent: float | None = None   # SM share on the GPU (None: not on a GPU, or not reported)
+    gpu_bytes: int | None = None       # GPU memory held
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_percent is not None or self.gpu_bytes is not None
 
     def to_row(self, t: float) -> list:
-        return [t, self.name, self.pid, self.cpu_percent, self.rss_bytes]
+        gpu = [self.gpu_percent, self.gpu_bytes] if self.on_gpu else []  # CPU-only rows keep their 5 fields
+        return [t, self.name, self.pid, self.cpu_percent, self.rss_bytes, *gpu]
 
 
 class UsageSampler:
     """Samples the supervisor and the children named in ``Collected.processes``."""
 
-    def __init__(self, interval: float = 1.0) -> None:
+    def __init__(self, interval: float = 1.0, gpu: GpuSampler | None = None) -> None:
         self.interval = interval
+        self.gpu = gpu if gpu is not None else GpuSampler()  # off without pynvml or a GPU
         self.series: list[list] = []          # [t, name, pid, cpu %, rss] rows, for the trace
         self._procs: dict[int, psutil.Process] = {}
         self._last: tuple[Usage, ...] = ()
@@ -42,14 +53,18 @@ class UsageSampler:
         self._at = now
         out = []
         last = {u.pid: u for u in self._last}
-        for name, pid in {"supervisor": os.getpid(), **processes}.items():
+        named = {"supervisor": os.getpid(), **processes}
+        gpu = self.gpu.sample(set(named.values()))
+        for name, pid in named.items():
             try:
                 proc = self._procs.get(pid)
                 if proc is None:
                     # cpu_percent measures from the previous call; the first one only starts the clock
                     proc = self._procs[pid] = psutil.Process(pid)
                     proc.cpu_percent(None)
-                out.append(Usage(name, pid, proc.cpu_percent(None), proc.memory_info().rss))
+                g = gpu.get(pid, GpuUse(None, None))
+                out.append(Usage(name, pid, proc.cpu_percent(None), proc.memory_info().rss, g.sm_percent,
+                                 g.memory_bytes))
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 if pid in last:   # it has exited: keep showing what it last used
                     out.append(last[pid])
@@ -71,4 +86,4 @@ class RecordedUsage:
         now = self._times[-1] if now is None else now
         at = self._times[max(bisect.bisect_right(self._times, now) - 1, 0)]   # the last sample by then
         rows = self.series[bisect.bisect_left(self._times, at):bisect.bisect_right(self._times, at)]
-        return tuple(Usage(name, int(pid), float(cpu), int(rss)) for _, name, pid, cpu, rss in rows)
+        return tuple(Usage(name, int(pid), float(cpu), int(rss), *gpu) for _, name, pid, cpu, rss, *gpu in rows)

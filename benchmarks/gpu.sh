@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU table, in one command: every arm for n = 2..8 thoughts on one CUDA GPU, fp32 without and with MPS
+# (greedy outputs checked equal to ar's: fp32 is exact enough for that), then the same sweep in bf16 (the
+# default on CUDA, whose greedy outputs may part from ar's: README "GPU").
+# Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16}.{json,md} and the bench logs beside them.
+# Usage: benchmarks/gpu.sh [extra bench flags, e.g. --repeats 3 --device cuda:1]
+# Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
+# GPU use per process in the results needs `pip install 'specsched[gpu]'` (nvidia-ml-py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "gpu.sh: error: no CUDA GPU is visible to torch; the GPU table needs one" >&2
+  exit 2
+fi
+stamp="$(date -u +%Y-%m-%d)_$(git rev-parse --short HEAD)"
+out=benchmarks/results/gpu_$stamp
+arms=ar,sd,seed-fcfs,seed-batch,parallel,hf-assisted
+sweep=(--sweep n --values 2,3,4,6,8 --arms "$arms" --backend hf)
+
+status=0   # 1 once a sweep failed a run or an fp32 greedy check; the other sweeps still run
+bench() {  # NAME, then extra flags: one sweep into $out_NAME.{json,md,log}
+  local name=$1; shift
+  "$python" -m specsched bench "${sweep[@]}" --json "${out}_$name.json" --markdown "${out}_$name.md" "$@" \
+    2>&1 | tee "${out}_$name.log" || status=1
+}
+
+mps_stop() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
+
+mps_stop   # the first sweep without MPS: each process's kernels time-slice the GPU
+bench fp32 --dtype fp32 "$@"
+if command -v nvidia-cuda-mps-control >/dev/null; then
+  trap mps_stop EXIT
+  nvidia-cuda-mps-control -d   # with MPS: kernels of the verifier and the draft workers run concurrently
+  bench fp32_mps --dtype fp32 "$@"
+  mps_stop
+  trap - EXIT
+else
+  echo "gpu.sh: nvidia-cuda-mps-control not found: no MPS run" | tee "${out}_fp32_mps.log" >&2
+fi
+bench bf16 --dtype bf16 "$@"
+echo "wrote ${out}_*"
+exit $status

@@ -1,0 +1,74 @@
+"""Where the models of a run live: ``--device auto|cpu|cuda|cuda:N`` resolved on this machine, the dtype
+that goes with it, and whether NVIDIA's MPS control daemon is running.
+
+Resolution imports torch lazily (a sim run never pays for it) and asks only ``torch.cuda.is_available()``
+and ``device_count()``; the engine resolves once to refuse a missing GPU before any process starts, and
+each child resolves again after its fork, creating its own CUDA context (the zygote never touches CUDA).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from specsched.runtime.core.config import ConfigError
+
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+DTYPES = ("auto", "fp32", "bf16", "fp16")
+_CUDA_N = re.compile(r"cuda:(\d+)")
+
+
+def check_device(spec: str) -> None:
+    """The flag's syntax alone (no torch): auto, cpu, cuda or cuda:N."""
+    if spec not in ("auto", "cpu", "cuda") and not _CUDA_N.fullmatch(spec):
+        raise ConfigError(f"unknown --device {spec!r}; choose {DEVICE_CHOICES}")
+
+
+def resolve_device(spec: str) -> str:
+    """"cpu" or "cuda:N" for this machine. auto = the first CUDA GPU torch sees, else the CPU; cuda or
+    cuda:N without such a GPU is bad input (ConfigError: one line, exit 2)."""
+    check_device(spec)
+    if spec == "cpu":
+        return "cpu"
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if spec == "auto":
+        return "cuda:0" if count else "cpu"
+    index = 0 if spec == "cuda" else int(spec.split(":")[1])
+    if count == 0:
+        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise ConfigError(f"--device {spec}: no CUDA GPU is visible to torch (torch {torch.__version__}, {build}); "
+                          "use --device cpu or auto")
+    if index >= count:
+        raise ConfigError(f"--device {spec}: torch sees {count} CUDA GPU(s), cuda:0..cuda:{count - 1}")
+    return f"cuda:{index}"
+
+
+def is_cuda(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def default_dtype(device: str) -> str:
+    """--dtype auto: bf16 on a GPU (half the memory traffic, tensor cores), fp32 on the CPU (exact, and
+    CPUs without native bf16 run it ~4x slower)."""
+    return "bf16" if is_cuda(device) else "fp32"
+
+
+def mps_control_pipe() -> Path:
+    """Where the MPS control daemon listens: $CUDA_MPS_PIPE_DIRECTORY/control (default /tmp/nvidia-mps)."""
+    return Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps") / "control"
+
+
+def mps_daemon_running() -> bool:
+    """True when NVIDIA's MPS control daemon runs: its control pipe exists, or a process of its name does.
+    Without it, kernels of different processes on one GPU time-slice; with it they run concurrently."""
+    if mps_control_pipe().exists():
+        return True
+    import psutil
+
+    for proc in psutil.process_iter(["name"]):
+        if proc.info.get("name") == "nvidia-cuda-mps-control":
+            return True
+    return False

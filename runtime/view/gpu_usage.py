@@ -1,0 +1,92 @@
+"""GPU use of each process of a run (SM % and memory), from NVIDIA's management library where the driver
+reports it: the SEED paper's Fig. 7 measure.
+
+Optional: ``pip install 'specsched[gpu]'`` (nvidia-ml-py, imported as ``pynvml``). Without the library,
+without a GPU, or with a driver that keeps per-process numbers to itself, the sampler has nothing to say:
+no columns in the live view, nothing in the record, no error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    sm_percent: float | None     # share of the GPU's SMs its kernels kept busy since the last sample
+    memory_bytes: int | None     # GPU memory it holds
+
+
+class GpuSampler:
+    """Per-process GPU use on every GPU NVML sees. `nvml`: the pynvml module (a fake in tests); None =
+    import it, and stay off when that fails."""
+
+    def __init__(self, nvml=None) -> None:
+        self.nvml, self.handles = None, []
+        self._seen: dict[int, int] = {}  # GPU index -> timestamp of the newest utilisation sample read
+        try:
+            nvml = nvml if nvml is not None else __import__("pynvml")
+            nvml.nvmlInit()
+            self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        except Exception:  # no library, no driver, no GPU: off
+            return
+        self.nvml = nvml if self.handles else None
+
+    @property
+    def on(self) -> bool:
+        return self.nvml is not None
+
+    def sample(self, pids: set[int]) -> dict[int, GpuUse]:
+        """What each of `pids` uses now, summed over the GPUs; a pid NVML does not report is left out."""
+        if not self.on:
+            return {}
+        sm: dict[int, float] = {}
+        memory: dict[int, int] = {}
+        for index, handle in enumerate(self.handles):
+            for proc in self._call(self.nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
+                used = getattr(proc, "usedGpuMemory", None)
+                if proc.pid in pids and used is not None:
+                    memory[proc.pid] = memory.get(proc.pid, 0) + int(used)
+            samples = self._call(self.nvml.nvmlDeviceGetProcessUtilization, handle, self._seen.get(index, 0)) or []
+            newest: dict[int, object] = {}
+            for s in samples:  # several samples of one pid: the newest says what it does now
+                if s.pid in pids and (s.pid not in newest or s.timeStamp > newest[s.pid].timeStamp):
+                    newest[s.pid] = s
+            for pid, s in newest.items():
+                sm[pid] = sm.get(pid, 0.0) + float(s.smUtil)
+            if samples:
+                self._seen[index] = max(s.timeStamp for s in samples)
+        return {pid: GpuUse(sm.get(pid), memory.get(pid)) for pid in pids if pid in sm or pid in memory}
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception:  # NVML_ERROR_NOT_FOUND (no sample yet), NOT_SUPPORTED (this driver): nothing
+            return None
+
+
+def gpu_summary(series: list[list]) -> dict[str, dict]:
+    """Per process, over a run's usage rows [t, name, pid, cpu %, rss, gpu %, gpu bytes]: mean SM % and
+    peak GPU memory, for the record; empty when no row has GPU numbers."""
+    out: dict[str, dict] = {}
+    for row in series:
+        if len(row) < 7 or (row[5] is None and row[6] is None):
+            continue
+        entry = out.setdefault(row[1], {"sm_samples": [], "peak_memory_bytes": 0})
+        if row[5] is not None:
+            entry["sm_samples"].append(float(row[5]))
+        if row[6] is not None:
+            entry["peak_memory_bytes"] = max(entry["peak_memory_bytes"], int(row[6]))
+    return {name: {"mean_sm_percent": sum(e["sm_samples"]) / len(e["sm_samples"]) if e["sm_samples"] else None,
+                   "peak_memory_bytes": e["peak_memory_bytes"], "samples": len(e["sm_samples"])}
+            for name, e in out.items()}
+
+
+def mean_total_sm(series: list[list]) -> float | None:
+    """The SM % of all of a run's processes together, averaged over the sampling times (None: no GPU numbers):
+    one number per run, the paper's Fig. 7 utilisation."""
+    totals: dict[float, float] = {}
+    for row in series:
+        if len(row) >= 7 and row[5] is not None:
+            totals[row[0]] = totals.get(row[0], 0.0) + float(row[5])
+    return sum(totals.values()) / len(totals) if totals else None

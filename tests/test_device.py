@@ -1,0 +1,359 @@
+"""--device and the CUDA path, tested where there is no GPU: resolution, refusals, the CPU no-ops of a
+placement, the flag reaching every process, what the summary and record say, GPU use from a fake NVML,
+and out-of-memory as one line. Tests that need a GPU are marked and skipped with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+from rich.console import Console
+
+from specsched.runtime.backends.placement import Placement
+from specsched.runtime.core import device as device_module
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.device import default_dtype, mps_daemon_running, resolve_device
+from specsched.runtime.engine.child import error_line
+from specsched.runtime.engine.collected import Collected
+from specsched.runtime.engine.engine import Engine
+from specsched.runtime.record import build_record
+from specsched.runtime.report import summary_table
+from specsched.runtime.view.dashboard import Dashboard
+from specsched.runtime.view.gpu_usage import GpuSampler, gpu_summary, mean_total_sm
+from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
+from tests.helpers import REPO, assert_one_error_line, specsched
+from tests.tiny_hf import make_pair
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """Pretend torch sees `n` CUDA GPUs (0 = none), so that resolution is tested the same everywhere."""
+    def see(n: int) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+    return see
+
+
+# -- resolution -------------------------------------------------------------------------------------
+
+def test_auto_is_the_cpu_without_a_gpu_and_the_first_gpu_with_one(gpus):
+    gpus(0)
+    assert resolve_device("auto") == "cpu"
+    gpus(2)
+    assert resolve_device("auto") == "cuda:0"
+    assert resolve_device("cuda") == "cuda:0" and resolve_device("cuda:1") == "cuda:1"
+    assert resolve_device("cpu") == "cpu"
+
+
+def test_cuda_without_a_gpu_or_beyond_the_count_is_a_config_error(gpus):
+    gpus(0)
+    for spec in ("cuda", "cuda:0"):
+        with pytest.raises(ConfigError, match=rf"--device {spec}: no CUDA GPU is visible to torch"):
+            resolve_device(spec)
+    gpus(2)
+    with pytest.raises(ConfigError, match=r"--device cuda:2: torch sees 2 CUDA GPU\(s\), cuda:0..cuda:1"):
+        resolve_device("cuda:2")
+
+
+@pytest.mark.parametrize("spec", ["gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1", ""])
+def test_a_device_that_is_no_choice_names_the_choices(spec):
+    with pytest.raises(ConfigError, match="choose auto, cpu, cuda or cuda:N"):
+        RunConfig(device=spec)
+
+
+def test_dtype_auto_is_fp32_on_the_cpu_and_bf16_on_cuda(gpus):
+    gpus(0)
+    assert RunConfig().model_device == "cpu" and RunConfig().model_dtype == "fp32"
+    assert RunConfig(dtype="bf16").model_dtype == "bf16"
+    gpus(1)
+    assert RunConfig().model_device == "cuda:0" and RunConfig().model_dtype == "bf16"
+    assert RunConfig(dtype="fp32").model_dtype == "fp32"  # exactness checks on a GPU
+    assert RunConfig(backend="llamacpp").model_device == "cpu"  # llama.cpp runs on the CPU here
+    assert default_dtype("cuda:3") == "bf16" and default_dtype("cpu") == "fp32"
+
+
+def test_device_is_refused_where_it_means_nothing():
+    with pytest.raises(ConfigError, match="--device applies to --backend hf"):
+        RunConfig(backend="sim", device="cpu")
+    with pytest.raises(ConfigError, match="llamacpp backend runs on the CPU"):
+        RunConfig(backend="llamacpp", device="cuda")
+    assert RunConfig(backend="llamacpp", device="cpu").device == "cpu"
+    with pytest.raises(ConfigError, match="choose auto, fp32, bf16 or fp16"):
+        RunConfig(dtype="fp64")
+
+
+@no_cuda
+def test_the_cli_refuses_cuda_without_a_gpu_in_one_line_and_exit_2():
+    for command in (["run", "--prompt", "hi"], ["compare", "--prompt", "hi"], ["run", "--task", "gsm8k"],
+                    ["bench", "--arms", "ar", "--repeats", "1"]):
+        result = specsched(*command, "--backend", "hf", "--target", "tiny", "--device", "cuda")
+        assert_one_error_line(result, 2, "--device cuda: no CUDA GPU is visible to torch")
+    with pytest.raises(ConfigError, match="--device cuda:1: no CUDA GPU"):  # the Python API, before any process
+        Engine(backend="hf", target="tiny", device="cuda:1")
+
+
+def test_the_cli_refuses_a_bad_device_and_a_device_on_sim_in_one_line():
+    assert_one_error_line(specsched("run", "--prompt", "hi", "--device", "tpu"), 2, "unknown --device 'tpu'")
+    assert_one_error_line(specsched("run", "--backend", "sim", "--prompt", "hi", "--device", "cpu"), 2,
+                          "--device applies to --backend hf")
+    assert_one_error_line(specsched("bench", "--smoke", "--device", "cuda"), 2, "--device applies to --backend hf")
+
+
+# -- placement on the CPU: no stream, no copies, nothing counted -------------------------------------
+
+def test_a_cpu_placement_is_a_no_op():
+    p = Placement("cpu")
+    assert p.stream is None and not p.cuda
+    with p.running():  # a null context
+        x = torch.arange(6).view(2, 3)
+        assert p.up(x) is x
+        logits = torch.randn(2, 5, dtype=torch.bfloat16)
+        out = p.down(logits)
+    assert out.dtype == np.float32 and np.array_equal(out, logits.float().numpy())
+    assert (p.traffic.h2d, p.traffic.d2h) == (0, 0)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return make_pair(tmp_path_factory.mktemp("tiny"))
+
+
+def test_the_flag_reaches_every_process_and_the_summary_says_where_models_ran(pair):
+    from specsched.runtime.app import run
+
+    target, draft = pair
+    record = run(RunConfig(backend="hf", target=str(target), draft=str(draft), device="cpu", workers=2,
+                           prompts=["w1 w2"], max_new_tokens=4))
+    assert record.status == "ok", record.error
+    placed = {"device": "cpu", "asked": "cpu"}
+    assert record.collected.devices == {"verifier": placed, "draft-0": placed, "draft-1": placed}
+    assert record.to_json()["devices"] == record.collected.devices
+    counters = record.collected.counters
+    assert counters["verifications"] > 0 and counters["h2d_bytes"] == counters["d2h_bytes"] == 0  # nothing crosses
+    text = _render(summary_table(record))
+    assert "cpu (fp32): verifier + 2 draft workers · --device cpu" in text
+    assert "MPS" not in text and "host↔device" not in text  # CUDA-only rows
+
+
+def _render(renderable, width: int = 160) -> str:
+    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
+    config = RunConfig(backend="sim", prompts=["x"], workers=1)
+    on_gpu = {"device": "cuda:0", "asked": "auto"}
+    collected = Collected(devices={"verifier": on_gpu, "draft-0": on_gpu},
+                          counters={"verifications": 4, "h2d_bytes": 4096, "d2h_bytes": 3 * 2**20})
+    record = build_record(config, collected, "ok", None)
+    record.extra["mps_daemon"] = False
+    record.extra["gpu_usage"] = {"verifier": {"mean_sm_percent": 61.0, "peak_memory_bytes": 2**30, "samples": 3}}
+    text = _render(summary_table(record))
+    assert "cuda:0: verifier + 1 draft worker · --device auto" in text
+    assert "off: the processes time-slice the GPU (start it: nvidia-cuda-mps-control -d)" in text
+    assert "4.0 KiB up, 3.0 MiB down (1.0 KiB / 768.0 KiB per verification)" in text
+    assert "verifier 61 % 1.0 GiB" in text
+    record.extra["mps_daemon"] = True
+    assert "on: the processes' kernels run concurrently" in _render(summary_table(record))
+
+
+# -- MPS -----------------------------------------------------------------------------------------------
+
+def test_mps_is_seen_by_its_control_pipe_or_its_process(tmp_path, monkeypatch):
+    import psutil
+
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
+    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([]))
+    assert not mps_daemon_running()
+    (tmp_path / "control").touch()
+    assert mps_daemon_running()
+    (tmp_path / "control").unlink()
+    daemon = types.SimpleNamespace(info={"name": "nvidia-cuda-mps-control"})
+    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([daemon]))
+    assert mps_daemon_running()
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")
+    assert str(device_module.mps_control_pipe()) == "/tmp/nvidia-mps/control"
+
+
+# -- GPU use from NVML (a fake one) ------------------------------------------------------------------
+
+class FakeNvml:
+    """Two GPUs: pid 10 on both, pid 11 on the second; the second reports no memory per process."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, *, fail_init: bool = False) -> None:
+        self.fail_init, self.asked_since = fail_init, []
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NVMLError("Driver Not Loaded")
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        proc = types.SimpleNamespace
+        return [proc(pid=10, usedGpuMemory=300), proc(pid=99, usedGpuMemory=7)] if h == 0 else \
+            [proc(pid=10, usedGpuMemory=None), proc(pid=11, usedGpuMemory=None)]
+
+    def nvmlDeviceGetProcessUtilization(self, h, since):
+        self.asked_since.append((h, since))
+        s = types.SimpleNamespace
+        if h == 0:
+            return [s(pid=10, timeStamp=5, smUtil=20), s(pid=10, timeStamp=9, smUtil=40)]  # newest counts
+        raise self.NVMLError("Not Found")  # no sample yet on GPU 1
+
+
+def test_the_gpu_sampler_reads_sm_and_memory_per_process_from_nvml():
+    nvml = FakeNvml()
+    sampler = GpuSampler(nvml)
+    assert sampler.on
+    use = sampler.sample({10, 11, 12})
+    assert use[10].sm_percent == 40.0 and use[10].memory_bytes == 300
+    assert use.keys() == {10}  # 11: no memory nor sample reported; 12: not on a GPU; 99: not ours
+    sampler.sample({10})
+    assert nvml.asked_since[-2] == (0, 9)  # the next read asks for samples newer than the last seen
+
+
+def test_without_nvml_or_a_driver_the_sampler_is_off_and_says_nothing(monkeypatch):
+    assert not GpuSampler(FakeNvml(fail_init=True)).on
+    assert GpuSampler(FakeNvml(fail_init=True)).sample({1}) == {}
+    import builtins
+
+    real = builtins.__import__
+
+    def without_pynvml(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_pynvml)
+    assert not GpuSampler().on and UsageSampler().sample({})[0].gpu_percent is None
+
+
+def test_gpu_use_reaches_the_usage_rows_the_replay_and_the_live_view():
+    sampler = UsageSampler(gpu=GpuSampler(FakeNvml()))
+    me = os.getpid()
+    rows = [u.to_row(1.0) for u in sampler.sample({"verifier": me})]
+    assert all(len(r) == 5 for r in rows)  # our pid is no GPU process of the fake: CPU rows stay as they were
+    gpu_rows = [[1.0, "verifier", 10, 50.0, 2**20, 40.0, 300], [1.0, "draft-0", 11, 90.0, 2**20, 20.0, None],
+                [2.0, "verifier", 10, 50.0, 2**20, 60.0, 500], [1.0, "supervisor", 1, 5.0, 2**20]]
+    replayed = RecordedUsage(gpu_rows).sample({}, 1.0)
+    assert {u.name: (u.gpu_percent, u.gpu_bytes) for u in replayed} == {
+        "verifier": (40.0, 300), "draft-0": (20.0, None), "supervisor": (None, None)}
+    assert gpu_summary(gpu_rows) == {
+        "verifier": {"mean_sm_percent": 50.0, "peak_memory_bytes": 500, "samples": 2},
+        "draft-0": {"mean_sm_percent": 20.0, "peak_memory_bytes": 0, "samples": 1}}
+    assert mean_total_sm(gpu_rows) == (60.0 + 60.0) / 2
+    assert gpu_summary([r[:5] for r in gpu_rows]) == {} and mean_total_sm([r[:5] for r in gpu_rows]) is None
+
+
+def test_the_live_view_has_gpu_columns_only_when_nvml_reports():
+    from specsched.runtime.view.monitor import Monitor
+
+    config = RunConfig(backend="sim", prompts=["x"], workers=1)
+    snap = Monitor(config).snapshot(Collected(), 0.0)
+    cpu = dataclasses.replace(snap, usage=(Usage("verifier", 10, 50.0, 2**20),))
+    assert "GPU SM %" not in _render(Dashboard(cpu))
+    gpu = dataclasses.replace(snap, usage=(Usage("verifier", 10, 50.0, 2**20, 40.0, 3 * 2**20),))
+    line = next(x for x in _render(Dashboard(gpu)).splitlines() if x.startswith("verifier") and "MiB" in x)
+    assert "GPU SM %" in _render(Dashboard(gpu)) and line.split()[-2:] == ["3", "MiB"] and "40" in line.split()
+
+
+# -- errors --------------------------------------------------------------------------------------------
+
+def test_a_worker_out_of_gpu_memory_is_one_line_naming_it():
+    exc = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.\nGPU 0 has a total "
+                                       "capacity of 79.1 GiB of which 1.2 GiB is free.")
+    line = f"draft worker 2: {error_line(exc)}"
+    assert line.startswith("draft worker 2: out of GPU memory (CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert "\n" not in line and line.endswith("1.2 GiB is free.)")
+    assert error_line(ValueError("bad\nthing")) == "ValueError: bad thing"
+
+
+# -- on a GPU ------------------------------------------------------------------------------------------
+
+@needs_cuda
+def test_a_cuda_placement_has_its_own_stream_and_counts_what_crosses():
+    p = Placement("cuda:0")
+    assert p.stream is not None and p.stream != torch.cuda.default_stream()
+    with p.running():
+        x = p.up(torch.arange(8))
+        out = p.down(x.float() * 2)
+    assert x.device.type == "cuda" and np.array_equal(out, np.arange(8, dtype=np.float32) * 2)
+    assert (p.traffic.h2d, p.traffic.d2h) == (8 * 8, 8 * 4)
+
+
+@needs_cuda
+def test_fp32_on_cuda_gives_the_cpu_greedy_tokens_and_counts_the_verifier_traffic(pair):
+    from specsched.runtime.app import run
+
+    target, draft = pair
+    runs = {d: run(RunConfig(backend="hf", target=str(target), draft=str(draft), device=d, dtype="fp32",
+                             workers=2, prompts=["w1 w2"], max_new_tokens=8)) for d in ("cpu", "cuda")}
+    assert [s.tokens for s in runs["cpu"].sequences] == [s.tokens for s in runs["cuda"].sequences]
+    assert {p["device"] for p in runs["cuda"].collected.devices.values()} == {"cuda:0"}
+    assert runs["cuda"].collected.counters["h2d_bytes"] > 0 and runs["cuda"].collected.counters["d2h_bytes"] > 0
+
+
+@no_cuda
+def test_the_gpu_table_script_refuses_to_run_without_a_gpu():
+    result = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHON": sys.executable}, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["gpu.sh: error: no CUDA GPU is visible to torch; the GPU table "
+                                                  "needs one"]
+    assert not list((REPO / "benchmarks" / "results").glob("gpu_*"))  # nothing written
+
+
+def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
+    from specsched.runtime.bench.measure import ArmResult, Sample
+    from specsched.runtime.bench.record import BenchRecord
+    from specsched.runtime.bench.report import markdown
+    from specsched.runtime.bench.sweep import SweepPoint
+
+    def arm(name: str, *sm: float | None) -> ArmResult:
+        return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x) for x in sm])
+
+    config = RunConfig(backend="sim", prompts=["x"], workers=2)
+    record = BenchRecord(config, 0, 3, sweep_axis="n", sweep=[
+        SweepPoint(2, config, [arm("ar", 30.0, 50.0, 40.0), arm("seed-fcfs", 70.0, 90.0, 80.0)]),
+        SweepPoint(4, config, [arm("ar", None, None, None)])])
+    text = markdown(record)
+    assert "GPU SM % (NVML) · n 2: ar 40 %, seed-fcfs 80 %" in text  # medians of the repeats
+    assert "n 4" not in text.split("GPU SM %")[1].splitlines()[0]
+    assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
+    record.sweep = record.sweep[1:]
+    assert "GPU SM %" not in markdown(record)  # CPU runs: no note
+
+
+def test_provenance_names_the_gpu_only_where_the_models_ran_on_one(gpus, monkeypatch):
+    from specsched.runtime.provenance import gpu_of, summary
+
+    gpus(0)
+    assert gpu_of(RunConfig()) is None and gpu_of(RunConfig(backend="sim")) is None
+    gpus(1)
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=80 * 2**30, major=9, minor=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    gpu = gpu_of(RunConfig())
+    assert gpu == {"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 80 * 2**30,
+                   "capability": "9.0", "cuda": "12.8", "driver_visible_gpus": 1}
+    assert "gpu: NVIDIA H100 80GB HBM3 (cuda:0, 80 GiB, compute capability 9.0), CUDA 12.8" in summary({"gpu": gpu})
+    assert gpu_of(RunConfig(device="cpu")) is None
