@@ -107,6 +107,19 @@ def test_sequence_ids_come_back_when_caches_go_and_running_out_is_a_clear_error(
     assert_close(model.forward(cache, [3])[-1], fresh(model, [1, 2, 3])[-1], **SHAPE)
 
 
+def test_a_gguf_file_as_target_with_a_distilled_draft_named_by_its_preset(backend, model, prompt_ids):
+    """`--target FILE.gguf --draft tiny`: the distilled draft reads its embeddings from its preset's target
+    (a GGUF has no transformers directory to read them from)."""
+    config = RunConfig(backend="llamacpp", target=str(backend.gguf), draft="tiny", prompts=PROMPTS[:2],
+                       max_new_tokens=12)
+    with Engine(config) as e:
+        ar = outputs(e.generate(PROMPTS[:2], mode="ar"))
+        record = e.generate(PROMPTS[:2], mode="seed")
+    assert record.status == "ok", record.error
+    assert_greedy_equal(outputs(record), ar, lambda i, p: fresh(model, [*prompt_ids[i], *p])[-1], **SHAPE)
+    assert record.collected.counters["accepted"] > 0  # the draft drafts in the target's vocabulary
+
+
 def test_greedy_output_equals_target_only_decoding_under_every_policy(model, prompt_ids):
     base = RunConfig(backend="llamacpp", target="tiny", prompts=PROMPTS, max_new_tokens=32)
 

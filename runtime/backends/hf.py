@@ -237,8 +237,12 @@ class HFBackend(Backend):
 
     def draft(self) -> HFModel:
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        target, draft = self.paths()
-        return HFModel(draft, self.config.model_dtype, target_dir=target, placement=self.placement())
+        return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
+                       placement=self.placement())
+
+    def draft_embeddings(self) -> str | None:
+        """Where a distilled draft reads its shared embeddings: its target's directory (None: the default's)."""
+        return self.paths()[0]
 
     def placement(self) -> Placement:
         """This process's device and stream (--device, resolved here, after the fork)."""

@@ -26,7 +26,7 @@ from specsched.runtime.core.config import ConfigError
 MAX_SEQ = 256   # llama.cpp's LLAMA_MAX_SEQ: live sequences plus the leaves of the trees in one forward
 KV_CELLS = int(os.environ.get("SPECSCHED_LLAMA_KV_CELLS", "16384"))  # all sequences' cached tokens
 UBATCH = 512    # tokens per compute pass; a larger decode is split by llama.cpp
-INSTALL = 'pip install -e ".[llamacpp]"  (compiles llama.cpp, about 6 minutes on 2 cores)'
+INSTALL = 'pip install -e ".[llamacpp]"  (compiles llama.cpp: about 4 minutes on 2 cores)'
 
 
 class LlamaCppMissing(ConfigError):

@@ -36,6 +36,15 @@ class LlamaCppBackend(HFBackend):
             return str(self.gguf), str(resolve_draft(c.draft, None))
         return super().paths()
 
+    def draft_embeddings(self) -> str | None:
+        """A GGUF target has no transformers directory: a distilled draft named by its preset reads the
+        preset's target, any other the default pair's (load_draft's default)."""
+        if not is_gguf(self.config.target):
+            return super().draft_embeddings()
+        from specsched.runtime.models.registry import PRESETS, resolve_target
+
+        return str(resolve_target(self.config.draft)) if self.config.draft in PRESETS else None
+
     def check(self) -> None:
         why = same_vocabulary(self.vocabulary("target"), self.vocabulary("draft"))
         if why:
