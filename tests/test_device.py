@@ -93,12 +93,19 @@ def test_device_is_refused_where_it_means_nothing():
 
 
 @no_cuda
-def test_the_cli_refuses_cuda_without_a_gpu_in_one_line_and_exit_2():
-    for command in (["run", "--prompt", "hi"], ["compare", "--prompt", "hi"], ["run", "--task", "gsm8k"],
-                    ["bench", "--arms", "ar", "--repeats", "1"]):
-        result = specsched(*command, "--backend", "hf", "--target", "tiny", "--device", "cuda")
-        assert_one_error_line(result, 2, "--device cuda: no CUDA GPU is visible to torch")
-    with pytest.raises(ConfigError, match="--device cuda:1: no CUDA GPU"):  # the Python API, before any process
+@pytest.mark.parametrize("command", [  # one entry point by default; the others in the slow run
+    ["run", "--prompt", "hi"],
+    pytest.param(["compare", "--prompt", "hi"], marks=pytest.mark.slow),
+    pytest.param(["run", "--task", "gsm8k"], marks=pytest.mark.slow),
+    pytest.param(["bench", "--arms", "ar", "--repeats", "1"], marks=pytest.mark.slow)])
+def test_the_cli_refuses_cuda_without_a_gpu_in_one_line_and_exit_2(command):
+    result = specsched(*command, "--backend", "hf", "--target", "tiny", "--device", "cuda")
+    assert_one_error_line(result, 2, "--device cuda: no CUDA GPU is visible to torch")
+
+
+@no_cuda
+def test_the_python_api_refuses_cuda_without_a_gpu_before_any_process():
+    with pytest.raises(ConfigError, match="--device cuda:1: no CUDA GPU"):
         Engine(backend="hf", target="tiny", device="cuda:1")
 
 

@@ -174,6 +174,7 @@ def test_sampled_output_follows_the_law_of_llama_cpps_logits(model, prompt_ids):
     assert chi2_goodness_of_fit(samples, joint_law(0.7))[2] < 1e-4
 
 
+@pytest.mark.slow
 def test_bench_on_llamacpp_measures_the_transformers_reference_beside_its_own_arms(tmp_path):
     """`ar-hf` (serial AR on transformers) is the speed a llamacpp run is measured against; its tokens come
     from other kernels, so they are not held to llama.cpp's `ar`, while every llama.cpp arm is."""
