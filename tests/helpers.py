@@ -9,6 +9,7 @@ without running the runtime at all and compare the runtime's output against it.
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from rich.console import Console
 
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.backends.backend import get_backend
@@ -295,3 +297,10 @@ def bench_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="specsched")
     add_bench_parser(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["bench", *argv])
+
+
+def render_text(renderable, width: int = 160) -> str:
+    """A Rich renderable as plain text at a fixed width (no colour), as a user's terminal shows it."""
+    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()

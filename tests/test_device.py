@@ -1,11 +1,10 @@
 """--device and the CUDA path, tested where there is no GPU: resolution, refusals, the CPU no-ops of a
-placement, the flag reaching every process, what the summary and record say, GPU use from a fake NVML,
-and out-of-memory as one line. Tests that need a GPU are marked and skipped with the reason."""
+placement, the flag reaching every process, out-of-memory as one line, the GPU table's script and the GPU
+in provenance (what a run reports of the GPU: test_gpu_report.py). Tests that need a GPU are marked and
+skipped with the reason."""
 
 from __future__ import annotations
 
-import dataclasses
-import io
 import os
 import subprocess
 import sys
@@ -14,21 +13,14 @@ import types
 import numpy as np
 import pytest
 import torch
-from rich.console import Console
 
 from specsched.runtime.backends.placement import Placement
-from specsched.runtime.core import device as device_module
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.device import default_dtype, mps_daemon_running, resolve_device
+from specsched.runtime.core.device import default_dtype, resolve_device
 from specsched.runtime.engine.child import error_line
-from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.engine import Engine
-from specsched.runtime.record import build_record
 from specsched.runtime.report import summary_table
-from specsched.runtime.view.dashboard import Dashboard
-from specsched.runtime.view.gpu_usage import GpuSampler, gpu_summary, mean_total_sm
-from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
-from tests.helpers import REPO, assert_one_error_line, specsched
+from tests.helpers import REPO, assert_one_error_line, render_text, specsched
 from tests.tiny_hf import make_pair
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -147,140 +139,9 @@ def test_the_flag_reaches_every_process_and_the_summary_says_where_models_ran(pa
     assert record.to_json()["devices"] == record.collected.devices
     counters = record.collected.counters
     assert counters["verifications"] > 0 and counters["h2d_bytes"] == counters["d2h_bytes"] == 0  # nothing crosses
-    text = _render(summary_table(record))
+    text = render_text(summary_table(record))
     assert "cpu (fp32): verifier + 2 draft workers · --device cpu" in text
     assert "MPS" not in text and "host↔device" not in text  # CUDA-only rows
-
-
-def _render(renderable, width: int = 160) -> str:
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
-    console.print(renderable)
-    return console.export_text()
-
-
-def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
-    config = RunConfig(backend="sim", prompts=["x"], workers=1)
-    on_gpu = {"device": "cuda:0", "asked": "auto"}
-    collected = Collected(devices={"verifier": on_gpu, "draft-0": on_gpu},
-                          counters={"verifications": 4, "h2d_bytes": 4096, "d2h_bytes": 3 * 2**20})
-    record = build_record(config, collected, "ok", None)
-    record.extra["mps_daemon"] = False
-    record.extra["gpu_usage"] = {"verifier": {"mean_sm_percent": 61.0, "peak_memory_bytes": 2**30, "samples": 3}}
-    text = _render(summary_table(record))
-    assert "cuda:0: verifier + 1 draft worker · --device auto" in text
-    assert "off: the processes time-slice the GPU (start it: nvidia-cuda-mps-control -d)" in text
-    assert "4.0 KiB up, 3.0 MiB down (1.0 KiB / 768.0 KiB per verification)" in text
-    assert "verifier 61 % 1.0 GiB" in text
-    record.extra["mps_daemon"] = True
-    assert "on: the processes' kernels run concurrently" in _render(summary_table(record))
-
-
-# -- MPS -----------------------------------------------------------------------------------------------
-
-def test_mps_is_seen_by_its_control_pipe_or_its_process(tmp_path, monkeypatch):
-    import psutil
-
-    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([]))
-    assert not mps_daemon_running()
-    (tmp_path / "control").touch()
-    assert mps_daemon_running()
-    (tmp_path / "control").unlink()
-    daemon = types.SimpleNamespace(info={"name": "nvidia-cuda-mps-control"})
-    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([daemon]))
-    assert mps_daemon_running()
-    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")
-    assert str(device_module.mps_control_pipe()) == "/tmp/nvidia-mps/control"
-
-
-# -- GPU use from NVML (a fake one) ------------------------------------------------------------------
-
-class FakeNvml:
-    """Two GPUs: pid 10 on both, pid 11 on the second; the second reports no memory per process."""
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self, *, fail_init: bool = False) -> None:
-        self.fail_init, self.asked_since = fail_init, []
-
-    def nvmlInit(self):
-        if self.fail_init:
-            raise self.NVMLError("Driver Not Loaded")
-
-    def nvmlDeviceGetCount(self):
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        return i
-
-    def nvmlDeviceGetComputeRunningProcesses(self, h):
-        proc = types.SimpleNamespace
-        return [proc(pid=10, usedGpuMemory=300), proc(pid=99, usedGpuMemory=7)] if h == 0 else \
-            [proc(pid=10, usedGpuMemory=None), proc(pid=11, usedGpuMemory=None)]
-
-    def nvmlDeviceGetProcessUtilization(self, h, since):
-        self.asked_since.append((h, since))
-        s = types.SimpleNamespace
-        if h == 0:
-            return [s(pid=10, timeStamp=5, smUtil=20), s(pid=10, timeStamp=9, smUtil=40)]  # newest counts
-        raise self.NVMLError("Not Found")  # no sample yet on GPU 1
-
-
-def test_the_gpu_sampler_reads_sm_and_memory_per_process_from_nvml():
-    nvml = FakeNvml()
-    sampler = GpuSampler(nvml)
-    assert sampler.on
-    use = sampler.sample({10, 11, 12})
-    assert use[10].sm_percent == 40.0 and use[10].memory_bytes == 300
-    assert use.keys() == {10}  # 11: no memory nor sample reported; 12: not on a GPU; 99: not ours
-    sampler.sample({10})
-    assert nvml.asked_since[-2] == (0, 9)  # the next read asks for samples newer than the last seen
-
-
-def test_without_nvml_or_a_driver_the_sampler_is_off_and_says_nothing(monkeypatch):
-    assert not GpuSampler(FakeNvml(fail_init=True)).on
-    assert GpuSampler(FakeNvml(fail_init=True)).sample({1}) == {}
-    import builtins
-
-    real = builtins.__import__
-
-    def without_pynvml(name, *args, **kwargs):
-        if name == "pynvml":
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", without_pynvml)
-    assert not GpuSampler().on and UsageSampler().sample({})[0].gpu_percent is None
-
-
-def test_gpu_use_reaches_the_usage_rows_the_replay_and_the_live_view():
-    sampler = UsageSampler(gpu=GpuSampler(FakeNvml()))
-    me = os.getpid()
-    rows = [u.to_row(1.0) for u in sampler.sample({"verifier": me})]
-    assert all(len(r) == 5 for r in rows)  # our pid is no GPU process of the fake: CPU rows stay as they were
-    gpu_rows = [[1.0, "verifier", 10, 50.0, 2**20, 40.0, 300], [1.0, "draft-0", 11, 90.0, 2**20, 20.0, None],
-                [2.0, "verifier", 10, 50.0, 2**20, 60.0, 500], [1.0, "supervisor", 1, 5.0, 2**20]]
-    replayed = RecordedUsage(gpu_rows).sample({}, 1.0)
-    assert {u.name: (u.gpu_percent, u.gpu_bytes) for u in replayed} == {
-        "verifier": (40.0, 300), "draft-0": (20.0, None), "supervisor": (None, None)}
-    assert gpu_summary(gpu_rows) == {
-        "verifier": {"mean_sm_percent": 50.0, "peak_memory_bytes": 500, "samples": 2},
-        "draft-0": {"mean_sm_percent": 20.0, "peak_memory_bytes": 0, "samples": 1}}
-    assert mean_total_sm(gpu_rows) == (60.0 + 60.0) / 2
-    assert gpu_summary([r[:5] for r in gpu_rows]) == {} and mean_total_sm([r[:5] for r in gpu_rows]) is None
-
-
-def test_the_live_view_has_gpu_columns_only_when_nvml_reports():
-    from specsched.runtime.view.monitor import Monitor
-
-    config = RunConfig(backend="sim", prompts=["x"], workers=1)
-    snap = Monitor(config).snapshot(Collected(), 0.0)
-    cpu = dataclasses.replace(snap, usage=(Usage("verifier", 10, 50.0, 2**20),))
-    assert "GPU SM %" not in _render(Dashboard(cpu))
-    gpu = dataclasses.replace(snap, usage=(Usage("verifier", 10, 50.0, 2**20, 40.0, 3 * 2**20),))
-    line = next(x for x in _render(Dashboard(gpu)).splitlines() if x.startswith("verifier") and "MiB" in x)
-    assert "GPU SM %" in _render(Dashboard(gpu)) and line.split()[-2:] == ["3", "MiB"] and "40" in line.split()
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -327,27 +188,6 @@ def test_the_gpu_table_script_refuses_to_run_without_a_gpu():
     assert result.stderr.strip().splitlines() == ["gpu.sh: error: no CUDA GPU is visible to torch; the GPU table "
                                                   "needs one"]
     assert not list((REPO / "benchmarks" / "results").glob("gpu_*"))  # nothing written
-
-
-def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
-    from specsched.runtime.bench.measure import ArmResult, Sample
-    from specsched.runtime.bench.record import BenchRecord
-    from specsched.runtime.bench.report import markdown
-    from specsched.runtime.bench.sweep import SweepPoint
-
-    def arm(name: str, *sm: float | None) -> ArmResult:
-        return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x) for x in sm])
-
-    config = RunConfig(backend="sim", prompts=["x"], workers=2)
-    record = BenchRecord(config, 0, 3, sweep_axis="n", sweep=[
-        SweepPoint(2, config, [arm("ar", 30.0, 50.0, 40.0), arm("seed-fcfs", 70.0, 90.0, 80.0)]),
-        SweepPoint(4, config, [arm("ar", None, None, None)])])
-    text = markdown(record)
-    assert "GPU SM % (NVML) · n 2: ar 40 %, seed-fcfs 80 %" in text  # medians of the repeats
-    assert "n 4" not in text.split("GPU SM %")[1].splitlines()[0]
-    assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
-    record.sweep = record.sweep[1:]
-    assert "GPU SM %" not in markdown(record)  # CPU runs: no note
 
 
 def test_provenance_names_the_gpu_only_where_the_models_ran_on_one(gpus, monkeypatch):
