@@ -22,11 +22,11 @@ from importlib import metadata
 from pathlib import Path
 
 from specsched.runtime.core.config import MODEL_BACKENDS, RunConfig
+from specsched.runtime.models.cache import known_sha256
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
-HASHES_FILE = "weight-hashes.json"
 
 
 def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirty: bool = False) -> dict:
@@ -87,12 +87,12 @@ def preset_of(path: Path) -> str | None:
 def describe(path: Path, dtype: str) -> dict:
     """One model directory (or a GGUF file): its preset, its weight files by sha256, the parameters they hold."""
     if path.is_file():
-        digest = sha256(path)
+        digest = known_sha256(path)
         return {"preset": preset_of(path.parent), "path": str(path.resolve()), "name": path.name,
                 "architecture": "GGUF", "dtype": dtype, "sha256": digest,
                 "files": [{"name": path.name, "sha256": digest, "bytes": path.stat().st_size}], "parameters": None}
     files = sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
-    digests = {p.name: sha256(p) for p in files}
+    digests = {p.name: known_sha256(p) for p in files}
     combined = (next(iter(digests.values())) if len(digests) == 1 else
                 hashlib.sha256("".join(f"{n}:{d}\n" for n, d in digests.items()).encode()).hexdigest())
     config = path / "config.json"
@@ -116,33 +116,6 @@ def safetensors_parameters(path: Path) -> int:
                 n *= d
             total += n
     return total
-
-
-def sha256(path: Path) -> str:
-    from specsched.runtime.models.cache import cache_root
-
-    stat = path.stat()
-    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
-    memo_path = cache_root() / HASHES_FILE
-    try:
-        memo = json.loads(memo_path.read_text())
-    except (OSError, ValueError):
-        memo = {}
-    if isinstance(memo.get(key), dict) and memo[key].get("stamp") == stamp:
-        return memo[key]["sha256"]
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    memo[key] = {"stamp": stamp, "sha256": digest.hexdigest()}
-    try:  # a read-only cache only costs the next run another hash
-        memo_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo))
-        tmp.replace(memo_path)
-    except OSError:
-        pass
-    return memo[key]["sha256"]
 
 
 @functools.lru_cache(maxsize=2)

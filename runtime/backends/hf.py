@@ -175,8 +175,10 @@ class HFModel(LanguageModel):
 
 
 class HFTokenizer(Tokenizer):
-    def __init__(self, path: str) -> None:
-        self.tok = AutoTokenizer.from_pretrained(path)
+    def __init__(self, path: str, *, gguf_file: str | None = None) -> None:
+        """A tokenizer directory, or with ``gguf_file`` the tokenizer inside that GGUF in ``path``."""
+        self.tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else \
+            AutoTokenizer.from_pretrained(path)
 
     def encode(self, text: str, *, chat: bool) -> list[int]:
         if chat and getattr(self.tok, "chat_template", None):

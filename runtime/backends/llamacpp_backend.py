@@ -67,11 +67,7 @@ class LlamaCppBackend(HFBackend):
 
     def tokenizer(self) -> HFTokenizer:
         if is_gguf(self.config.target):  # transformers reads a GGUF's tokenizer (chat template included)
-            tok = HFTokenizer.__new__(HFTokenizer)
-            from transformers import AutoTokenizer
-
-            tok.tok = AutoTokenizer.from_pretrained(self.gguf.parent, gguf_file=self.gguf.name)
-            return tok
+            return HFTokenizer(str(self.gguf.parent), gguf_file=self.gguf.name)
         return super().tokenizer()
 
     def target(self):

@@ -7,11 +7,14 @@ sees either a complete model or none.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
 ENV_VAR = "SPECSCHED_CACHE"
 PARTIAL_PREFIX = ".partial-"
+HASHES_FILE = "weight-hashes.json"
 
 
 def cache_root() -> Path:
@@ -39,3 +42,33 @@ def cached_models() -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if not p.name.startswith(".") and is_complete(p))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def known_sha256(path: Path) -> str:
+    """sha256 of a weights file, memoised in the cache by (path, size, mtime): hashing 538 MB costs seconds."""
+    stat = path.stat()
+    key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns]
+    memo_path = cache_root() / HASHES_FILE
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    if isinstance(memo.get(key), dict) and memo[key].get("stamp") == stamp:
+        return memo[key]["sha256"]
+    memo[key] = {"stamp": stamp, "sha256": sha256_of(path)}
+    try:  # a read-only cache only costs the next run another hash
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(memo))
+        tmp.replace(memo_path)
+    except OSError:
+        pass
+    return memo[key]["sha256"]

