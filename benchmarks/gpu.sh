@@ -2,7 +2,7 @@
 # The GPU table, in one command: every arm for n = 2..8 thoughts on one CUDA GPU, fp32 without and with MPS
 # (greedy outputs checked equal to ar's: fp32 is exact enough for that), then the same sweep in bf16 (the
 # default on CUDA, whose greedy outputs may part from ar's: README "GPU").
-# Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16}.{json,md} and the bench logs beside them.
+# Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16,fp32_host_chains}.{json,md} and the bench logs beside them.
 # Usage: benchmarks/gpu.sh [extra bench flags, e.g. --repeats 3 --device cuda:1]
 # Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
 # GPU use per process in the results needs `pip install 'specsched[gpu]'` (nvidia-ml-py).
@@ -39,5 +39,8 @@ else
   echo "gpu.sh: nvidia-cuda-mps-control not found: no MPS run" | tee "${out}_fp32_mps.log" >&2
 fi
 bench bf16 --dtype bf16 "$@"
+# the drafting arms once more with chains drawn through the host (each step's logits row comes down):
+# against fp32 above, what keeping a draft on the GPU until it is sent is worth (README "GPU")
+SPECSCHED_DEVICE_CHAINS=0 bench fp32_host_chains --dtype fp32 "$@" --arms sd,seed-fcfs,seed-batch
 echo "wrote ${out}_*"
 exit $status

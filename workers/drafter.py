@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.backends.backend import ChainPlan, LanguageModel
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
 from specsched.workers.lookup import NgramIndex, delta
@@ -96,6 +96,8 @@ class TreeDrafter(Drafter):
 
     def propose(self, budget: int) -> Proposal:
         shape = self.k_config[:max(budget, 0)]
+        if shape and set(shape) == {1} and self.model.chains_on_device and not self.min_confidence:
+            return self._chain_on_device(len(shape))
         tokens: list[int] = []
         parents: list[int] = []
         qs: list[np.ndarray] = []
@@ -133,6 +135,19 @@ class TreeDrafter(Drafter):
             self.base = len(self.cache)
         q = np.stack(qs) if qs else (None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32))
         return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q, np.asarray(confs, np.float32))
+
+    def _chain_on_device(self, k: int) -> Proposal:
+        """The same chain as propose's loop, drawn where the model runs (device_chain.py): one uniform per
+        token, taken up front in the order the loop takes them; the lookup reads the chain drafted so far."""
+        guide = None
+        if self.ngrams is not None:
+            def guide(drafted: list[int]) -> int | None:
+                return self._lookup(drafted, list(range(-1, len(drafted) - 1)), len(drafted) - 1)
+        uniforms = None if self.params.greedy else self.rng.random(k)
+        chain = self.model.draft_chain(self.cache, self.model.sync_to(self.cache, self.context),
+                                       ChainPlan(k, self.params, uniforms, guide))
+        self.base = len(self.cache) - (k - 1)  # the first draft token's cache index: k - 1 of them were read
+        return Proposal(chain.tokens, np.arange(-1, k - 1, dtype=np.int32), chain.q, chain.conf)
 
     def _lookup(self, tokens: list[int], parents: list[int], node: int) -> int | None:
         """What followed the latest earlier occurrence of the text ending at draft node `node` (-1: root)."""

@@ -8,12 +8,13 @@ sim workers fit on a small machine) and the transformers backend plugs in unchan
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.sampling import SamplingParams
 
 
 class Cache:
@@ -88,10 +89,29 @@ class Traffic:
         return Traffic(self.h2d, self.d2h)
 
 
+@dataclass(slots=True)
+class ChainPlan:
+    """A draft chain to draw where the model runs (LanguageModel.draft_chain): k tokens by `params`, the i-th
+    at uniforms[i] of the sequence's draft stream (None when greedy); `guide`, given the tokens drafted so
+    far, names a token to propose with q = δ instead of the model's choice (prompt lookup), or None."""
+    k: int
+    params: SamplingParams
+    uniforms: np.ndarray | None = None
+    guide: Callable[[list[int]], int | None] | None = None
+
+
+@dataclass(slots=True)
+class DraftedChain:
+    tokens: np.ndarray          # int32 [k]
+    q: np.ndarray | None        # float32 [k, V]: what each token was drawn from; None when greedy
+    conf: np.ndarray            # float32 [k]: the draft's probability of each token at T = 1
+
+
 class LanguageModel(ABC):
     vocab_size: int
     eos_token_id: int | None
     device: str = "cpu"          # where its forwards run: "cpu" or "cuda:N"
+    chains_on_device: bool = False  # draft_chain is implemented (and pays: the logits live off the host)
 
     @property
     def traffic(self) -> Traffic:
@@ -106,6 +126,12 @@ class LanguageModel(ABC):
         """Read ``tokens`` into the cache; return logits [len(tokens), V], row i predicting what follows
         token i. ``parents`` (absolute cache indices, -1 = none) makes them a tree: each token then
         attends to its ancestors only. None appends a plain sequence."""
+
+    def draft_chain(self, cache: Cache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
+        """Read ``tokens``, then draw a chain of plan.k tokens, each fed to the next forward but the last,
+        without bringing logits to the host (device_chain.py): what TreeDrafter does for a chain through
+        ``forward``, for models with ``chains_on_device``."""
+        raise NotImplementedError(f"{type(self).__name__} drafts through forward()")
 
     def set_threads(self, n: int) -> None:
         """Threads of the next forwards (the verifier's share of the cores, forward by forward)."""

@@ -19,7 +19,16 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer, Traffic
+from specsched.runtime.backends import device_chain
+from specsched.runtime.backends.backend import (
+    Backend,
+    Cache,
+    ChainPlan,
+    DraftedChain,
+    LanguageModel,
+    Tokenizer,
+    Traffic,
+)
 from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.models.draft_model import DraftLM
@@ -59,6 +68,7 @@ class HFModel(LanguageModel):
         self.placement = placement or Placement()
         self.device = self.placement.name
         self.model = self.placement.adopt(module).eval()
+        self.chains_on_device = device_chain.wanted(self.placement.cuda)
         if isinstance(module, DraftLM):  # it proposes, it never ends a text
             self.vocab_size, self.eos_token_id = int(module.cfg.target_vocab), None
             return
@@ -83,6 +93,9 @@ class HFModel(LanguageModel):
     def forward(self, cache: HFCache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
         if not tokens:
             return np.zeros((0, self.vocab_size), np.float32)
+        end = len(cache) - 1
+        if parents is not None and cache.linear and list(parents) == [*range(end, end + len(tokens))]:
+            parents = None  # a chain's next tokens, said as a tree: the causal forward needs no mask
         if parents is not None or not cache.linear:
             return self.forward_batch([cache], [tokens], [parents])[0]
         start = len(cache)
@@ -95,6 +108,9 @@ class HFModel(LanguageModel):
                              past_key_values=cache.past if cache.past is not None else GrowingCache())
             cache.past = out.past_key_values
             return self.placement.down(out.logits[0])
+
+    def draft_chain(self, cache: HFCache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
+        return device_chain.draft_chain(self, cache, tokens, plan)
 
     def crop(self, cache: HFCache, length: int) -> None:
         if cache.linear and cache.past is not None and length < len(cache):

@@ -28,6 +28,7 @@ class Placement:
         # created once, at start-up: every forward of this process is queued on it
         self.stream = torch.cuda.Stream(device=self.device) if self.cuda else None
         self.traffic = Traffic()
+        self.waits = 0  # times the host waited for results from the device
 
     @classmethod
     def start(cls, spec: str) -> Placement:
@@ -54,13 +55,22 @@ class Placement:
         return tensor.pin_memory().to(self.device, non_blocking=True)
 
     def down(self, tensor: torch.Tensor) -> np.ndarray:
-        """A result as float32 numpy: on CUDA a non-blocking copy into a pinned buffer, then one
-        synchronisation of the stream (a fresh buffer each time: the caller keeps the array)."""
-        tensor = tensor.float()
+        """A result as float32 numpy (a fresh buffer each time: the caller keeps the array)."""
+        return self.down_all(tensor.float())[0]
+
+    def down_all(self, *tensors: torch.Tensor) -> list[np.ndarray]:
+        """Results as numpy, in their own dtypes: on CUDA non-blocking copies into pinned buffers, then one
+        synchronisation of the stream for all of them (`waits` counts those)."""
         if not self.cuda:
-            return tensor.numpy()
-        host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
-        host.copy_(tensor, non_blocking=True)
+            return [t.numpy() for t in tensors]
+        hosts = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+        for host, t in zip(hosts, tensors):
+            host.copy_(t, non_blocking=True)
         self.stream.synchronize()
-        self.traffic.d2h += host.nbytes
-        return host.numpy()
+        self.traffic.d2h += sum(h.nbytes for h in hosts)
+        self.waits += 1
+        return [h.numpy() for h in hosts]
+
+    def token(self, tensor: torch.Tensor) -> int:
+        """One token id on the host (a wait of its own, for the 8 bytes of a long)."""
+        return int(self.down_all(tensor.reshape(1))[0][0])

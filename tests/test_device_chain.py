@@ -1,0 +1,179 @@
+"""Draft chains drawn where the draft model runs (runtime/backends/device_chain.py), tested on the CPU: the
+same proposals as the host path (tokens, q, confidences, cache), the draft stream consumed the same way,
+the torch sampling rules equal to sampling.py's, one copy to the host per draft, and a whole run lossless
+with the path forced on (SPECSCHED_DEVICE_CHAINS=1). On CUDA it is the default; that test is marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specsched.runtime.app import run
+from specsched.runtime.backends import device_sampling as ds
+from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.placement import Placement
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import SamplingParams, distribution, sample, stream
+from specsched.workers.drafter import ChainDrafter, TreeDrafter
+from tests.fp32 import assert_greedy_equal
+from tests.test_device import needs_cuda
+from tests.tiny_hf import logits_after, make_pair
+
+PARAMS = [SamplingParams(), SamplingParams(temperature=0.8), SamplingParams(temperature=1.3, top_k=7),
+          SamplingParams(temperature=0.9, top_p=0.6), SamplingParams(temperature=1.0, top_k=20, top_p=0.9)]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return make_pair(tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture(scope="module")
+def draft(pair):
+    return HFModel(str(pair[1]), "fp32")
+
+
+def drafters(model, params, prompt, *, lookup=0, k=5):
+    """The same chain drafter twice: through forward() on the host, and drawn on the device."""
+    pair = []
+    for on_device in (False, True):
+        model.chains_on_device = on_device
+        d = TreeDrafter(model, params, stream(7, 0, "draft", 0), prompt, k_config=(1,) * k, lookup=lookup)
+        pair.append(d)
+    model.chains_on_device = False
+    return pair
+
+
+def propose(model, drafter, on_device, budget=99):
+    model.chains_on_device = on_device
+    try:
+        return drafter.propose(budget)
+    finally:
+        model.chains_on_device = False
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=str)
+@pytest.mark.parametrize("lookup", [0, 3])
+def test_a_chain_drawn_on_the_device_is_the_host_paths_chain_round_after_round(draft, params, lookup):
+    # a prompt that repeats itself, so the lookup proposes tokens (q = δ) as well as the model
+    prompt = [5, 9, 12, 40, 5, 9, 12, 41, 5, 9, 12]
+    host, dev = drafters(draft, params, prompt, lookup=lookup)
+    for rnd in range(4):
+        a, b = propose(draft, host, False), propose(draft, dev, True)
+        assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+        np.testing.assert_allclose(a.conf, b.conf, rtol=1e-5, atol=1e-7)
+        if params.greedy:
+            assert a.q is None and b.q is None
+        else:
+            assert b.q.shape == (5, draft.vocab_size) and b.q.dtype == np.float32
+            np.testing.assert_allclose(a.q, b.q, atol=1e-6)
+        assert host.base == dev.base and host.cache.tokens == dev.cache.tokens
+        assert len(dev.cache.past.layers[0].keys[0, 0]) == len(dev.cache)  # keys and bookkeeping agree
+        # a verdict: the first two accepted, then a correction the draft did not propose
+        committed = [*a.tokens[:2].tolist(), (int(a.tokens[2]) + 1) % draft.vocab_size]
+        for d in (host, dev):
+            d.rng = stream(7, 0, "draft", rnd + 1)
+            d.observe(committed, [0, 1])
+
+
+def test_the_draft_stream_is_read_one_uniform_per_token_as_the_host_loop_reads_it():
+    at_once = stream(3, 1, "draft", 9).random(6)
+    rng = stream(3, 1, "draft", 9)
+    assert at_once.tolist() == [rng.random() for _ in range(6)]
+
+
+@pytest.mark.parametrize("params", PARAMS[1:], ids=str)
+def test_the_device_distribution_and_draw_follow_sampling_py(params):
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        logits = rng.normal(0, 3, 300).astype(np.float32)
+        if trial % 2:  # ties at the top-k boundary and inside the nucleus
+            logits[rng.integers(0, 300, 40)] = logits.max()
+        q = distribution(logits[None], params)[0]
+        q_dev = ds.distribution(torch.from_numpy(logits), params)
+        np.testing.assert_allclose(q_dev.numpy(), q, atol=1e-7)
+        assert (q_dev.numpy() > 0).tolist() == (q > 0).tolist()  # the same tokens kept
+        for u in rng.random(10):
+            assert int(ds.draw(torch.from_numpy(q), torch.tensor(u, dtype=torch.float64))) == \
+                sample(q, _Fixed(u))
+
+
+def test_a_chain_leaves_the_device_in_one_copy_and_lookup_adds_one_per_drawn_token(draft, monkeypatch):
+    copies = []
+    real = draft.placement.down_all
+    monkeypatch.setattr(draft.placement, "down_all", lambda *t: copies.append(len(t)) or real(*t))
+    prompt = [3, 4, 5, 6]
+    for lookup in (0, 3):
+        copies.clear()
+        _, dev = drafters(draft, SamplingParams(temperature=0.8), prompt, lookup=lookup, k=6)
+        propose(draft, dev, True)
+        if lookup == 0:
+            assert copies == [3]  # tokens, confidences and q rows: one wait
+        else:  # each model-drawn token id for the n-gram index, then the rest together
+            assert copies[-1] == 3 and set(copies[:-1]) <= {1} and len(copies) <= 6
+
+
+def test_a_budget_shorter_than_k_and_a_chain_of_one(draft):
+    for budget in (1, 2):
+        host, dev = drafters(draft, SamplingParams(temperature=0.7), [8, 9, 10], k=4)
+        a, b = propose(draft, host, False, budget), propose(draft, dev, True, budget)
+        assert a.tokens.tolist() == b.tokens.tolist() and len(b.tokens) == budget
+        assert len(host.cache) == len(dev.cache)
+
+
+def test_the_chain_drafter_takes_the_device_path_only_for_chains(draft, monkeypatch):
+    called = []
+    monkeypatch.setattr(draft, "draft_chain", lambda *a: called.append(1))
+    draft.chains_on_device = True
+    try:
+        TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(2, 1)).propose(9)
+        TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(1, 1),
+                    min_confidence=0.5).propose(9)
+        assert called == []  # trees and confidence-cut chains read every level on the host
+        with pytest.raises(AttributeError):  # the stub returns None: the chain asked the device
+            ChainDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k=3).propose(9)
+        assert called == [1]
+    finally:
+        draft.chains_on_device = False
+
+
+@pytest.mark.slow
+def test_runs_with_chains_drawn_on_the_device_are_lossless_and_draw_what_the_host_path_draws(pair, monkeypatch):
+    prompts = ["w1 w2 w3", "w5 w6 w5 w6 w5"]
+
+    def tokens(**kw):
+        record = run(RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=prompts,
+                               max_new_tokens=16, **kw))
+        assert record.status == "ok", record.error
+        return [s.tokens for s in record.sequences]
+
+    ar = tokens(mode="ar")
+    sampled = dict(mode="seed", temperature=0.9, top_p=0.9, seed=5)
+    host = tokens(**sampled)
+    monkeypatch.setenv("SPECSCHED_DEVICE_CHAINS", "1")  # every draft worker takes the device path
+    for mode in ("seed", "sd"):
+        assert_greedy_equal(tokens(mode=mode), ar, logits_after(pair[0], prompts), layers=2, width=128)
+    assert tokens(**sampled) == host  # the same drafts, so the same verdicts and the same text
+
+
+@needs_cuda
+def test_on_cuda_a_chain_is_one_wait_and_the_host_paths_chain(pair):
+    model = HFModel(str(pair[1]), "fp32", placement=Placement("cuda:0"))
+    assert model.chains_on_device
+    host, dev = drafters(model, SamplingParams(temperature=0.8), [5, 9, 12, 40], k=6)
+    a, waits = propose(model, host, False), model.placement.waits
+    b = propose(model, dev, True)
+    assert model.placement.waits == waits + 1
+    assert a.tokens.tolist() == b.tokens.tolist()
+    np.testing.assert_allclose(a.q, b.q, atol=1e-6)
+
+
+class _Fixed:
+    """An rng whose next uniform is u."""
+
+    def __init__(self, u: float) -> None:
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
