@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from specsched.runtime.app import run
-from specsched.runtime.backends.hf import HFTokenizer
+from specsched.runtime.backends.hf_backend import HFTokenizer
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.models.registry import resolve_pair
 from specsched.runtime.models.training.tiny import ASSET_DIR, RECORD
@@ -50,7 +50,7 @@ def test_preset_name_resolves_to_the_shipped_pair():
 
 @pytest.mark.parametrize("target, draft", [("tiny", "tiny"), ("tiny", None), (None, "tiny")])
 def test_every_way_of_naming_the_preset_gives_the_shipped_pair(target, draft):
-    from specsched.runtime.backends.hf import HFBackend
+    from specsched.runtime.backends.hf_backend import HFBackend
 
     paths = HFBackend(RunConfig(backend="hf", target=target, draft=draft)).paths()
     assert [Path(p) for p in paths] == [ASSET_DIR / "target", ASSET_DIR / "draft"]

@@ -224,7 +224,7 @@ def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
     if config.backend in ("hf", "llamacpp"):
-        return [*serving, "specsched.runtime.backends.hf", "transformers.models.llama.modeling_llama",
+        return [*serving, "specsched.runtime.backends.hf_backend", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model"]
     return [*serving, "specsched.runtime.backends.sim"]
 
@@ -235,7 +235,7 @@ def get_backend(config: RunConfig) -> Backend:
         from specsched.runtime.backends.sim import SimBackend
         return SimBackend(config)
     if config.backend == "hf":
-        from specsched.runtime.backends.hf import HFBackend
+        from specsched.runtime.backends.hf_backend import HFBackend
         return HFBackend(config)
     if config.backend == "llamacpp":
         from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend

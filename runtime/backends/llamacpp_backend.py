@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 
 from specsched.runtime.backends.backend import same_vocabulary
-from specsched.runtime.backends.hf import HFBackend, HFTokenizer
+from specsched.runtime.backends.hf_backend import HFBackend, HFTokenizer
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.models.errors import ModelError
 from specsched.runtime.models.gguf_target import is_gguf, resolve_gguf

@@ -65,7 +65,7 @@ def ngram_cache(target: Path, out: Path, *, min_count: int = 2, work: Path, step
     `target`'s tokenizer, count, save to `out`; returns the meta."""
     from transformers import AutoTokenizer
 
-    from specsched.runtime.backends.hf import tokenizer_digest
+    from specsched.runtime.backends.hf_backend import tokenizer_digest
     from specsched.runtime.models.corpus_cache import PAD, count, save
 
     step(f"fetching {REQUIREMENT}")

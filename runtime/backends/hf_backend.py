@@ -1,0 +1,120 @@
+"""The transformers backend's pair and tokenizer: which directories (or cached hub ids) it loads, the checks
+before any process starts (the two vocabularies agree), and the models it builds on each process's
+placement (hf.py holds the model and its caches).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoTokenizer
+
+from specsched.runtime.backends.backend import Backend, Tokenizer
+from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.placement import Placement
+from specsched.runtime.core.config import ConfigError
+
+
+class HFTokenizer(Tokenizer):
+    def __init__(self, path: str, *, gguf_file: str | None = None) -> None:
+        """A tokenizer directory, or with ``gguf_file`` the tokenizer inside that GGUF in ``path``."""
+        self.tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else \
+            AutoTokenizer.from_pretrained(path)
+
+    def encode(self, text: str, *, chat: bool) -> list[int]:
+        if chat and getattr(self.tok, "chat_template", None):
+            out = self.tok.apply_chat_template([{"role": "user", "content": text}],
+                                               add_generation_prompt=True, tokenize=True)
+            return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+        return list(self.tok.encode(text))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.tok.decode(list(tokens), skip_special_tokens=True)
+
+    def vocab(self) -> dict[str, int]:
+        return self.tok.get_vocab()
+
+
+class HFBackend(Backend):
+    def paths(self) -> tuple[str, str]:
+        c = self.config
+        from specsched.runtime.models.registry import PRESETS, resolve_pair
+
+        if c.target and c.draft and not {c.target, c.draft} & PRESETS.keys():
+            return c.target, c.draft  # two model directories (or hub ids) as given
+        return resolve_pair(c.target, c.draft)
+
+    def check(self) -> None:
+        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any process
+        target, draft = self.paths()
+        t, d = self.vocabulary("target"), self.vocabulary("draft")
+        if t["size"] != d["size"]:
+            raise ConfigError(f"draft and target vocabularies differ: target {target} has {t['size']} "
+                              f"tokens, draft {draft} has {d['size']}; speculative decoding needs the "
+                              "same tokenizer")
+        if t["tokens"] is not None and d["tokens"] is not None and t["tokens"] != d["tokens"]:
+            raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
+                              "speculative decoding needs the same vocabulary")
+
+    def vocabulary(self, role: str) -> dict:
+        path = self.paths()[0 if role == "target" else 1]
+        if not Path(path).exists() and not _looks_like_hub_id(path):
+            raise ConfigError(f"{role} model not found: {path}")
+        from specsched.runtime.models.registry import is_distilled_draft
+
+        if is_distilled_draft(Path(path)):
+            size = _distilled_vocab(Path(path))
+        else:
+            try:
+                size = int(AutoConfig.from_pretrained(path).vocab_size)
+            except (OSError, ValueError) as exc:
+                reason = str(exc).splitlines()[0]
+                raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
+        return {"size": size, "tokens": tokenizer_digest(path)}
+
+    def tokenizer(self) -> HFTokenizer:
+        return HFTokenizer(self.paths()[0])
+
+    def target(self) -> HFModel:
+        return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
+
+    def draft(self) -> HFModel:
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
+                       placement=self.placement())
+
+    def draft_embeddings(self) -> str | None:
+        """Where a distilled draft reads its shared embeddings: its target's directory (None: the default's)."""
+        return self.paths()[0]
+
+    def placement(self) -> Placement:
+        """This process's device and stream (--device, resolved here, after the fork)."""
+        return Placement(self.config.model_device)
+
+
+def _distilled_vocab(path: Path) -> int:
+    from specsched.runtime.models.draft_model import CONFIG_FILE
+
+    return int(json.loads((path / CONFIG_FILE).read_text())["target_vocab"])
+
+
+def tokenizer_digest(path: str) -> str | None:
+    """sha256 of a tokenizer's vocabulary (token -> id, sorted); None when `path` has no tokenizer."""
+    tokens = _tokenizer_vocab(path)
+    return None if tokens is None else hashlib.sha256(json.dumps(sorted(tokens.items())).encode()).hexdigest()
+
+
+def _tokenizer_vocab(path: str) -> dict[str, int] | None:
+    try:
+        return AutoTokenizer.from_pretrained(path).get_vocab()
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    return path.count("/") == 1 and not path.startswith((".", "/")) and os.path.sep * 2 not in path
