@@ -62,9 +62,10 @@ def _nucleus_by_full_sort(probs: np.ndarray, top_p: float) -> np.ndarray:
 
 @pytest.mark.parametrize("top_p", [0.05, 0.5, 0.7, 0.9, 0.999, 0.99999])
 def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
-    """The nucleus ranks only a few hundred candidates when they settle top_p: same kept set, same
-    renormalisation, including ties at the boundary (lower id first), flat rows and peaked ones."""
-    from specsched.runtime.core.sampling import _nucleus
+    """The nucleus ranks only a few hundred candidates when they settle top_p, else sorts the values alone:
+    same kept set, same renormalisation, including ties at the boundary (lower id first), flat rows and
+    peaked ones; the values' way is held to the definition on every row, not only on wide nuclei."""
+    from specsched.runtime.core.sampling import _kept_by_values, _nucleus
 
     rng = np.random.default_rng(0)
     rows = [rng.standard_normal(49152) * s for s in (0.5, 2.0, 6.0)]        # flat to peaked
@@ -82,6 +83,7 @@ def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
         probs = probs / probs.sum()
         want = _nucleus_by_full_sort(probs[None], top_p)
         assert np.array_equal(_nucleus(probs[None], top_p), want)
+        assert np.array_equal(_kept_by_values(probs, top_p), want[0] > 0)
         assert np.array_equal(_nucleus(np.stack([probs, probs[::-1]]), top_p)[1],
                               _nucleus_by_full_sort(probs[::-1][None], top_p)[0])
 
