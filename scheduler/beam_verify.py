@@ -2,8 +2,8 @@
 
 Forest attention (§3.3). Each input beam keeps its own target cache. One batched forward reads, per input
 beam, its unread context and then its tree of draft nodes (workers/beam_drafter.py: layer order, parents
-relative), laid out as ``lay_out`` lays out a token tree: row ``unread - 1`` holds the logits after the input
-beam, row ``unread + j`` those after tree node j. Their log-softmax are the ``Forest``'s target rows, mapped
+relative), laid out as ``lay_out`` lays out a token tree, rows from its ``first_row``: row 0 holds the logits
+after the input beam, row 1 + j those after tree node j. Their log-softmax are the ``Forest``'s target rows, mapped
 back to layer order, and ``verify_forest`` (Algorithm 1) turns them into the beams of every step.
 
 Caches afterwards. Output beam k grew from input beam r_k through one accepted node per full layer; its last
@@ -67,12 +67,13 @@ def read_forest(target: LanguageModel, caches: Sequence[Cache], contexts: Sequen
     """One ``forward_batch``: each input beam's cache synced to its context, then its tree of nodes."""
     trees = draft.trees()
     layouts = tuple(lay_out(target, c, list(ctx), t.tokens, t.parents) for c, ctx, t in zip(caches, contexts, trees))
-    rows = target.forward_batch(list(caches), [lo.tokens for lo in layouts], [lo.parents for lo in layouts])
-    inputs = np.stack([r[lo.unread - 1] for r, lo in zip(rows, layouts)])
+    rows = target.forward_batch(list(caches), [lo.tokens for lo in layouts], [lo.parents for lo in layouts],
+                                [lo.first_row for lo in layouts])
+    inputs = np.stack([r[0] for r in rows])  # the rows from each layout's first_row on
     layers = [np.empty((len(layer.tokens), target.vocab_size), dtype=inputs.dtype) for layer in draft.layers]
-    for tree, lo, r in zip(trees, layouts, rows):
+    for tree, r in zip(trees, rows):
         for j, (depth, node) in enumerate(zip(tree.layers, tree.nodes)):
-            layers[depth][node] = r[lo.unread + j]
+            layers[depth][node] = r[1 + j]
     return ForestRead(inputs, tuple(layers), layouts)
 
 

@@ -3,10 +3,10 @@ the serial evaluation loop (runtime/models/evaluation/evaluate.py).
 
 The target's cache holds a sequence's committed context minus what it has not read yet (at least the
 last committed token). A draft is read after those unread tokens, in the same forward, as a tree:
-draft token j attends to the prefix and its own ancestors, at position prefix length + depth. The
-logits row of the last unread token predicts the draft's first level; row ``unread + j`` what follows
-draft token j. After the verdict the cache keeps only the accepted path, so the prefix is never
-recomputed.
+draft token j attends to the prefix and its own ancestors, at position prefix length + depth. Only
+the rows from the last unread token's on are computed (``first_row``): row 0 predicts the draft's
+first level, row 1 + j what follows draft token j. After the verdict the cache keeps only the
+accepted path, so the prefix is never recomputed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ class Layout:
     unread: int                  # how many of `tokens` are unread context
     base: int                    # cache index of the draft's first token
 
+    @property
+    def first_row(self) -> int:
+        """The forward's ``first_row``: the last unread token's (the rows before it predict known tokens)."""
+        return self.unread - 1
+
 
 def lay_out(target: LanguageModel, cache: Cache, context: list[int], tokens: np.ndarray,
             parents: np.ndarray) -> Layout:
@@ -46,8 +51,7 @@ def settle(target: LanguageModel, cache: Cache, layout: Layout, rows: np.ndarray
     """Accept what the target agrees with (acceptance.py) and keep only the accepted path in the cache.
     The draft's last `lanes` tokens are branch lanes: read in the forward, never candidates, never kept."""
     m = len(tokens) - lanes
-    outcome = verify_tree(rows[layout.unread - 1], rows[layout.unread:layout.unread + m], tokens[:m], parents[:m],
-                          q, params, rng)
+    outcome = verify_tree(rows[0], rows[1:1 + m], tokens[:m], parents[:m], q, params, rng)
     target.keep(cache, [*range(layout.base), *(layout.base + j for j in outcome.path)])
     return outcome
 
@@ -57,5 +61,5 @@ def lane_predictions(layout: Layout, rows: np.ndarray, n: int, lanes: int) -> np
     branch lanes learn from (workers/branch_lanes.py). None when the draft has none."""
     if not lanes:
         return None
-    at = layout.unread + n - lanes
+    at = 1 + n - lanes
     return rows[at:at + lanes].argmax(axis=-1).astype(np.int32)

@@ -29,7 +29,7 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, c
     t0 = time.monotonic()
     before = target.traffic.copy()
     unread = [target.sync_to(st.cache, st.context) for st in active]
-    logits = target.forward_batch([st.cache for st in active], unread)
+    logits = target.forward_batch([st.cache for st in active], unread, first_rows=[len(u) - 1 for u in unread])
     count_traffic(target.traffic.since(before), [job.counters])
     seconds = time.monotonic() - t0
     costs.add_forward([len(u) for u in unread], seconds)

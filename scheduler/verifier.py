@@ -219,9 +219,11 @@ class Verifier(BeamSteps):
                    for st, (tokens, parents, _, _) in zip(states, drafts)]
         caches = [st.cache for st in states]
         if len(states) == 1:
-            logits = [self.target.forward(caches[0], layouts[0].tokens, layouts[0].parents)]
+            logits = [self.target.forward(caches[0], layouts[0].tokens, layouts[0].parents,
+                                          first_row=layouts[0].first_row)]
         else:
-            logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts])
+            logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts],
+                                               [x.first_row for x in layouts])
         t1 = time.monotonic()
         count_traffic(self.target.traffic.since(before), [self.counters, *(self.jobs[j].counters for j in
                                                                            {st.job for st in states})])

@@ -127,8 +127,8 @@ def test_lanes_and_candidates_in_one_forward_read_as_separate_forwards(tiny_targ
             path.append(int(tokens[j]))
             j = int(parents[j])
         assert_close(rows[node], alone(path[::-1])[-1], **SHAPE)
-    predictions = lane_predictions(layout, model.forward(model.new_cache(), layout.tokens, layout.parents),
-                                   len(tokens), len(lane_tokens))
+    predictions = lane_predictions(layout, model.forward(model.new_cache(), layout.tokens, layout.parents,
+                                                         first_row=layout.first_row), len(tokens), len(lane_tokens))
     assert predictions.tolist() == [int(rows[len(cand_tokens) + j].argmax()) for j in range(len(lane_tokens))]
 
 
@@ -142,7 +142,7 @@ def test_after_a_verdict_the_cache_keeps_the_accepted_candidates_and_no_lane_tok
     parents = np.asarray(cand_parents + lane_parents, np.int32)
     cache = model.new_cache()
     layout = lay_out(model, cache, context, tokens, parents)
-    rows = model.forward(cache, layout.tokens, layout.parents)
+    rows = model.forward(cache, layout.tokens, layout.parents, first_row=layout.first_row)
     outcome = settle(model, cache, layout, rows, tokens, parents, None, SamplingParams(), stream(0, 0, "verify"),
                      lanes=len(lane_tokens))
     assert outcome.tokens[:2] == [first, second] and outcome.accepted >= 2

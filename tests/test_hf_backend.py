@@ -145,3 +145,29 @@ def test_tree_rollback_keeps_only_the_accepted_path(pair):
     model.keep(cache, [0, 1, 2, 4, 6])                             # accept 6 -> 8
     assert cache.tokens == [2, 3, 4, 6, 8] and cache.linear
     assert_close(model.forward(cache, [9]), model.forward(model.new_cache(), [2, 3, 4, 6, 8, 9])[-1:], **SHAPE)
+
+
+def test_first_row_computes_only_the_rows_asked_for_and_still_reads_every_token(pair):
+    """A prefill asks for its last row only (layout.first_row, root_row): the rows it returns are the full
+    forward's, the cache it leaves reads on exactly as after a full one, batched rows too."""
+    from specsched.runtime.backends.hf import HFModel
+
+    model = HFModel(str(pair[0]), "fp32")
+    assert model._keeps_rows  # a transformers Llama computes only the rows kept
+    ctx, more = [2, 3, 4, 5, 6, 7, 8, 9], [10, 11]
+    full = model.forward(model.new_cache(), ctx + more)
+    for first in (0, 3, len(ctx) - 1, len(ctx)):
+        cache = model.new_cache()
+        rows = model.forward(cache, ctx, first_row=first)
+        assert rows.shape == (len(ctx) - first, model.vocab_size)
+        assert_close(rows, full[first:len(ctx)], **SHAPE)
+        assert_close(model.forward(cache, more), full[len(ctx):], **SHAPE)  # the cache read every token
+    assert_close(model.root_row(model.new_cache(), ctx), full[len(ctx) - 1], **SHAPE)
+    # a batch of a plain continuation and a tree, each from its own first row
+    a, b = model.new_cache(), model.new_cache()
+    model.forward(a, ctx[:3])
+    got = model.forward_batch([a, b], [ctx[3:], ctx[:4] + [12, 13]], [None, [-1, 0, 1, 2, 3, 3]], [2, 3])
+    assert_close(got[0], full[5:len(ctx)], **SHAPE)
+    tree = model.forward(model.new_cache(), ctx[:4] + [12, 13], [-1, 0, 1, 2, 3, 3])
+    assert got[1].shape[0] == 3
+    assert_close(got[1], tree[3:], **SHAPE)

@@ -90,6 +90,15 @@ def test_one_decode_for_several_sequences_equals_each_alone(model, prompt_ids):
     assert_close(rows[0][1], fresh(model, [*prompt_ids[0], 6])[-1], **SHAPE)
 
 
+def test_only_the_rows_asked_for_are_computed_and_every_token_is_read(model, prompt_ids):
+    caches = [model.new_cache() for _ in prompt_ids]
+    rows = model.forward_batch(caches, prompt_ids, first_rows=[len(p) - 1 for p in prompt_ids[:-1]] + [0])
+    assert [len(r) for r in rows] == [1, 1, len(prompt_ids[-1])]
+    for r, p, c in zip(rows, prompt_ids, caches):
+        assert_close(r, fresh(model, p)[len(p) - len(r):], **SHAPE)
+        assert_close(model.forward(c, [7])[-1], fresh(model, [*p, 7])[-1], **SHAPE)
+
+
 def test_sequence_ids_come_back_when_caches_go_and_running_out_is_a_clear_error(model):
     gc.collect()
     before = model.ids.in_use

@@ -30,10 +30,11 @@ class TableModel(LanguageModel):
     def new_cache(self) -> Cache:
         return Cache()
 
-    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
+    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None, *,
+                first_row: int = 0) -> np.ndarray:
         self.forwards += 1
         cache.append(tokens, parents)
-        return np.stack([self.table.get(int(t), self.table[-1]) for t in tokens])
+        return np.stack([self.table.get(int(t), self.table[-1]) for t in tokens[first_row:]])
 
     def keep(self, cache: Cache, indices: Sequence[int]) -> None:
         cache.select(list(indices))

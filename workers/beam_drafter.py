@@ -185,8 +185,7 @@ def draft_tree(draft: LanguageModel, cache: Cache, context: Sequence[int], logpr
     drawn from ``rng``. One draft forward for the context, then one per non-empty layer but the last. The
     cache is left holding exactly the context."""
     counts = [int(n) for n in counts]
-    rows = draft.forward(cache, draft.sync_to(cache, list(context)))
-    after = log_softmax(rows[-1:])  # [nodes above, V]: draft log q(. | node)
+    after = log_softmax(draft.root_row(cache, list(context))[None])  # [nodes above, V]: draft log q(. | node)
     score, forwards, layers, tree_len = np.array([float(logprob)]), 1, [], 0
     for depth, n in enumerate(counts):
         if len(score) == 0:  # nothing above: no cells, no q

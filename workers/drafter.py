@@ -103,7 +103,7 @@ class TreeDrafter(Drafter):
         qs: list[np.ndarray] = []
         confs: list[float] = []
         if shape:
-            root = self.model.forward(self.cache, self.model.sync_to(self.cache, self.context))[-1]
+            root = self.model.root_row(self.cache, self.context)
             self.base = len(self.cache)
             frontier = [(-1, root)]
             for depth, width in enumerate(shape):

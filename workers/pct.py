@@ -92,7 +92,7 @@ class PctDrafter(TreeDrafter):
             self.base = len(self.cache)
             return self._proposal(tokens, parents, qs, confs)
         started = time.monotonic()
-        root = self.model.forward(self.cache, self.model.sync_to(self.cache, self.context))[-1]
+        root = self.model.root_row(self.cache, self.context)
         self.base = len(self.cache)
         frontier = [(-1, root, 1.0)]
         phat: list[float] = []

@@ -10,6 +10,7 @@ forward with an attention mask that hides the padding, and splits the result bac
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -64,6 +65,9 @@ class HFModel(LanguageModel):
         self.device = self.placement.name
         self.model = self.placement.adopt(module).eval()
         self.chains_on_device = device_chain.wanted(self.placement.cuda)
+        # transformers' causal LMs compute only the last n rows of logits when told (the distilled draft,
+        # whose head is small, computes all; the rows wanted are cut out below either way)
+        self._keeps_rows = "logits_to_keep" in inspect.signature(module.forward).parameters
         if isinstance(module, DraftLM):  # it proposes, it never ends a text
             self.vocab_size, self.eos_token_id = int(module.cfg.target_vocab), None
             return
@@ -85,14 +89,15 @@ class HFModel(LanguageModel):
         return HFCache()
 
     @torch.inference_mode()
-    def forward(self, cache: HFCache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
+    def forward(self, cache: HFCache, tokens: Sequence[int], parents: Sequence[int] | None = None, *,
+                first_row: int = 0) -> np.ndarray:
         if not tokens:
             return np.zeros((0, self.vocab_size), np.float32)
         end = len(cache) - 1
         if parents is not None and cache.linear and list(parents) == [*range(end, end + len(tokens))]:
             parents = None  # a chain's next tokens, said as a tree: the causal forward needs no mask
         if parents is not None or not cache.linear:
-            return self.forward_batch([cache], [tokens], [parents])[0]
+            return self.forward_batch([cache], [tokens], [parents], [first_row])[0]
         start = len(cache)
         cache.append(tokens, None)
         up = self.placement.up
@@ -100,9 +105,14 @@ class HFModel(LanguageModel):
             ids = up(torch.tensor([list(tokens)], dtype=torch.long))
             positions = up(torch.arange(start, start + len(tokens)).unsqueeze(0))
             out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
-                             past_key_values=cache.past if cache.past is not None else GrowingCache())
+                             past_key_values=cache.past if cache.past is not None else GrowingCache(),
+                             **self._last_rows(len(tokens) - first_row))
             cache.past = out.past_key_values
-            return self.placement.down(out.logits[0])
+            return self.placement.down(_last(out.logits[0], len(tokens) - first_row))
+
+    def _last_rows(self, n: int) -> dict:
+        """The model's argument for computing only the last n rows of logits (at least one: 0 means all)."""
+        return {"logits_to_keep": max(n, 1)} if self._keeps_rows else {}
 
     def draft_chain(self, cache: HFCache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
         return device_chain.draft_chain(self, cache, tokens, plan)
@@ -126,7 +136,8 @@ class HFModel(LanguageModel):
 
     @torch.inference_mode()
     def forward_batch(self, caches: Sequence[HFCache], tokens: Sequence[Sequence[int]],
-                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
+                      parents: Sequence[Sequence[int] | None] | None = None,
+                      first_rows: Sequence[int] | None = None) -> list[np.ndarray]:
         """One forward for several sequences, each a plain continuation or a token tree.
 
         Row i of the batch is laid out as [pad][its cache][pad][its new tokens]; a boolean 4D mask
@@ -134,6 +145,7 @@ class HFModel(LanguageModel):
         and position ids come from each sequence's own cache.
         """
         parents = list(parents) if parents is not None else [None] * len(caches)
+        wanted = [len(t) - f for t, f in zip(tokens, first_rows or [0] * len(caches))]  # rows, last of each
         past_len = max(len(c) for c in caches)
         new_len = max(len(t) for t in tokens)
         b = len(caches)
@@ -158,14 +170,14 @@ class HFModel(LanguageModel):
             past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
                                past_len)
             out = self.model(input_ids=up(ids), attention_mask=up(allowed), position_ids=up(positions),
-                             past_key_values=past, use_cache=True)
+                             past_key_values=past, use_cache=True, **self._last_rows(max(wanted)))
             for i, c in enumerate(caches):
                 keep = up(torch.tensor(columns[i], dtype=torch.long))
                 c.past = GrowingCache()
                 for li, layer in enumerate(out.past_key_values.layers):
                     c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
             logits = self.placement.down(out.logits)  # the whole batch's rows come down at once
-        return [logits[i, new_len - len(t):] for i, t in enumerate(tokens)]
+        return [_last(logits[i], n) for i, n in enumerate(wanted)]
 
     def _stack(self, pasts: list[DynamicCache | None], lengths: list[int], past_len: int) -> DynamicCache:
         batch = DynamicCache()
@@ -183,3 +195,8 @@ class HFModel(LanguageModel):
                 values.append(torch.nn.functional.pad(v, pad))
             batch.update(torch.cat(keys), torch.cat(values), li)
         return batch
+
+
+def _last(rows: torch.Tensor, n: int) -> torch.Tensor:
+    """The last n rows (none when n is 0: rows[-0:] would be all of them)."""
+    return rows[rows.shape[0] - n:]

@@ -150,13 +150,17 @@ class LlamaModel(LanguageModel):
         self.lc.llama_memory_seq_rm(self._mem, base, -1, -1)
         self.ids.give(base)
 
-    def forward(self, cache: LlamaCache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
-        return self.forward_batch([cache], [tokens], [parents])[0]
+    def forward(self, cache: LlamaCache, tokens: Sequence[int], parents: Sequence[int] | None = None, *,
+                first_row: int = 0) -> np.ndarray:
+        return self.forward_batch([cache], [tokens], [parents], [first_row])[0]
 
     def forward_batch(self, caches: Sequence[LlamaCache], tokens: Sequence[Sequence[int]],
-                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
-        """Every cache's new tokens in one ``llama_decode``; a row of logits per new token."""
+                      parents: Sequence[Sequence[int] | None] | None = None,
+                      first_rows: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Every cache's new tokens in one ``llama_decode``; a row of logits per new token from its first_row
+        on (llama.cpp computes logits only for the tokens flagged for them)."""
         parents = list(parents) if parents is not None else [None] * len(caches)
+        first_rows = list(first_rows) if first_rows is not None else [0] * len(caches)
         if not all(c.linear for c in caches):  # checked before anything changes
             raise RuntimeError("forward on a tree cache: collapse it with keep() first")
         plans, firsts = [], []
@@ -180,7 +184,7 @@ class LlamaModel(LanguageModel):
         width = max(len(s) for plan in plans for s in plan.seq_sets)
         batch = self.lc.llama_batch_init(total, 0, width)
         try:
-            self._fill(batch, caches, plans, firsts)
+            self._fill(batch, caches, plans, firsts, first_rows)
             code = self.lc.llama_decode(self._ctx, batch)
             if code != 0:
                 self._undo(caches, plans)
@@ -188,10 +192,10 @@ class LlamaModel(LanguageModel):
                        f"{KV_CELLS} cells (set SPECSCHED_LLAMA_KV_CELLS)") if code == 1 else last_error()
                 raise RuntimeError(f"llama_decode failed ({code}): {why}")
             rows, out = [], 0
-            for toks in tokens:
-                block = np.empty((len(toks), self.vocab_size), np.float32)
-                for r in range(len(toks)):
-                    ptr = self.lc.llama_get_logits_ith(self._ctx, out + r)
+            for toks, first in zip(tokens, first_rows):
+                block = np.empty((max(len(toks) - first, 0), self.vocab_size), np.float32)
+                for r in range(len(block)):
+                    ptr = self.lc.llama_get_logits_ith(self._ctx, out + first + r)
                     block[r] = np.ctypeslib.as_array(ptr, shape=(self.vocab_size,))
                 rows.append(block)
                 out += len(toks)
@@ -199,16 +203,16 @@ class LlamaModel(LanguageModel):
         finally:
             self.lc.llama_batch_free(batch)
 
-    def _fill(self, batch, caches, plans, firsts) -> None:
+    def _fill(self, batch, caches, plans, firsts, first_rows) -> None:
         i = 0
-        for cache, plan, first in zip(caches, plans, firsts):
+        for cache, plan, first, first_row in zip(caches, plans, firsts, first_rows):
             for j, seqs in enumerate(plan.seq_sets):
                 batch.token[i] = cache.tokens[first + j]
                 batch.pos[i] = cache.positions[first + j]
                 batch.n_seq_id[i] = len(seqs)
                 for k, s in enumerate(seqs):
                     batch.seq_id[i][k] = s
-                batch.logits[i] = 1
+                batch.logits[i] = int(j >= first_row)
                 i += 1
         batch.n_tokens = i
 

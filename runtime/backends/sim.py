@@ -57,24 +57,27 @@ class SimModel(LanguageModel):
     def new_cache(self) -> Cache:
         return Cache()
 
-    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None) -> np.ndarray:
+    def forward(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None = None, *,
+                first_row: int = 0) -> np.ndarray:
         self._spend()
-        return self._read(cache, tokens, parents)
+        return self._read(cache, tokens, parents, first_row)
 
     def forward_batch(self, caches: Sequence[Cache], tokens: Sequence[Sequence[int]],
-                      parents: Sequence[Sequence[int] | None] | None = None) -> list[np.ndarray]:
+                      parents: Sequence[Sequence[int] | None] | None = None,
+                      first_rows: Sequence[int] | None = None) -> list[np.ndarray]:
         self._spend()
         parents = parents or [None] * len(caches)
-        return [self._read(c, t, p) for c, t, p in zip(caches, tokens, parents)]
+        first_rows = first_rows or [0] * len(caches)
+        return [self._read(c, t, p, f) for c, t, p, f in zip(caches, tokens, parents, first_rows)]
 
     def keep(self, cache: Cache, indices: Sequence[int]) -> None:
         cache.select(indices)
 
-    def _read(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None) -> np.ndarray:
+    def _read(self, cache: Cache, tokens: Sequence[int], parents: Sequence[int] | None, first_row: int) -> np.ndarray:
         base = len(cache)
         cache.append(tokens, parents)
         rows = [self.logits_for([cache.tokens[j] for j in cache.ancestors(i, ORDER)])
-                for i in range(base, len(cache))]
+                for i in range(base + first_row, len(cache))]
         return np.stack(rows) if rows else np.zeros((0, self.vocab_size), np.float32)
 
     def _spend(self) -> None:

@@ -86,7 +86,7 @@ def decode(target: LanguageModel, prompt: list[int], max_new: int, drafter: Prop
         budget = max_new - (len(context) - len(prompt)) - 1  # the verdict adds one target token
         proposal = drafter.propose(budget) if drafter else nothing
         layout = lay_out(target, cache, context, proposal.tokens, proposal.parents)
-        rows = target.forward(cache, layout.tokens, layout.parents)
+        rows = target.forward(cache, layout.tokens, layout.parents, first_row=layout.first_row)
         outcome = settle(target, cache, layout, rows, proposal.tokens, proposal.parents, None, GREEDY, rng)
         context += outcome.tokens
         if drafter:
