@@ -5,15 +5,19 @@ with the path forced on (SPECSCHED_DEVICE_CHAINS=1). On CUDA it is the default; 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from specsched.runtime.app import run
+from specsched.runtime.backends import device_chain
 from specsched.runtime.backends import device_sampling as ds
+from specsched.runtime.backends.backend import DraftedChain
 from specsched.runtime.backends.hf import HFModel
 from specsched.runtime.backends.placement import Placement
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, stream
 from specsched.workers.drafter import ChainDrafter, TreeDrafter
 from tests.fp32 import assert_greedy_equal
@@ -35,14 +39,10 @@ def draft(pair):
 
 
 def drafters(model, params, prompt, *, lookup=0, k=5):
-    """The same chain drafter twice: through forward() on the host, and drawn on the device."""
-    pair = []
-    for on_device in (False, True):
-        model.chains_on_device = on_device
-        d = TreeDrafter(model, params, stream(7, 0, "draft", 0), prompt, k_config=(1,) * k, lookup=lookup)
-        pair.append(d)
-    model.chains_on_device = False
-    return pair
+    """The same chain drafter twice, on the same draft stream: one to propose through forward() on the
+    host, one to draw on the device (`propose` chooses the path)."""
+    return [TreeDrafter(model, params, stream(7, 0, "draft", 0), prompt, k_config=(1,) * k, lookup=lookup)
+            for _ in range(2)]
 
 
 def propose(model, drafter, on_device, budget=99):
@@ -78,6 +78,7 @@ def test_a_chain_drawn_on_the_device_is_the_host_paths_chain_round_after_round(d
 
 
 def test_the_draft_stream_is_read_one_uniform_per_token_as_the_host_loop_reads_it():
+    """The premise of taking a chain's uniforms up front: k at once are the k the host loop draws one by one."""
     at_once = stream(3, 1, "draft", 9).random(6)
     rng = stream(3, 1, "draft", 9)
     assert at_once.tolist() == [rng.random() for _ in range(6)]
@@ -122,20 +123,46 @@ def test_a_budget_shorter_than_k_and_a_chain_of_one(draft):
         assert len(host.cache) == len(dev.cache)
 
 
+def test_lookup_reads_the_ids_the_model_drew_on_the_device(draft):
+    """The root's text is new, so the model draws the first token on the device; every (2, v) pair
+    occurred earlier, so the lookup then proposes what followed 2 and the model's draw, which it can
+    only know from the id brought to the host."""
+    c, d = 2, 3
+    prompt = [t for v in range(4, 96) for t in (c, v, 4 + (7 * v) % 90, 4 + v % 90)] + [d, c]
+    for params in (SamplingParams(), SamplingParams(temperature=0.9)):
+        host, dev = drafters(draft, params, prompt, lookup=3, k=4)
+        a, b = propose(draft, host, False), propose(draft, dev, True)
+        assert a.tokens.tolist() == b.tokens.tolist()
+        first = int(a.tokens[0])
+        assert int(a.tokens[1]) == 4 + (7 * first) % 90  # looked up after the model's own draw
+        if not params.greedy:
+            assert b.q[1, a.tokens[1]] == 1.0 and b.q[0].max() < 1.0  # q = δ after a model token
+
+
 def test_the_chain_drafter_takes_the_device_path_only_for_chains(draft, monkeypatch):
     called = []
-    monkeypatch.setattr(draft, "draft_chain", lambda *a: called.append(1))
-    draft.chains_on_device = True
-    try:
-        TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(2, 1)).propose(9)
-        TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(1, 1),
-                    min_confidence=0.5).propose(9)
-        assert called == []  # trees and confidence-cut chains read every level on the host
-        with pytest.raises(AttributeError):  # the stub returns None: the chain asked the device
-            ChainDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k=3).propose(9)
-        assert called == [1]
-    finally:
-        draft.chains_on_device = False
+
+    def chain(cache, tokens, plan):
+        called.append(plan.k)
+        return DraftedChain(np.zeros(plan.k, np.int32), None, np.ones(plan.k, np.float32))
+
+    monkeypatch.setattr(draft, "draft_chain", chain)
+    monkeypatch.setattr(draft, "chains_on_device", True)
+    TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(2, 1)).propose(9)
+    TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(1, 1),
+                min_confidence=0.5).propose(9)
+    assert called == []  # trees and confidence-cut chains read every level on the host
+    proposal = ChainDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k=3).propose(9)
+    assert called == [3] and proposal.parents.tolist() == [-1, 0, 1]
+
+
+def test_a_setting_of_the_switch_that_is_no_choice_is_refused(monkeypatch):
+    monkeypatch.setenv("SPECSCHED_DEVICE_CHAINS", "yes")
+    with pytest.raises(ConfigError, match="SPECSCHED_DEVICE_CHAINS=yes: choose 0"):
+        device_chain.wanted(False)
+    for setting, cuda, want in (("", True, True), ("", False, False), ("0", True, False), ("1", False, True)):
+        monkeypatch.setenv("SPECSCHED_DEVICE_CHAINS", setting)
+        assert device_chain.wanted(cuda) is want
 
 
 @pytest.mark.slow
@@ -163,8 +190,15 @@ def test_on_cuda_a_chain_is_one_wait_and_the_host_paths_chain(pair):
     assert model.chains_on_device
     host, dev = drafters(model, SamplingParams(temperature=0.8), [5, 9, 12, 40], k=6)
     a, waits = propose(model, host, False), model.placement.waits
-    b = propose(model, dev, True)
-    assert model.placement.waits == waits + 1
+    with warnings.catch_warnings(record=True) as warned:  # torch names each hidden wait (an .item(), ...)
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            b = propose(model, dev, True)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    ours = [w for w in warned if w.filename.endswith(("device_sampling.py", "device_chain.py"))]
+    assert ours == [] and model.placement.waits == waits + 1  # the chain's own steps never wait
     assert a.tokens.tolist() == b.tokens.tolist()
     np.testing.assert_allclose(a.q, b.q, atol=1e-6)
 

@@ -1,9 +1,11 @@
 """Turning logits into the distribution we sample from, identically for draft (q) and target (p).
 
 Speculative sampling is lossless only if p and q are shaped by the *same* temperature, top-k and
-top-p, so both sides call ``distribution`` here. Distributions are float32 (that is what travels on
-the wire); every use - sampling, acceptance ratios, residuals - first normalises them in float64,
-so the q a worker sampled from is exactly the q the verifier divides by.
+top-p, so both sides call ``distribution`` here (a draft chain on a GPU applies the same rules in
+torch: runtime/backends/device_sampling.py, held to these by tests/test_device_chain.py).
+Distributions are float32 (that is what travels on the wire); every use - sampling, acceptance
+ratios, residuals - first normalises them in float64, so the q a worker sampled from is exactly the q
+the verifier divides by.
 """
 
 from __future__ import annotations
@@ -85,16 +87,12 @@ def _kept_in_head(p: np.ndarray, top_p: float) -> np.ndarray | None:
 def _kept_by_values(p: np.ndarray, top_p: float) -> np.ndarray:
     """A wide nucleus (thousands of tokens at a high temperature): sort the values alone (a SIMD sort, ~0.2
     ms). Equal values are interchangeable, so the sorted values, their running sums and the kept positions
-    are the stable sort's bit for bit. When the kept positions are a prefix (always, but for rounding at
-    the cut), the kept ids are those above the last kept value and, of the ids equal to it, the lowest,
-    as many as the prefix holds; otherwise they come from the stable sort itself."""
+    are the stable sort's bit for bit. The kept positions are a prefix: the mass before a position never
+    falls, even rounded, since with c' = fl(c + r') >= c and r' <= r (falling values) fl(c' - r') >=
+    fl(c - r) (rounding is monotone; numpy's cumsum is sequential). So the kept ids are those above the
+    last kept value and, of the ids equal to it, the lowest, as many as the prefix holds."""
     ranked = np.sort(p)[::-1]
-    keep_ranked = np.cumsum(ranked) - ranked < top_p
-    n = int(np.count_nonzero(keep_ranked))
-    if not keep_ranked[:n].all():
-        keep = np.zeros(p.shape, dtype=bool)
-        keep[np.argsort(-p, kind="stable")[keep_ranked]] = True
-        return keep
+    n = int(np.count_nonzero(np.cumsum(ranked) - ranked < top_p))  # mass strictly before each position
     cut = ranked[n - 1]
     keep = p > cut
     keep[np.flatnonzero(p == cut)[:n - int(np.count_nonzero(keep))]] = True
