@@ -153,7 +153,7 @@ def test_first_row_computes_only_the_rows_asked_for_and_still_reads_every_token(
     from specsched.runtime.backends.hf import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
-    assert model._keeps_rows  # a transformers Llama computes only the rows kept
+    assert model.keep_last(3) == {"logits_to_keep": 3}  # a transformers Llama computes only the rows kept
     ctx, more = [2, 3, 4, 5, 6, 7, 8, 9], [10, 11]
     full = model.forward(model.new_cache(), ctx + more)
     for first in (0, 3, len(ctx) - 1, len(ctx)):

@@ -49,7 +49,8 @@ def draft_chain(model, cache, tokens: Sequence[int], plan: ChainPlan) -> Drafted
         read = positions[:, :n]
         drawn, qs, confs, known = [], [], [], []  # known: the drafted ids on the host (the guide reads them)
         for i in range(plan.k):
-            out = model.model(input_ids=ids, position_ids=read, past_key_values=past, use_cache=True)
+            out = model.model(input_ids=ids, position_ids=read, past_key_values=past, use_cache=True,
+                              **model.keep_last(1))
             past = out.past_key_values
             logits = out.logits[0, -1]
             hint = plan.guide(known) if plan.guide is not None else None

@@ -106,11 +106,11 @@ class HFModel(LanguageModel):
             positions = up(torch.arange(start, start + len(tokens)).unsqueeze(0))
             out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
                              past_key_values=cache.past if cache.past is not None else GrowingCache(),
-                             **self._last_rows(len(tokens) - first_row))
+                             **self.keep_last(len(tokens) - first_row))
             cache.past = out.past_key_values
             return self.placement.down(_last(out.logits[0], len(tokens) - first_row))
 
-    def _last_rows(self, n: int) -> dict:
+    def keep_last(self, n: int) -> dict:
         """The model's argument for computing only the last n rows of logits (at least one: 0 means all)."""
         return {"logits_to_keep": max(n, 1)} if self._keeps_rows else {}
 
@@ -170,7 +170,7 @@ class HFModel(LanguageModel):
             past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
                                past_len)
             out = self.model(input_ids=up(ids), attention_mask=up(allowed), position_ids=up(positions),
-                             past_key_values=past, use_cache=True, **self._last_rows(max(wanted)))
+                             past_key_values=past, use_cache=True, **self.keep_last(max(wanted)))
             for i, c in enumerate(caches):
                 keep = up(torch.tensor(columns[i], dtype=torch.long))
                 c.past = GrowingCache()
