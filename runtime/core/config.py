@@ -5,7 +5,6 @@ Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickle
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 
 from specsched.runtime.core.sampling import SamplingParams
@@ -80,132 +79,9 @@ class RunConfig:
     keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"unknown --mode {self.mode!r}; choose one of {', '.join(MODES)}")
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown --backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.transport not in TRANSPORTS:
-            raise ConfigError(f"unknown --transport {self.transport!r}; choose ipc or tcp")
-        self._check_listen()
-        if self.k < 1:
-            raise ConfigError(f"--k must be at least 1, got {self.k}")
-        if self.workers < 0:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
-        if any(w < 1 for w in self.k_config):
-            raise ConfigError(f"--k-config widths must be at least 1, got {self.k_config}")
-        if not 0 <= self.min_confidence < 1:
-            raise ConfigError(f"--min-confidence must be in [0, 1), got {self.min_confidence}")
-        if self.lookup is not None and (self.lookup < 0 or self.lookup == 1):
-            raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {self.lookup}")
-        if self.step_aside not in ("on", "off"):
-            raise ConfigError(f"--step-aside must be on or off, got {self.step_aside!r}")
-        if self.step_aside == "on" and self.mode not in ("seed", "sd"):
-            raise ConfigError(f"--step-aside needs draft workers (--mode seed or sd); --mode {self.mode} has none")
-        if self.tree not in ("fixed", "pct"):
-            raise ConfigError(f"unknown --tree {self.tree!r}; choose fixed or pct")
-        if self.tree == "pct" and self.k_config:
-            raise ConfigError("--tree pct shapes the tree itself: drop --k-config")
-        if not (1 <= self.pct_top_k <= 64 and 1 <= self.pct_depth <= 64):
-            raise ConfigError(f"--pct-top-k and --pct-depth must be in 1..64, got {self.pct_top_k}, "
-                              f"{self.pct_depth}")
-        if not 0 < self.pct_floor < 1:
-            raise ConfigError(f"--pct-floor must be in (0, 1), got {self.pct_floor}")
-        if self.max_batch < 0:
-            raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {self.max_batch}")
-        if self.lockstep and self.mode in ("ar", "parallel"):
-            # refused, not ignored: these target-only modes have no drafts to hold back
-            raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {self.mode} has none")
-        self._check_beams()
-        self._check_branches()
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"--max-new-tokens must be at least 1, got {self.max_new_tokens}")
-        if not 0 <= self.sim_agreement <= 1:
-            raise ConfigError(f"--sim-agreement must be in [0, 1], got {self.sim_agreement}")
-        if self.sim_vocab < 4:
-            raise ConfigError(f"--sim-vocab must be at least 4, got {self.sim_vocab}")
-        self._check_device()
-        for flag, ms in (("--sim-draft-ms", self.sim_draft_ms), ("--sim-verify-ms", self.sim_verify_ms)):
-            if not (math.isfinite(ms) and ms >= 0):
-                raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
-        if self.verifier_threads < 0:
-            raise ConfigError(f"--verifier-threads must be >= 0 (0 = all cores), got {self.verifier_threads}")
-        if self.seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {self.seed}")
-        if not math.isfinite(self.temperature):
-            raise ConfigError(f"--temperature must be a finite number, got {self.temperature}")
-        if any(not p.strip() for p in self.prompts):
-            raise ConfigError("a --prompt is empty: give the text to continue")
-        try:
-            self.sampling  # noqa: B018 - validates temperature / top-k / top-p
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        n = self.n_sequences
-        if len(self.prompts) > 1 and self.workers and self.workers != len(self.prompts):
-            raise ConfigError(f"{len(self.prompts)} prompts but --workers {self.workers}: give one prompt "
-                              "(shared by every worker) or one per worker")
-        if self.priorities and len(self.priorities) not in (1, n):
-            raise ConfigError(f"--priorities needs 1 or {n} values, got {len(self.priorities)}")
-        if self.tickets and (len(self.tickets) not in (1, n) or min(self.tickets) < 1):
-            raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {self.tickets}")
+        from specsched.runtime.core.config_checks import check  # it reads this module's names
 
-    def _check_device(self) -> None:
-        from specsched.runtime.core.device import DTYPES, check_device
-
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown --dtype {self.dtype!r}; choose auto, fp32, bf16 or fp16")
-        check_device(self.device)
-        if self.device != "auto" and self.backend == "sim":  # refused, not ignored: sim has no models to place
-            raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
-        if self.device.startswith("cuda") and self.backend == "llamacpp":
-            raise ConfigError(f"--device {self.device}: the llamacpp backend runs on the CPU; use --backend hf "
-                              "for CUDA, or --device cpu")
-
-    def _check_listen(self) -> None:
-        if (self.listen or self.keys) and self.transport != "tcp":
-            raise ConfigError(f"{'--listen' if self.listen else '--keys'} needs --transport tcp")
-        if self.listen is None:
-            return
-        if not self.keys:
-            raise ConfigError("--listen needs --keys DIR: a worker on another host must hold the run's key "
-                              "(make them with `specsched keys DIR`)")
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ConfigError(f"--listen takes HOST:PORT (an address of this machine and a port 1..65535), "
-                              f"got {self.listen!r}")
-
-    def _check_branches(self) -> None:
-        if self.drafter not in DRAFTERS:
-            raise ConfigError(f"unknown --drafter {self.drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if self.drafter != "model" and self.mode not in ("seed", "sd"):
-            raise ConfigError(f"--drafter {self.drafter} needs draft workers (--mode seed or sd), "
-                              f"not --mode {self.mode}")
-        if not 0 <= self.branches <= 64:
-            raise ConfigError(f"--branches must be in 0..64, got {self.branches}")
-        if self.branch_processes and (self.drafter == "model" or not self.branches):
-            raise ConfigError("--branch-processes needs branch lanes: --drafter branches or both, --branches >= 1")
-        if not 4 <= self.branch_length <= 64:  # a lane yields 4-grams (key + 3 tokens + prediction) from L = 4 on
-            raise ConfigError(f"--branch-length must be in 4..64, got {self.branch_length}")
-
-    def _check_beams(self) -> None:
-        for flag, value, lo, hi in (("--beams", self.beams, 1, 64), ("--draft-beams", self.draft_beams, 0, 256),
-                                    ("--gamma", self.gamma, 1, 16), ("--min-beams", self.min_beams, 1, self.beams)):
-            if not lo <= value <= hi:
-                raise ConfigError(f"{flag} must be in {lo}..{'--beams' if flag == '--min-beams' else hi}, got {value}")
-        if self.beam_input not in ("all", "best"):
-            raise ConfigError(f"--beam-input must be all or best, got {self.beam_input!r}")
-        if not 0 <= self.beam_threshold <= 1:
-            raise ConfigError(f"--beam-threshold must be in [0, 1], got {self.beam_threshold}")
-        if self.mode in BEAM_MODES and (self.lockstep or self.tree != "fixed" or self.k_config):
-            raise ConfigError(f"--mode {self.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
-        if not 0 <= self.max_restarts <= 1000:
-            raise ConfigError(f"--max-restarts must be in 0..1000, got {self.max_restarts}")
-        if not 0 < self.restart_period_s <= 86400:
-            raise ConfigError(f"--restart-period must be in (0, 86400] seconds, got {self.restart_period_s}")
-        if not 0 < self.heartbeat_timeout_s <= 3600:
-            raise ConfigError(f"--heartbeat-timeout must be in (0, 3600] seconds, got {self.heartbeat_timeout_s}")
-        if self.beam_threshold and self.temperature == 0:
-            raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
-                              "keeps a fixed width")
+        check(self)
 
     @property
     def beam_mode(self) -> bool:

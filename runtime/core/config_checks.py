@@ -1,0 +1,144 @@
+"""The rules a run configuration must satisfy (RunConfig checks itself with them when it is made): each
+refusal names the flag and the values it takes, in one line (ConfigError, exit status 2). Refused, not
+ignored: a flag that cannot apply to the run asked for is an error, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+
+from specsched.runtime.core.config import BACKENDS, BEAM_MODES, DRAFTERS, MODES, TRANSPORTS, ConfigError, RunConfig
+
+
+def check(c: RunConfig) -> None:
+    """Every flag of a run, checked once: the first one that is off raises a one-line ConfigError."""
+    if c.mode not in MODES:
+        raise ConfigError(f"unknown --mode {c.mode!r}; choose one of {', '.join(MODES)}")
+    if c.backend not in BACKENDS:
+        raise ConfigError(f"unknown --backend {c.backend!r}; choose one of {', '.join(BACKENDS)}")
+    if c.transport not in TRANSPORTS:
+        raise ConfigError(f"unknown --transport {c.transport!r}; choose ipc or tcp")
+    _check_listen(c)
+    if c.k < 1:
+        raise ConfigError(f"--k must be at least 1, got {c.k}")
+    if c.workers < 0:
+        raise ConfigError(f"--workers must be at least 1, got {c.workers}")
+    if any(w < 1 for w in c.k_config):
+        raise ConfigError(f"--k-config widths must be at least 1, got {c.k_config}")
+    if not 0 <= c.min_confidence < 1:
+        raise ConfigError(f"--min-confidence must be in [0, 1), got {c.min_confidence}")
+    if c.lookup is not None and (c.lookup < 0 or c.lookup == 1):
+        raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {c.lookup}")
+    if c.step_aside not in ("on", "off"):
+        raise ConfigError(f"--step-aside must be on or off, got {c.step_aside!r}")
+    if c.step_aside == "on" and c.mode not in ("seed", "sd"):
+        raise ConfigError(f"--step-aside needs draft workers (--mode seed or sd); --mode {c.mode} has none")
+    if c.tree not in ("fixed", "pct"):
+        raise ConfigError(f"unknown --tree {c.tree!r}; choose fixed or pct")
+    if c.tree == "pct" and c.k_config:
+        raise ConfigError("--tree pct shapes the tree itself: drop --k-config")
+    if not (1 <= c.pct_top_k <= 64 and 1 <= c.pct_depth <= 64):
+        raise ConfigError(f"--pct-top-k and --pct-depth must be in 1..64, got {c.pct_top_k}, "
+                          f"{c.pct_depth}")
+    if not 0 < c.pct_floor < 1:
+        raise ConfigError(f"--pct-floor must be in (0, 1), got {c.pct_floor}")
+    if c.max_batch < 0:
+        raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {c.max_batch}")
+    if c.lockstep and c.mode in ("ar", "parallel"):
+        # refused, not ignored: these target-only modes have no drafts to hold back
+        raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {c.mode} has none")
+    _check_beams(c)
+    _check_supervision(c)
+    _check_branches(c)
+    if c.max_new_tokens < 1:
+        raise ConfigError(f"--max-new-tokens must be at least 1, got {c.max_new_tokens}")
+    if not 0 <= c.sim_agreement <= 1:
+        raise ConfigError(f"--sim-agreement must be in [0, 1], got {c.sim_agreement}")
+    if c.sim_vocab < 4:
+        raise ConfigError(f"--sim-vocab must be at least 4, got {c.sim_vocab}")
+    _check_device(c)
+    for flag, ms in (("--sim-draft-ms", c.sim_draft_ms), ("--sim-verify-ms", c.sim_verify_ms)):
+        if not (math.isfinite(ms) and ms >= 0):
+            raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
+    if c.verifier_threads < 0:
+        raise ConfigError(f"--verifier-threads must be >= 0 (0 = all cores), got {c.verifier_threads}")
+    if c.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {c.seed}")
+    if not math.isfinite(c.temperature):
+        raise ConfigError(f"--temperature must be a finite number, got {c.temperature}")
+    if any(not p.strip() for p in c.prompts):
+        raise ConfigError("a --prompt is empty: give the text to continue")
+    try:
+        c.sampling  # noqa: B018 - validates temperature / top-k / top-p
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    n = c.n_sequences
+    if len(c.prompts) > 1 and c.workers and c.workers != len(c.prompts):
+        raise ConfigError(f"{len(c.prompts)} prompts but --workers {c.workers}: give one prompt "
+                          "(shared by every worker) or one per worker")
+    if c.priorities and len(c.priorities) not in (1, n):
+        raise ConfigError(f"--priorities needs 1 or {n} values, got {len(c.priorities)}")
+    if c.tickets and (len(c.tickets) not in (1, n) or min(c.tickets) < 1):
+        raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {c.tickets}")
+
+def _check_device(c: RunConfig) -> None:
+    from specsched.runtime.core.device import DTYPES, check_device
+
+    if c.dtype not in DTYPES:
+        raise ConfigError(f"unknown --dtype {c.dtype!r}; choose auto, fp32, bf16 or fp16")
+    check_device(c.device)
+    if c.device != "auto" and c.backend == "sim":  # refused, not ignored: sim has no models to place
+        raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
+    if c.device.startswith("cuda") and c.backend == "llamacpp":
+        raise ConfigError(f"--device {c.device}: the llamacpp backend runs on the CPU; use --backend hf "
+                          "for CUDA, or --device cpu")
+
+def _check_listen(c: RunConfig) -> None:
+    if (c.listen or c.keys) and c.transport != "tcp":
+        raise ConfigError(f"{'--listen' if c.listen else '--keys'} needs --transport tcp")
+    if c.listen is None:
+        return
+    if not c.keys:
+        raise ConfigError("--listen needs --keys DIR: a worker on another host must hold the run's key "
+                          "(make them with `specsched keys DIR`)")
+    host, _, port = c.listen.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"--listen takes HOST:PORT (an address of this machine and a port 1..65535), "
+                          f"got {c.listen!r}")
+
+def _check_branches(c: RunConfig) -> None:
+    if c.drafter not in DRAFTERS:
+        raise ConfigError(f"unknown --drafter {c.drafter!r}; choose one of {', '.join(DRAFTERS)}")
+    if c.drafter != "model" and c.mode not in ("seed", "sd"):
+        raise ConfigError(f"--drafter {c.drafter} needs draft workers (--mode seed or sd), "
+                          f"not --mode {c.mode}")
+    if not 0 <= c.branches <= 64:
+        raise ConfigError(f"--branches must be in 0..64, got {c.branches}")
+    if c.branch_processes and (c.drafter == "model" or not c.branches):
+        raise ConfigError("--branch-processes needs branch lanes: --drafter branches or both, --branches >= 1")
+    if not 4 <= c.branch_length <= 64:  # a lane yields 4-grams (key + 3 tokens + prediction) from L = 4 on
+        raise ConfigError(f"--branch-length must be in 4..64, got {c.branch_length}")
+
+def _check_beams(c: RunConfig) -> None:
+    for flag, value, lo, hi in (("--beams", c.beams, 1, 64), ("--draft-beams", c.draft_beams, 0, 256),
+                                ("--gamma", c.gamma, 1, 16), ("--min-beams", c.min_beams, 1, c.beams)):
+        if not lo <= value <= hi:
+            raise ConfigError(f"{flag} must be in {lo}..{'--beams' if flag == '--min-beams' else hi}, got {value}")
+    if c.beam_input not in ("all", "best"):
+        raise ConfigError(f"--beam-input must be all or best, got {c.beam_input!r}")
+    if not 0 <= c.beam_threshold <= 1:
+        raise ConfigError(f"--beam-threshold must be in [0, 1], got {c.beam_threshold}")
+    if c.mode in BEAM_MODES and (c.lockstep or c.tree != "fixed" or c.k_config):
+        raise ConfigError(f"--mode {c.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
+    if c.beam_threshold and c.temperature == 0:
+        raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
+                          "keeps a fixed width")
+
+
+def _check_supervision(c: RunConfig) -> None:
+    if not 0 <= c.max_restarts <= 1000:
+        raise ConfigError(f"--max-restarts must be in 0..1000, got {c.max_restarts}")
+    if not 0 < c.restart_period_s <= 86400:
+        raise ConfigError(f"--restart-period must be in (0, 86400] seconds, got {c.restart_period_s}")
+    if not 0 < c.heartbeat_timeout_s <= 3600:
+        raise ConfigError(f"--heartbeat-timeout must be in (0, 3600] seconds, got {c.heartbeat_timeout_s}")
