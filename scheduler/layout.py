@@ -37,12 +37,9 @@ def lay_out(target: LanguageModel, cache: Cache, context: list[int], tokens: np.
             parents: np.ndarray) -> Layout:
     unread = target.sync_to(cache, context)
     base = len(cache) + len(unread)
-    read = unread + tokens.tolist()
-    if np.array_equal(parents, np.arange(-1, len(tokens) - 1)):
-        return Layout(read, None, len(unread), base)
     absolute = [len(cache) + i - 1 for i in range(len(unread))]
     absolute += [base + int(p) if p >= 0 else base - 1 for p in parents]
-    return Layout(read, absolute, len(unread), base)
+    return Layout(unread + tokens.tolist(), cache.plain(absolute), len(unread), base)
 
 
 def settle(target: LanguageModel, cache: Cache, layout: Layout, rows: np.ndarray, tokens: np.ndarray,

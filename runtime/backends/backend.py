@@ -52,6 +52,14 @@ class Cache:
             self.positions.append(self.positions[p] + 1 if p >= 0 else 0)
         return [int(p) for p in parents]
 
+    def plain(self, parents: Sequence[int] | None) -> Sequence[int] | None:
+        """``parents`` (absolute) for tokens about to be appended, or None where they only continue this
+        plain sequence - a chain said as a tree, which a backend reads with a causal forward, no tree mask."""
+        end = len(self) - 1
+        if parents is not None and self.linear and list(parents) == [*range(end, end + len(parents))]:
+            return None
+        return parents
+
     def ancestors(self, i: int, limit: int | None = None) -> list[int]:
         """Cache indices entry i can see (itself and its ancestors, root first), at most ``limit``."""
         chain = []

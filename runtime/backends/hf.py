@@ -93,9 +93,7 @@ class HFModel(LanguageModel):
                 first_row: int = 0) -> np.ndarray:
         if not tokens:
             return np.zeros((0, self.vocab_size), np.float32)
-        end = len(cache) - 1
-        if parents is not None and cache.linear and list(parents) == [*range(end, end + len(tokens))]:
-            parents = None  # a chain's next tokens, said as a tree: the causal forward needs no mask
+        parents = cache.plain(parents)  # a chain said as a tree: the causal forward needs no mask
         if parents is not None or not cache.linear:
             return self.forward_batch([cache], [tokens], [parents], [first_row])[0]
         start = len(cache)
