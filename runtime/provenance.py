@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -105,17 +106,17 @@ def describe(path: Path, dtype: str) -> dict:
 
 
 def safetensors_parameters(path: Path) -> int:
-    """Element count of every tensor, read from the safetensors header (8-byte length, then JSON)."""
+    """Element count of every tensor, read from the safetensors header (8-byte length, then JSON); 0 for a
+    file that is not one (a record is written whatever the files hold)."""
     with open(path, "rb") as f:
-        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-    total = 0
-    for key, info in header.items():
-        if key != "__metadata__":
-            n = 1
-            for d in info["shape"]:
-                n *= d
-            total += n
-    return total
+        size = int.from_bytes(f.read(8), "little")
+        if size > path.stat().st_size - 8:
+            return 0
+        try:
+            header = json.loads(f.read(size))
+            return sum(math.prod(info["shape"]) for key, info in header.items() if key != "__metadata__")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return 0
 
 
 @functools.lru_cache(maxsize=2)

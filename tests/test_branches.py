@@ -163,7 +163,7 @@ def first_token_p_value(*, garbage: bool, wrong_q: bool = False, trials: int = 4
     counts = Counter()
     for trial in range(trials):
         rng = np.random.default_rng(trial)
-        drafter = BranchDrafter(target, params, rng, context, BranchSettings(lanes=1, length=4))
+        drafter = BranchDrafter(vocab, params, context, BranchSettings(lanes=1, length=4))
         firsts = rng.permutation(vocab)[:3] if garbage else np.argsort(-p)[:3]
         for t in firsts:  # three 4-grams for the key token 5, and a fourth sharing the first one's first token
             drafter.branches.context.add(5, (int(t), int(rng.integers(vocab)), 1, 2))

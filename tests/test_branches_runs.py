@@ -4,6 +4,8 @@ bad branch flags cost one line."""
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 from fp32 import assert_greedy_equal
@@ -79,6 +81,24 @@ def test_greedy_branches_on_transformers_equal_target_only_decoding_under_every_
                                     branch_length=5)
                 assert record.status == "ok", (policy, record.error)
                 assert_greedy_equal(outputs(record), ar, logits_after(target, prompts), **SHAPE)
+
+
+def test_a_self_draft_engine_reads_no_draft_weights_until_a_job_wants_the_draft_model(pair, tmp_path):
+    """--drafter branches: the target drafts for itself, so its workers never load the draft model; a later
+    job of the same engine that wants it loads it then. Shown with a draft whose weights are not weights
+    (its config, read at start to check the vocabulary, is sound)."""
+    target, draft = pair
+    broken = tmp_path / "draft"
+    shutil.copytree(draft, broken)
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    prompts = ["w1 w2 w3 w1 w2", "w5 w6"]
+    base = RunConfig(backend="hf", target=str(target), draft=str(broken), drafter="branches", prompts=prompts,
+                     max_new_tokens=8, max_restarts=0)
+    with Engine(base) as e:
+        record = e.generate(prompts)
+        assert record.status == "ok", record.error
+        wants_it = e.generate(prompts, drafter="model")
+    assert wants_it.status == "failed" and "draft worker" in wants_it.error
 
 
 def test_a_corpus_cache_that_is_not_one_costs_one_line(tmp_path):

@@ -76,6 +76,17 @@ def test_calibration_counts_only_tokens_the_target_judged():
     assert ece(Calibration().to_dict()) is None
 
 
+def test_with_both_drafters_calibration_judges_the_draft_models_tokens_and_only_those():
+    cal = Calibration()
+    # the model's chain (0.95, 0.55), then a cache candidate at the root (NaN: no draft-model confidence);
+    # the target took the cache's token, so the model's first token was judged and rejected, nothing more
+    cal.add(np.array([0.95, 0.55, np.nan], np.float32), np.array([-1, 0, -1]), [2])
+    assert cal.proposed.tolist() == [0] * 9 + [1] and cal.accepted.sum() == 0
+    record = run_ok(config(drafter="both", branches=2, branch_length=5))
+    assert outputs(record) == EXPECTED
+    assert sum(record.collected.calibration["proposed"]) > 0  # the verifier's monitor hears the model's conf
+
+
 def test_the_summary_shows_the_cost_curve_and_the_calibration():
     out = run_cli("--workers", "2", "--max-new-tokens", "12", "--tree", "pct", "--step-aside", "on", "--quiet")
     assert out.returncode == 0, out.stderr

@@ -170,3 +170,19 @@ def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
     after_one = int(worker.calibrations[True].proposed.sum())
     worker.run_sequence(config, 1, 1, [5, 8])
     assert 0 < after_one < int(worker.calibrations[True].proposed.sum())  # the second sequence adds to the bins
+
+
+def test_beside_self_draft_a_pct_drafter_counts_only_the_tokens_its_own_tree_earned():
+    from specsched.workers.branch_drafter import BranchSettings, WithBranches
+
+    d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005)
+    both = WithBranches(d, [0], BranchSettings(lanes=0, length=4))
+    both.branches.context.add(0, (5, 6, 7, 5))  # after token 0 the context cache holds 5 6 7 5
+    p = both.propose(10)
+    cached = both.inner_size                     # the cache's chain follows the PCT tree
+    assert p.tokens[cached:].tolist() == [5, 6, 7, 5]
+    both.observe([5, 6, 7, 5, 2], path=[cached, cached + 1, cached + 2, cached + 3])
+    assert d.committed == 1  # the target's own token; the cache's four are not the tree's yield
+    assert both.propose(10).tokens[0] == 4       # after 2 the draft is sure of 4
+    both.observe([4, 1], path=[0])               # its own token accepted, and the target's after it
+    assert d.committed == pytest.approx(1 + 0.3 * (2 - 1))  # the running mean (RUNNING = 0.3) of 1, then 2

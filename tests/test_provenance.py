@@ -42,6 +42,16 @@ def test_a_model_is_named_by_the_hash_of_its_weights_and_its_parameter_count(tmp
     assert again == hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest() != d["sha256"]
 
 
+@pytest.mark.parametrize("content", [b"not weights", (12).to_bytes(8, "little") + b"[1, 2, 3]   ",
+                                     (9).to_bytes(8, "little") + b"{not json"])
+def test_weights_that_are_not_safetensors_are_named_by_hash_and_count_no_parameters(tmp_path, content):
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(content)
+    d = prov.describe(model, "fp32")
+    assert d["parameters"] is None and d["sha256"] == hashlib.sha256(content).hexdigest()
+
+
 def test_sim_records_say_so_and_name_the_software_and_machine():
     block = prov.provenance(RunConfig(backend="sim", prompts=["a"]), {"verifier": 1})
     assert block["models"] == {"backend": "sim", "target": None, "draft": None}

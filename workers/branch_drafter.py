@@ -13,11 +13,11 @@ argmax after every lane token, which fills the context cache for the next draft.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.corpus_cache import load
@@ -89,33 +89,39 @@ def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], 
     tokens = [*proposal.tokens.tolist(), *cache_tokens]
     parents = [*proposal.parents.tolist(), *(p + n if p >= 0 else -1 for p in cache_parents)]
     lane_tokens, lane_parents = branches.lane_nodes(len(tokens))
-    q = proposal.q
+    q, conf = proposal.q, proposal.conf
+    if conf is not None:  # a cache candidate has no draft-model confidence: NaN, which calibration skips
+        conf = np.concatenate([conf, np.full(len(cache_tokens), np.nan, np.float32)])
     if not greedy:
         deltas = np.stack([delta(t, vocab) for t in cache_tokens]) if cache_tokens else np.zeros((0, vocab), np.float32)
         q = np.concatenate([q if q is not None else np.zeros((0, vocab), np.float32), deltas])
     return Proposal(np.asarray(tokens + lane_tokens, np.int32), np.asarray(parents + lane_parents, np.int32), q,
-                    None, lanes=len(lane_tokens))
+                    conf, lanes=len(lane_tokens))
 
 
-class BranchDrafter(Drafter):
-    """Candidates from the caches only: no draft model runs (`--drafter branches`)."""
+class BranchDrafter:
+    """Candidates from the caches only (`--drafter branches`): no draft model runs, and none is loaded."""
 
-    def __init__(self, model: LanguageModel, params: SamplingParams, rng: np.random.Generator,
-                 prompt: list[int], settings: BranchSettings) -> None:
-        super().__init__(model, params, rng, prompt)
+    def __init__(self, vocab: int, params: SamplingParams, prompt: list[int], settings: BranchSettings) -> None:
+        self.vocab, self.params = vocab, params
+        self.rng: np.random.Generator | None = None  # the worker keys one each round; nothing here draws
+        self.context = list(prompt)
         self.branches = Branches(prompt, settings)
 
+    def hear(self, curve, queue_ahead: int) -> None:
+        """Nothing to size: the caches propose what they hold."""
+
     def propose(self, budget: int) -> Proposal:
-        q = None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32)
+        q = None if self.params.greedy else np.zeros((0, self.vocab), np.float32)
         empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), q)
         if budget < 1:  # the last token: the target's own, with nothing to verify
             return empty
         tokens, parents = self.branches.candidates(self.context, budget)
-        return with_lanes(self.branches, empty, tokens, parents, self.model.vocab_size, self.params.greedy)
+        return with_lanes(self.branches, empty, tokens, parents, self.vocab, self.params.greedy)
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
-        self.context.extend(committed)  # no draft cache to collapse
+        self.context.extend(committed)
         self.branches.commit(committed)
         self.branches.learn(predictions or [])
 
@@ -153,23 +159,26 @@ class WithBranches:
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
-        # a path through a cache candidate leaves nothing of the inner tree to keep in the draft's cache
+        # a path through a cache candidate leaves nothing of the inner tree to keep in the draft's cache, and
+        # the tokens it won are not the inner drafter's: they count with `aside` as tokens it did not earn
         inside = path if path is None or all(j < self.inner_size for j in path) else []
-        self.inner.observe(committed, inside, aside)
+        won_elsewhere = len(path) if path and not inside else 0
+        self.inner.observe(committed, inside, aside + won_elsewhere)
         self.branches.learn(predictions or [])
 
     def close(self) -> None:
         self.branches.close()
 
 
-def branch_drafter(config: RunConfig, drafter: Drafter, prompt: list[int]) -> Drafter | WithBranches:
-    """The drafter `--drafter` asks for: `drafter` itself (model), the caches alone (branches), or both.
-    The corpus cache is the file the engine resolved --corpus-cache to (an unresolved auto: none)."""
+def branch_drafter(config: RunConfig, model_drafter: Callable[[], Drafter], prompt: list[int],
+                   vocab: int) -> Drafter | BranchDrafter | WithBranches:
+    """The drafter `--drafter` asks for: the draft model's (`model_drafter()`), the caches alone (branches,
+    which never calls it), or both. The corpus cache is the file the engine resolved --corpus-cache to (an
+    unresolved auto: none)."""
     if config.drafter == "model":
-        return drafter
+        return model_drafter()
     corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
     settings = BranchSettings(config.branches, config.branch_length, corpus, processes=config.branch_processes)
     if config.drafter == "branches":  # --lookup: prompt lookup among the candidates (the model drafter has its own)
-        return BranchDrafter(drafter.model, drafter.params, drafter.rng, prompt,
-                             dataclasses.replace(settings, lookup=config.draft_lookup))
-    return WithBranches(drafter, prompt, settings)
+        return BranchDrafter(vocab, config.sampling, prompt, dataclasses.replace(settings, lookup=config.draft_lookup))
+    return WithBranches(model_drafter(), prompt, settings)

@@ -9,6 +9,7 @@ job's sequences one after another (``sd``: serial speculative decoding). After e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import zmq
 
@@ -43,9 +44,13 @@ class Resync(Exception):
 class DraftWorker:
     """One draft worker: its model, its socket to the verifier (a DEALER named ``w<id>``), its events."""
 
-    def __init__(self, model: LanguageModel, worker: int, verify: zmq.Socket, telemetry: Telemetry,
-                 parent_alive=lambda: True) -> None:
-        self.model, self.worker, self.sock = model, worker, verify
+    def __init__(self, model: LanguageModel | None, worker: int, verify: zmq.Socket, telemetry: Telemetry,
+                 parent_alive=lambda: True, *, load: Callable[[], LanguageModel] | None = None,
+                 vocab: int | None = None) -> None:
+        if model is None and (load is None or vocab is None):
+            raise ValueError("a draft worker without a model needs a way to load one and the vocabulary's size")
+        self._model, self._load, self._vocab = model, load, vocab
+        self.worker, self.sock = worker, verify
         self.telemetry, self.parent_alive = telemetry, parent_alive
         self.control: zmq.Socket | None = None   # the engine's: resync or stop may come while drafting
         self.recorder = Recorder("draft", worker)
@@ -56,10 +61,22 @@ class DraftWorker:
         self.calibrations: dict[bool, Calibration] = {}
 
     @classmethod
-    def connect(cls, model: LanguageModel, worker: int, ctx: zmq.Context, endpoint: str, telemetry: Telemetry,
-                parent_alive, keys: Keys | None = None) -> DraftWorker:
+    def connect(cls, model: LanguageModel | None, worker: int, ctx: zmq.Context, endpoint: str,
+                telemetry: Telemetry, parent_alive, keys: Keys | None = None, **lazily) -> DraftWorker:
         sock = connect(ctx, zmq.DEALER, endpoint, keys, identity=worker_identity(worker), linger_ms=1000)
-        return cls(model, worker, sock, telemetry, parent_alive)
+        return cls(model, worker, sock, telemetry, parent_alive, **lazily)
+
+    @property
+    def model(self) -> LanguageModel:
+        """The draft model, loaded on first use: a worker that only serves Self-Draft jobs (`--drafter
+        branches`, where the target drafts for itself) never loads one."""
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    @property
+    def vocab(self) -> int:
+        return self._model.vocab_size if self._model is not None else self._vocab
 
     def serve(self, control: zmq.Socket) -> None:
         """Assignments until ``stop``: each is (config, [(sequence id, index in its job, prompt, beam slot
@@ -168,14 +185,17 @@ class DraftWorker:
                 return
             context = where.context.tolist()
             generated, rnd = len(context) - len(prompt), where.round
-        drafter = make_drafter(self.model, config.sampling, stream(config.seed, local, "draft", generated), context,
-                               k_config=config.tree_shape, replacement=config.replacement,
-                               lookup=config.draft_lookup, min_confidence=config.min_confidence,
-                               pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
-                               else None,
-                               calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
+        def model_drafter():
+            return make_drafter(self.model, config.sampling, stream(config.seed, local, "draft", generated), context,
+                                k_config=config.tree_shape, replacement=config.replacement,
+                                lookup=config.draft_lookup, min_confidence=config.min_confidence,
+                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
+                                else None,
+                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
+
+        # --drafter model | branches | both: the draft model's tree, Self-Draft's lanes and caches, or both
+        drafter = branch_drafter(config, model_drafter, context, self.vocab)
         try:
-            drafter = branch_drafter(config, drafter, context)  # --drafter branches | both: Self-Draft's lanes, caches
             while True:
                 # never draft deeper than the token limit allows: a verdict adds one target token after the draft
                 budget = config.max_new_tokens - generated - 1

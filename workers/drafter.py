@@ -56,7 +56,8 @@ class Drafter(ABC):
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
         """Take a verdict: extend the context; collapse a drafted tree to its accepted path. `aside`: how
-        many of the committed tokens the verifier decoded alone while the sequence stepped aside;
+        many of the committed tokens this drafter did not earn - the verifier decoded them alone while the
+        sequence stepped aside, or another source's candidates won them (`--drafter both`);
         `predictions`: the target's argmax after each branch-lane token (branch_drafter.py reads them).
 
         A chain needs no collapsing - the next ``sync_to`` crops it to what was committed.

@@ -42,7 +42,10 @@ class Calibration:
                 reached.append(j)
                 if not greedy and j in on_path:
                     settled.add(p)
-        conf = np.clip(np.nan_to_num(np.asarray(conf, np.float64)), 0.0, 1.0)  # a worker's numbers, not trusted
+        conf = np.asarray(conf, np.float64)
+        # NaN: a token the draft model did not propose (a Self-Draft cache candidate), so no confidence to judge
+        reached = [j for j in reached if not np.isnan(conf[j])]
+        conf = np.clip(np.nan_to_num(conf), 0.0, 1.0)  # a worker's numbers, not trusted
         bins = np.minimum((conf[reached] * BINS).astype(int), BINS - 1)
         np.add.at(self.proposed, bins, 1)
         np.add.at(self.confidence, bins, conf[reached])

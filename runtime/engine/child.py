@@ -97,18 +97,22 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
         from specsched.workers.draft_worker import DraftWorker
 
         worker = int(spec["worker"])
-        draft = DraftWorker.connect(model or backend.draft(), worker, ctx, endpoints.verify, telemetry, parent_alive,
-                                    keys)
-        draft.placed = placed(draft.model, config)
+        # an engine of Self-Draft jobs (--drafter branches) drafts without a model: its workers load one only
+        # if a later job asks for it (DraftWorker.model); the others load theirs before they say ready
+        if model is None and config.drafter != "branches":
+            model = backend.draft()
+        draft = DraftWorker.connect(model, worker, ctx, endpoints.verify, telemetry, parent_alive, keys,
+                                    load=backend.draft, vocab=backend.vocabulary("draft")["size"])
+        draft.placed = placed(model, config)
         draft.retitle = lambda job: set_title(f"specsched: draft {worker} " + ("(parked)" if job is None
                                                                                else f"(job {job})"))
         draft.serve(control)
 
 
 def placed(model, config: RunConfig) -> dict:
-    """What a child tells the engine with ``ready``: the device its model is on, and the --device it was
-    given (so a record shows that the flag reached every process)."""
-    return {"device": model.device, "asked": config.device}
+    """What a child tells the engine with ``ready``: the device its model is on (where it will be, if not
+    loaded yet), and the --device it was given (so a record shows that the flag reached every process)."""
+    return {"device": model.device if model is not None else config.model_device, "asked": config.device}
 
 
 def error_line(exc: BaseException) -> str:
