@@ -101,6 +101,34 @@ def test_a_self_draft_engine_reads_no_draft_weights_until_a_job_wants_the_draft_
     assert wants_it.status == "failed" and "draft worker" in wants_it.error
 
 
+def test_auto_finds_the_corpus_cache_built_for_the_targets_tokenizer_in_the_users_cache(pair, tmp_path,
+                                                                                      monkeypatch):
+    from specsched.runtime.backends.backend import get_backend
+    from specsched.runtime.backends.hf_backend import tokenizer_digest
+    from specsched.runtime.core.config import ConfigError
+    from specsched.runtime.models.corpus_cache import SHIPPED, built_for, resolve
+
+    monkeypatch.setenv("SPECSCHED_CACHE", str(tmp_path / "cache"))
+    target, draft = pair
+    backend = get_backend(RunConfig(backend="hf", target=str(target), draft=str(draft)))
+    assert resolve("auto", backend) == "off"  # the shipped cache is another tokenizer's, and none was built
+    built = built_for(tokenizer_digest(str(target)))
+    assert tmp_path / "cache" in built.parents and SHIPPED.parent not in built.parents
+    save(built, count([[3, 4, 5, 6, 7, 3, 4, 5, 6, 7]]), {"tokenizer": tokenizer_digest(str(target))})
+    assert resolve("auto", backend) == str(built)
+    built.write_bytes(b"broken")
+    with pytest.raises(ConfigError, match=r"--corpus-cache auto \(.*\) is not a corpus cache"):
+        resolve("auto", backend)
+
+
+def test_building_a_corpus_cache_for_a_target_without_a_tokenizer_asks_for_out(tmp_path):
+    from tests.tiny_hf import make_model
+
+    make_model(tmp_path / "bare")
+    result = specsched("models", "corpus-cache", "--target", str(tmp_path / "bare"))
+    assert_one_error_line(result, 2, "has no tokenizer to name its corpus cache by: give --out FILE")
+
+
 def test_a_corpus_cache_that_is_not_one_costs_one_line(tmp_path):
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(open(garbage_cache(tmp_path / "g.npz", VOCAB), "rb").read()[:200])

@@ -32,7 +32,8 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     corpus = sub.add_parser("corpus-cache", help="build Self-Draft's corpus cache (--drafter branches) for a target")
     corpus.add_argument("--target", default=None, help="whose tokenizer (default: the default target)")
     corpus.add_argument("--out", type=Path, default=None,
-                        help="the .npz to write (default: the shipped one, runtime/models/assets/corpus_cache.npz)")
+                        help="the .npz to write (default: the user's cache, where --corpus-cache auto finds it "
+                             "for this target's tokenizer)")
     corpus.add_argument("--min-count", type=int, default=2, help="drop continuations seen fewer times (default 2)")
     corpus.set_defaults(func=cmd_corpus_cache)
     return models
@@ -44,6 +45,7 @@ def cmd_corpus_cache(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from specsched.runtime.backends.hf_backend import tokenizer_digest
     from specsched.runtime.models import corpus_cache
     from specsched.runtime.models.cache import cache_root
     from specsched.runtime.models.registry import resolve_target
@@ -51,11 +53,14 @@ def cmd_corpus_cache(args: argparse.Namespace) -> int:
 
     if args.min_count < 1:
         raise ConfigError(f"--min-count must be at least 1, got {args.min_count}")
-    out = args.out or corpus_cache.SHIPPED
+    target = resolve_target(args.target)
+    out = args.out or corpus_cache.built_for(tokenizer_digest(str(target)))
+    if out is None:
+        raise ConfigError(f"{target} has no tokenizer to name its corpus cache by: give --out FILE")
     console = Console(stderr=True)
     with console.status("corpus cache: starting") as status, tempfile.TemporaryDirectory() as tmp:
         work = cache_root() if os.access(cache_root().parent, os.W_OK) else Path(tmp)
-        meta = ngram_cache(resolve_target(args.target), out, min_count=args.min_count, work=work / "corpus",
+        meta = ngram_cache(target, out, min_count=args.min_count, work=work / "corpus",
                                   step=lambda msg: status.update(f"corpus cache: {msg}"))
     print(f"{out}: {meta['keys']} keys, {meta['continuations']} continuations from {meta['tokens']} tokens "
           f"({out.stat().st_size / 2**20:.1f} MiB)")

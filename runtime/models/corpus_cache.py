@@ -106,28 +106,45 @@ def load(path: str) -> CorpusCache:
     return CorpusCache.from_arrays(keys.astype(np.int32), lengths, rows, grams)
 
 
+def built_for(digest: str | None) -> Path | None:
+    """Where `specsched models corpus-cache` keeps the cache it builds for a tokenizer (by its digest): the
+    user's cache directory, never the package's own files (None: a tokenizer without a digest)."""
+    from specsched.runtime.models.cache import cache_root
+
+    return cache_root() / "corpus-caches" / f"{digest[:16]}.npz" if digest else None
+
+
 def resolve(setting: str, backend) -> str:
-    """--corpus-cache as a run uses it: a file, or "off". auto = the shipped cache on hf when it was built
-    with the target's tokenizer (else none). A file must be a corpus cache whose token ids the target knows
-    (ConfigError otherwise, before any worker loads it)."""
+    """--corpus-cache as a run uses it: a file, or "off". auto = on hf, the cache `specsched models
+    corpus-cache` built for the target's tokenizer, else the shipped one if it was built with that tokenizer,
+    else none. A file must be a corpus cache whose token ids the target knows (ConfigError otherwise,
+    before any worker loads it)."""
     from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError
 
     if setting == "off":
         return "off"
+    label = setting
     if setting == "auto":
-        if backend.config.backend not in MODEL_BACKENDS or not SHIPPED.is_file():
+        if backend.config.backend not in MODEL_BACKENDS:
             return "off"
-        return str(SHIPPED) if meta_of(SHIPPED).get("tokenizer") == backend.vocabulary("target")["tokens"] else "off"
+        digest = backend.vocabulary("target")["tokens"]
+        built = built_for(digest)
+        if built is not None and built.is_file():
+            setting, label = str(built), f"auto ({built})"
+        elif SHIPPED.is_file() and meta_of(SHIPPED).get("tokenizer") == digest:
+            return str(SHIPPED)
+        else:
+            return "off"
     path = Path(setting).expanduser()
     if not path.is_file():
-        raise ConfigError(f"--corpus-cache {setting}: no such file (build one with `specsched models corpus-cache`)")
+        raise ConfigError(f"--corpus-cache {label}: no such file (build one with `specsched models corpus-cache`)")
     try:
         meta_of(path)
         cache = load(str(path.resolve()))
     except Exception as exc:  # zipfile, numpy and json each raise their own types for a file that is not one
-        raise ConfigError(f"--corpus-cache {setting} is not a corpus cache: {type(exc).__name__}: {exc}") from None
+        raise ConfigError(f"--corpus-cache {label} is not a corpus cache: {type(exc).__name__}: {exc}") from None
     vocab = int(backend.vocabulary("target")["size"])
     if len(cache.grams) and int(cache.grams.max()) >= vocab:
-        raise ConfigError(f"--corpus-cache {setting} holds token id {int(cache.grams.max())}, but the target's "
+        raise ConfigError(f"--corpus-cache {label} holds token id {int(cache.grams.max())}, but the target's "
                           f"vocabulary has {vocab} tokens")
     return str(path.resolve())
