@@ -20,9 +20,10 @@ Which process drafts a slot never changes a draw: each tree's stream is keyed by
 What is committed. Beams rewrite their past, so a token is final only once every beam holds it: after
 each round the verifier commits the beams' common prefix. When the sequence has ``--max-new-tokens``
 steps it takes the beams after exactly that step (beam_decode.py says why), commits the rest of the
-most likely one and reports all of them. The random draws - allocation, shuffle, acceptance on the
-verifier's stream; each tree on its slot's (seed, sequence, slot, round) stream - happen in the order
-``dsbd_decode`` makes them, so a run's beams are those of the in-process loop the law tests check.
+most likely one and reports all of them. The random draws - a round's allocation on the verifier's
+(seed, sequence, "allocate", round) stream, its shuffle and acceptance on (seed, sequence, "beam", round),
+each tree on its slot's (seed, sequence, slot, round) stream - are those ``dsbd_decode`` makes, so a run's
+beams are those of the in-process loop the law tests check.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
@@ -117,7 +119,7 @@ def parse_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -
 
 def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> BeamAdvance:
     """One round's forward: a target-only step (round 0, --mode beam) or the forest of the slots' trees."""
-    width, rng = width_rule(config), seq.st.rng
+    width, rng = width_rule(config), stream(config.seed, seq.st.local, "beam", seq.round)
     if config.mode == "beam" or seq.round == 0:
         return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beams, rng)
     trees = [seq.tree(s) for s in range(len(seq.contexts))]
@@ -144,13 +146,18 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
         seq.contexts, seq.logprobs, seq.caches = [seq.contexts[best]], seq.logprobs[best:best + 1], [seq.caches[best]]
     shared = _common_prefix(seq.contexts)[prompt:]
     kept = commit(st, shared[len(st.generated):], eos, config.max_new_tokens)
+    seq.round += 1
     if st.done:  # every beam holds the end of the sequence
         seq.beams, seq.final_logprobs = [b[prompt:] for b in seq.contexts], seq.logprobs
     elif config.mode == "dsbd":
-        seq.counts = allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
-                              st.rng)
-    seq.round += 1
+        seq.counts = allocation(seq, config)
     return kept
+
+
+def allocation(seq: BeamSequence, config: RunConfig) -> np.ndarray:
+    """[W_in, gamma]: how many nodes each tree of the sequence's round gets, from the round's own stream."""
+    return allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
+                    stream(config.seed, seq.st.local, "allocate", seq.round))
 
 
 def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> tuple[list[tuple[int, BeamTask]], list[int]]:

@@ -26,7 +26,6 @@ class SequenceState:
     job: int
     prompt: list[int]
     cache: Cache
-    rng: np.random.Generator
     owner: int = -1              # the draft worker allowed to extend it; -1 = target only
     generated: list[int] = field(default_factory=list)
     rounds: int = 0
@@ -95,8 +94,7 @@ class JobState:
         purpose = "target" if config.mode in ("ar", "parallel") else "verify"
         slots = fields.get("beam_workers") or [[] for _ in fields["sequences"]]
         seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
-                              stream(config.seed, int(local), purpose), int(owner), beam_workers=list(beams),
-                              seed=config.seed, purpose=purpose)
+                              int(owner), beam_workers=list(beams), seed=config.seed, purpose=purpose)
                 for (g, local, owner, prompt), beams in zip(fields["sequences"], slots)]
         for st, generated, done in zip(seqs, fields.get("generated") or [], fields.get("done") or []):
             st.generated, st.done = [int(t) for t in generated], bool(done)
