@@ -17,6 +17,11 @@ it widens, the verifier asks the engine for a worker for each new slot (``beam_w
 hands over (``fork``: a parked one, or a new process) joins (``beam_join``) and is given the slot's beam.
 Which process drafts a slot never changes a draw: each tree's stream is keyed by its slot, not by it.
 
+A new verifier goes on where a dead one stopped. After every round the sequence's ``state`` goes to the
+engine with the round's commit (runtime/core/beam_state.py); re-announced with it, the sequence is
+``restore``d at that round: the same beams, each read whole into a fresh target cache by the next forward,
+and the same node counts, since a round's draws come from streams keyed by the round.
+
 What is committed. Beams rewrite their past, so a token is final only once every beam holds it: after
 each round the verifier commits the beams' common prefix. When the sequence has ``--max-new-tokens``
 steps it takes the beams after exactly that step (beam_decode.py says why), commits the rest of the
@@ -34,6 +39,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
+from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import stream
@@ -67,6 +73,37 @@ class BeamSequence:
         st.beam_workers += [-1] * (beams - len(st.beam_workers))
         return cls(st, [list(st.prompt)], np.zeros(1), [st.cache], expected={
             slot for slot, worker in enumerate(st.beam_workers) if worker >= 0}, epochs=[0] * len(st.beam_workers))
+
+    @classmethod
+    def restore(cls, st: SequenceState, beams: int, state: BeamState, target: LanguageModel,
+                config: RunConfig) -> BeamSequence:
+        """The sequence as a dead verifier last reported it, for a new verifier to go on from: its beams,
+        each in a fresh target cache (the next forward reads it whole), its slots, and the round's node counts
+        drawn again from the round's stream. A slot's worker resumes it under a new epoch (beam_rounds.py)."""
+        if len(state.slots) != beams:
+            raise ProtocolError(f"beam state of sequence {st.seq} has {len(state.slots)} slots, its job {beams}")
+        new = state.beams(st.generated)
+        contexts = [st.prompt + b for b in new]
+        seq = cls(st, contexts, state.logprobs, [st.cache, *(target.new_cache() for _ in contexts[1:])], state.round,
+                  state.steps, wanted={s: int(w) for s, w in enumerate(state.wanted) if w >= 0}, epochs=[0] * beams)
+        st.beam_workers, st.rounds = state.slots.tolist(), state.round
+        if state.done:
+            seq.beams, seq.final_logprobs = new, state.logprobs
+        elif config.mode == "dsbd":
+            seq.counts, seq.expected = allocation(seq, config), set(range(len(contexts)))
+        return seq
+
+    def state(self) -> BeamState:
+        """Where the sequence stands after its last round (runtime/core/beam_state.py): each beam past the
+        committed tokens every beam holds."""
+        st, final = self.st, self.beams is not None
+        beams = self.beams if final else [c[len(st.prompt):] for c in self.contexts]
+        base = len(_common_prefix([st.generated, *beams]))
+        tails = np.array([b[base:] for b in beams], np.int32).reshape(len(beams), -1)  # beams of a step: equal lengths
+        wanted = [self.wanted.get(slot, -1) for slot in range(len(st.beam_workers))]
+        return BeamState(self.round, self.steps, base, tails,
+                         np.asarray(self.final_logprobs if final else self.logprobs, np.float64),
+                         np.asarray(st.beam_workers, np.int32), np.asarray(wanted, np.int32), final)
 
     @property
     def complete(self) -> bool:
