@@ -1,11 +1,13 @@
 """Decoding loops: target-only beam sampling (or beam search) and DSBD, from one prompt for a fixed number
 of steps, in process.
 
-DSBD here draws what the served form (one draft process per input beam) draws. Iteration 0 is a target-only
-step from the prompt: no beam exists before it. Iteration r >= 1 drafts one tree per input beam, tree s
-(the beam's index in the beam list ``verify_beams`` returned) from ``beam_stream(seed, sequence, s, r)``
-and its draft cache, the one ``claim`` hands on; the verifier's generator is used, per iteration, by
-``allocate``, ``combine`` and ``verify_beams`` in that order.
+Both draw what the served forms draw (the verifier, and in DSBD one draft process per input beam), from
+streams keyed by (seed, sequence, iteration): iteration r's target draws - its shuffle and acceptance in
+DSBD - come from ``stream(seed, sequence, "beam", r)``. Iteration 0 is a target-only step from the prompt:
+no beam exists before it. Iteration r >= 1 of DSBD draws its trees' node counts (``allocate``) from
+``stream(seed, sequence, "allocate", r)`` and drafts one tree per input beam, tree s (the beam's index in
+the beam list ``verify_beams`` returned) from ``beam_stream(seed, sequence, s, r)`` and its draft cache,
+the one ``claim`` hands on.
 
 Where to stop. A DSBD iteration emits 1 to gamma + 1 steps, and the beams form a Markov chain with beam
 sampling's kernel step by step (scheduler/beam_forest.py). So iterations are chained until at least
@@ -27,7 +29,7 @@ import numpy as np
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.beams import beam_stream
-from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.core.sampling import SamplingParams, stream
 from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import BeamAdvance, beams_after, claim, target_beam_step, verify_beams
 from specsched.workers.beam_drafter import draft_tree
@@ -58,33 +60,36 @@ class BeamResult:
     stats: DecodeStats
 
 
-def beam_decode(target: LanguageModel, prompt: Sequence[int], params: SamplingParams, width: int, steps: int,
-                rng: np.random.Generator) -> BeamResult:
-    """Target-only beam sampling (beam search at temperature 0) of ``width`` beams for ``steps`` steps."""
-    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray, _: int) -> Advance:
+def beam_decode(target: LanguageModel, prompt: Sequence[int], params: SamplingParams, width: int, steps: int, *,
+                seed: int = 0, sequence: int = 0) -> BeamResult:
+    """Target-only beam sampling (beam search at temperature 0) of ``width`` beams for ``steps`` steps.
+    ``seed`` and ``sequence`` name the streams."""
+    def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray, iteration: int) -> Advance:
+        rng = stream(seed, sequence, "beam", iteration)
         return target_beam_step(target, caches, contexts, logprobs, params, width, rng), None
 
     return _decode(target, prompt, steps, 0, advance)
 
 
 def dsbd_decode(target: LanguageModel, draft: LanguageModel, prompt: Sequence[int], params: SamplingParams,
-                width: int | DynamicWidth, *, beams: int, gamma: int, steps: int, rng_target: np.random.Generator,
-                seed: int, sequence: int) -> BeamResult:
+                width: int | DynamicWidth, *, beams: int, gamma: int, steps: int, seed: int,
+                sequence: int) -> BeamResult:
     """DSBD: after a target-only first step, each iteration drafts ``gamma`` layers of ``beams`` (W_S) draft
     beams, one tree per input beam, and the target verifies them in one forward, keeping ``width`` beams per
-    step (W_L, or the dynamic rule of §3.2). ``seed`` and ``sequence`` name the draft streams."""
+    step (W_L, or the dynamic rule of §3.2). ``seed`` and ``sequence`` name the streams."""
     drafts: list[Cache] = [draft.new_cache()]
 
     def advance(caches: list[Cache], contexts: list[list[int]], logprobs: np.ndarray, iteration: int) -> Advance:
         nonlocal drafts
+        rng = stream(seed, sequence, "beam", iteration)
         if iteration == 0:
-            out, drafted = target_beam_step(target, caches, contexts, logprobs, params, width, rng_target), None
+            out, drafted = target_beam_step(target, caches, contexts, logprobs, params, width, rng), None
         else:
-            counts = allocate(logprobs, params, beams, gamma, rng_target)
+            counts = allocate(logprobs, params, beams, gamma, stream(seed, sequence, "allocate", iteration))
             trees = [draft_tree(draft, cache, ctx, lp, params, n, beam_stream(seed, sequence, slot, iteration))
                      for slot, (cache, ctx, lp, n) in enumerate(zip(drafts, contexts, logprobs, counts))]
-            forest = combine(trees, logprobs, params, rng_target)
-            out = verify_beams(target, caches, contexts, logprobs, forest, params, width, rng_target)
+            forest = combine(trees, logprobs, params, rng)
+            out = verify_beams(target, caches, contexts, logprobs, forest, params, width, rng)
             drafted = forest.forwards
         # the draft caches hold (a prefix of) the input contexts: hand them on as the target's are
         drafts = [drafts[o] if o >= 0 else draft.new_cache() for o in claim(out.roots, len(drafts))]

@@ -17,12 +17,18 @@ it widens, the verifier asks the engine for a worker for each new slot (``beam_w
 hands over (``fork``: a parked one, or a new process) joins (``beam_join``) and is given the slot's beam.
 Which process drafts a slot never changes a draw: each tree's stream is keyed by its slot, not by it.
 
+A new verifier goes on where a dead one stopped. After every round the sequence's ``state`` goes to the
+engine with the round's commit (runtime/core/beam_state.py); re-announced with it, the sequence is
+``restore``d at that round: the same beams, each read whole into a fresh target cache by the next forward,
+and the same node counts, since a round's draws come from streams keyed by the round.
+
 What is committed. Beams rewrite their past, so a token is final only once every beam holds it: after
 each round the verifier commits the beams' common prefix. When the sequence has ``--max-new-tokens``
 steps it takes the beams after exactly that step (beam_decode.py says why), commits the rest of the
-most likely one and reports all of them. The random draws - allocation, shuffle, acceptance on the
-verifier's stream; each tree on its slot's (seed, sequence, slot, round) stream - happen in the order
-``dsbd_decode`` makes them, so a run's beams are those of the in-process loop the law tests check.
+most likely one and reports all of them. The random draws - a round's allocation on the verifier's
+(seed, sequence, "allocate", round) stream, its shuffle and acceptance on (seed, sequence, "beam", round),
+each tree on its slot's (seed, sequence, slot, round) stream - are those ``dsbd_decode`` makes, so a run's
+beams are those of the in-process loop the law tests check.
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
+from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
@@ -65,6 +73,37 @@ class BeamSequence:
         st.beam_workers += [-1] * (beams - len(st.beam_workers))
         return cls(st, [list(st.prompt)], np.zeros(1), [st.cache], expected={
             slot for slot, worker in enumerate(st.beam_workers) if worker >= 0}, epochs=[0] * len(st.beam_workers))
+
+    @classmethod
+    def restore(cls, st: SequenceState, beams: int, state: BeamState, target: LanguageModel,
+                config: RunConfig) -> BeamSequence:
+        """The sequence as a dead verifier last reported it, for a new verifier to go on from: its beams,
+        each in a fresh target cache (the next forward reads it whole), its slots, and the round's node counts
+        drawn again from the round's stream. A slot's worker resumes it under a new epoch (beam_rounds.py)."""
+        if len(state.slots) != beams:
+            raise ProtocolError(f"beam state of sequence {st.seq} has {len(state.slots)} slots, its job {beams}")
+        new = state.beams(st.generated)
+        contexts = [st.prompt + b for b in new]
+        seq = cls(st, contexts, state.logprobs, [st.cache, *(target.new_cache() for _ in contexts[1:])], state.round,
+                  state.steps, wanted={s: int(w) for s, w in enumerate(state.wanted) if w >= 0}, epochs=[0] * beams)
+        st.beam_workers, st.rounds = state.slots.tolist(), state.round
+        if state.done:
+            seq.beams, seq.final_logprobs = new, state.logprobs
+        elif config.mode == "dsbd":
+            seq.counts, seq.expected = allocation(seq, config), set(range(len(contexts)))
+        return seq
+
+    def state(self) -> BeamState:
+        """Where the sequence stands after its last round (runtime/core/beam_state.py): each beam past the
+        committed tokens every beam holds."""
+        st, final = self.st, self.beams is not None
+        beams = self.beams if final else [c[len(st.prompt):] for c in self.contexts]
+        base = len(_common_prefix([st.generated, *beams]))
+        tails = np.array([b[base:] for b in beams], np.int32).reshape(len(beams), -1)  # beams of a step: equal lengths
+        wanted = [self.wanted.get(slot, -1) for slot in range(len(st.beam_workers))]
+        return BeamState(self.round, self.steps, base, tails,
+                         np.asarray(self.final_logprobs if final else self.logprobs, np.float64),
+                         np.asarray(st.beam_workers, np.int32), np.asarray(wanted, np.int32), final)
 
     @property
     def complete(self) -> bool:
@@ -117,7 +156,7 @@ def parse_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -
 
 def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> BeamAdvance:
     """One round's forward: a target-only step (round 0, --mode beam) or the forest of the slots' trees."""
-    width, rng = width_rule(config), seq.st.rng
+    width, rng = width_rule(config), stream(config.seed, seq.st.local, "beam", seq.round)
     if config.mode == "beam" or seq.round == 0:
         return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beams, rng)
     trees = [seq.tree(s) for s in range(len(seq.contexts))]
@@ -144,13 +183,18 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
         seq.contexts, seq.logprobs, seq.caches = [seq.contexts[best]], seq.logprobs[best:best + 1], [seq.caches[best]]
     shared = _common_prefix(seq.contexts)[prompt:]
     kept = commit(st, shared[len(st.generated):], eos, config.max_new_tokens)
+    seq.round += 1
     if st.done:  # every beam holds the end of the sequence
         seq.beams, seq.final_logprobs = [b[prompt:] for b in seq.contexts], seq.logprobs
     elif config.mode == "dsbd":
-        seq.counts = allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
-                              st.rng)
-    seq.round += 1
+        seq.counts = allocation(seq, config)
     return kept
+
+
+def allocation(seq: BeamSequence, config: RunConfig) -> np.ndarray:
+    """[W_in, gamma]: how many nodes each tree of the sequence's round gets, from the round's own stream."""
+    return allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
+                    stream(config.seed, seq.st.local, "allocate", seq.round))
 
 
 def tasks(seq: BeamSequence, verify_start: float, verify_end: float) -> tuple[list[tuple[int, BeamTask]], list[int]]:

@@ -10,7 +10,9 @@ A beam worker that dies is restarted under the same worker id and a new *epoch* 
 and asks where its slot stands (``resume``): the verifier holds every slot's beam, so it answers with the
 slot's task for the round it waits for. What the dead process had sent for that round is dropped and drafted
 again - the same tree, since a tree's draws come from the stream of its slot and round (``beam_stream``) and
-its task is the same - and from then on only trees of the new epoch are filed.
+its task is the same - and from then on only trees of the new epoch are filed. A new verifier, started when
+one died, holds each sequence as the dead one last reported it (``BeamSequence.restore``), every slot's
+epoch 0: each slot's worker, told to resync, asks it the same way.
 """
 
 from __future__ import annotations
@@ -33,9 +35,14 @@ class BeamRounds:
         self.seqs: dict[int, BeamSequence] = {}
 
     def add(self, job: JobState) -> None:
+        """The job's beam sequences: from their prompts, or - re-announced to this verifier after another died -
+        from where that one last reported them."""
         if job.config.beam_mode:
             beams = job.config.beams if job.config.mode == "dsbd" else 0
-            self.seqs.update((st.seq, BeamSequence.start(st, beams)) for st in job.sequences)
+            for st in job.sequences:
+                state = job.beam_states.get(st.local)
+                self.seqs[st.seq] = BeamSequence.start(st, beams) if state is None else \
+                    BeamSequence.restore(st, beams, state, self.target, job.config)
 
     def forget(self, job: JobState) -> None:
         for st in job.sequences:

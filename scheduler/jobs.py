@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel, Traffic
+from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import stream
 
@@ -26,7 +27,6 @@ class SequenceState:
     job: int
     prompt: list[int]
     cache: Cache
-    rng: np.random.Generator
     owner: int = -1              # the draft worker allowed to extend it; -1 = target only
     generated: list[int] = field(default_factory=list)
     rounds: int = 0
@@ -72,6 +72,8 @@ class JobState:
     deadline: float | None = None  # absolute time.monotonic() deadline, if any
     counters: Counters = field(default_factory=Counters)
     rejected_before: int = 0     # the verifier's rejected-message count when the job arrived
+    beam_states: dict[int, BeamState] = field(default_factory=dict)  # by index in the job: where a beam
+                                 # sequence stood when a dead verifier last reported it (beam_jobs.py)
 
     @property
     def target_only(self) -> bool:
@@ -90,19 +92,21 @@ class JobState:
     @classmethod
     def from_message(cls, fields: dict, target: LanguageModel) -> JobState:
         """A job as the engine announces it; re-announced to a restarted verifier, each sequence comes with
-        what it has committed (``generated``, ``done``), which the first verification re-reads."""
+        what it has committed (``generated``, ``done``), which the first verification re-reads, and a beam
+        sequence with its beams (``beam_states``)."""
         config = RunConfig.from_dict(fields["config"])
         purpose = "target" if config.mode in ("ar", "parallel") else "verify"
         slots = fields.get("beam_workers") or [[] for _ in fields["sequences"]]
         seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
-                              stream(config.seed, int(local), purpose), int(owner), beam_workers=list(beams),
-                              seed=config.seed, purpose=purpose)
+                              int(owner), beam_workers=list(beams), seed=config.seed, purpose=purpose)
                 for (g, local, owner, prompt), beams in zip(fields["sequences"], slots)]
         for st, generated, done in zip(seqs, fields.get("generated") or [], fields.get("done") or []):
             st.generated, st.done = [int(t) for t in generated], bool(done)
         deadline = fields.get("deadline")
+        beam_states = {i: BeamState.from_dict(d) for i, d in enumerate(fields.get("beam_states") or []) if d}
         return cls(int(fields["job"]), config, seqs, float(fields.get("arrival", 0.0)),
-                   int(fields.get("priority", 0)), None if deadline is None else float(deadline))
+                   int(fields.get("priority", 0)), None if deadline is None else float(deadline),
+                   beam_states=beam_states)
 
 
 def count_traffic(moved: Traffic, counters: list[Counters]) -> None:

@@ -221,8 +221,12 @@ class Verifier(JobBook, BeamSteps):
 
     # -- postprocess: tell the engine ---------------------------------------------------------------
     def _report_commits(self, commits: list[tuple[SequenceState, list[int], int]]) -> None:
-        """(sequence, tokens it committed, worker or -1 for target-only) for each row of a forward."""
+        """(sequence, tokens it committed, worker or -1 for target-only) for each row of a forward. A beam
+        sequence's commit also says where its beams stand (beam_jobs.py): the engine keeps it for a new
+        verifier, should this one die."""
         for st, kept, worker in commits:
-            self.telemetry.send("commit", {"seq": st.seq, "worker": worker, "done": st.done},
-                                {"tokens": np.asarray(kept, np.int32)})
+            fields = {"seq": st.seq, "worker": worker, "done": st.done}
+            if st.seq in self.beam_rounds.seqs:
+                fields["beam"] = self.beam_rounds.seqs[st.seq].state().to_dict()
+            self.telemetry.send("commit", fields, {"tokens": np.asarray(kept, np.int32)})
         self.telemetry.events(self.recorder.drain())

@@ -39,8 +39,8 @@ def beam_search(model, prompt: list[int], width: int, steps: int) -> list[tuple[
 
 
 def rngs(seed: int, sequence: int = 0) -> dict:
-    """The verifier's generator and the key of the draft streams, for a sequence numbered ``sequence``."""
-    return {"rng_target": np.random.default_rng([seed, sequence]), "seed": seed, "sequence": sequence}
+    """The key of the streams (the verifier's and the drafts'), for a sequence numbered ``sequence``."""
+    return {"seed": seed, "sequence": sequence}
 
 
 # -- (a) temperature 0: DSBD is deterministic beam search ---------------------------------------------
@@ -59,7 +59,7 @@ def test_greedy_dsbd_and_beam_decode_are_beam_search_token_for_token(agreement, 
         want = beam_search(target, prompt, width, SEARCH_STEPS)
         dsbd = dsbd_decode(target, draft, prompt, GREEDY, width, beams=width + 1, gamma=3, steps=SEARCH_STEPS,
                            **rngs(0))
-        for got in (beam_decode(target, prompt, GREEDY, width, SEARCH_STEPS, np.random.default_rng(0)), dsbd):
+        for got in (beam_decode(target, prompt, GREEDY, width, SEARCH_STEPS), dsbd):
             assert got.tokens == [list(s) for s, _ in want]
             np.testing.assert_allclose(got.logprobs, [lp for _, lp in want], rtol=0, atol=1e-9)
         accepted += dsbd.stats.accept_counts
@@ -130,8 +130,8 @@ def test_dsbd_on_sim_models_decodes_as_target_only_beam_sampling(params):
 @pytest.mark.parametrize("params", WARPS, ids=str)
 def test_target_only_beam_decode_has_the_exact_beam_sampling_law(params):
     target = target_model(LAW_VOCAB)
-    rng = np.random.default_rng(2)
-    samples = [multiset(beam_decode(target, LAW_PROMPT, params, WIDTH, STEPS, rng).tokens) for _ in range(RUNS)]
+    samples = [multiset(beam_decode(target, LAW_PROMPT, params, WIDTH, STEPS, **rngs(2, run)).tokens)
+               for run in range(RUNS)]
     assert_law(samples, exact_law(target, params))
 
 

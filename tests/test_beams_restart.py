@@ -32,7 +32,7 @@ EMPTY = np.zeros(0, np.int32)
 
 def search(prompt, steps: int) -> list[list[int]]:
     """Beam search's beams, cut after an end of sequence as a record gives them."""
-    beams = beam_decode(target_model(VOCAB), list(prompt), SamplingParams(0.0), 3, steps, np.random.default_rng(0))
+    beams = beam_decode(target_model(VOCAB), list(prompt), SamplingParams(0.0), 3, steps)
     return [b[: b.index(EOS) + 1] if EOS in b else b for b in beams.tokens]
 
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import EOS, draft_model, greedy_reference, run_cli, run_ok, sim_config, stderr_lines, target_model, words
 from rich.console import Console
 
-from specsched.runtime.core.sampling import SamplingParams, stream
+from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.export import chrome_trace
 from specsched.runtime.trace import marks_of
 from specsched.runtime.view.gantt import Gantt
@@ -50,15 +50,13 @@ def check(record, reference) -> None:
 
 def test_beam_mode_is_beam_search():
     record = run_beams("beam")
-    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS,
-                               np.random.default_rng(0)) for p in PROMPTS])
+    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS) for p in PROMPTS])
 
 
 @pytest.mark.parametrize("agreement", [0.9, 0.3])
 def test_greedy_dsbd_in_processes_is_beam_search(agreement):
     record = run_beams("dsbd", sim_agreement=agreement, gamma=3)
-    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS,
-                               np.random.default_rng(0)) for p in PROMPTS])
+    check(record, [beam_decode(target_model(VOCAB), list(p), SamplingParams(0.0), WIDTH, STEPS) for p in PROMPTS])
     assert record.metrics.accepted > 0  # the draft's layers were used, not only the target's steps
     # a fixed width: one worker per beam, from the first step to the last
     assert {w: kinds for w, kinds in marks_by_worker(record).items()} == {w: ["fork", "exit"] for w in range(6)}
@@ -68,7 +66,7 @@ def test_sampled_dsbd_in_processes_gives_the_in_process_loops_beams():
     params = SamplingParams(1.0)
     record = run_beams("dsbd", temperature=1.0, seed=11, gamma=2, draft_beams=4, sim_agreement=0.7)
     reference = [dsbd_decode(target_model(VOCAB), draft_model(VOCAB, 0.7), list(p), params, WIDTH, beams=4,
-                             gamma=2, steps=STEPS, rng_target=stream(11, i, "verify"), seed=11, sequence=i)
+                             gamma=2, steps=STEPS, seed=11, sequence=i)
                  for i, p in enumerate(PROMPTS)]
     check(record, reference)
 
@@ -79,7 +77,7 @@ def test_a_dynamic_width_in_processes_gives_the_in_process_loops_beams():
                        beam_threshold=0.5, min_beams=1)
     width = width_rule(record.config)
     reference = [dsbd_decode(target_model(VOCAB), draft_model(VOCAB, 0.8), list(p), params, width, beams=4,
-                             gamma=2, steps=STEPS, rng_target=stream(5, i, "verify"), seed=5, sequence=i)
+                             gamma=2, steps=STEPS, seed=5, sequence=i)
                  for i, p in enumerate(PROMPTS)]
     check(record, reference)
 
@@ -92,7 +90,7 @@ def marks_by_worker(record) -> dict[int, list[str]]:
 
 
 def test_beam_workers_exit_their_slots_when_the_width_narrows_and_fork_into_them_when_it_widens(tmp_path):
-    record = run_beams("dsbd", temperature=1.0, seed=5, gamma=2, draft_beams=4, sim_agreement=0.8,
+    record = run_beams("dsbd", temperature=1.0, seed=1, gamma=2, draft_beams=4, sim_agreement=0.8,
                        beam_threshold=0.5, min_beams=1, max_new_tokens=40)
     assert record.status == "ok" and all(len(s.tokens) == 40 for s in record.sequences)
     marks = marks_by_worker(record)

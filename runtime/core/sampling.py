@@ -125,16 +125,18 @@ def normalised(row: np.ndarray) -> np.ndarray:
 
 
 def stream(seed: int, sequence: int, purpose: str, position: int | None = None) -> np.random.Generator:
-    """An RNG stream owned by one sequence and one purpose ("draft", "verify" or "target").
+    """An RNG stream owned by one sequence and one purpose: "draft", "verify" or "target"; for a beam
+    sequence, the verifier's "beam" (a round's forest shuffle, acceptance and target draws) and
+    "allocate" (how many nodes each tree of a round gets).
 
     Each sequence consumes its own streams in an order fixed by its own history, so its output does
     not depend on which policy ran or how drafts of different sequences were interleaved. With a
-    `position` (tokens the sequence has committed) the stream is counter-based - Philox keyed by
-    (seed, sequence, purpose, position) - so the draws at a position are a pure function of where the
-    sequence stands, not of a generator's history: a process restarted mid-run draws exactly what the
-    one it replaces would have drawn (runtime/engine/supervisor.py).
+    `position` (tokens the sequence has committed; for "beam" and "allocate", the round) the stream is
+    counter-based - Philox keyed by (seed, sequence, purpose, position) - so the draws at a position are
+    a pure function of where the sequence stands, not of a generator's history: a process restarted
+    mid-run draws exactly what the one it replaces would have drawn (runtime/engine/supervisor.py).
     """
-    tag = {"draft": 1, "verify": 2, "target": 3}[purpose]
+    tag = {"draft": 1, "verify": 2, "target": 3, "beam": 5, "allocate": 6}[purpose]  # 4: beams.beam_stream
     if position is None:
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, sequence, tag])))
     return np.random.Generator(np.random.Philox(np.random.SeedSequence([seed, sequence, tag, position])))

@@ -47,7 +47,7 @@ KINDS = frozenset({
     "job_done",  # verifier -> engine: every sequence of a job is done, with the job's counters
     "job_failed",  # verifier -> engine: a job ended early (its policy failed), one line
     "events",    # any -> engine: timeline events
-    "commit",    # verifier -> engine: tokens now final for a sequence
+    "commit",    # verifier -> engine: tokens now final for a sequence (a beam sequence's: and its beams, beam_state.py)
     "beam_want",  # verifier -> engine: a dsbd sequence widened; send a worker for this slot
     "beat",      # any child -> engine: still here (runtime/engine/heartbeat.py)
     "error",     # any -> engine: a fatal error, one line

@@ -108,6 +108,9 @@ class Admission:
         for job, seq, slot, want in self.wants:
             if job.phase is not Phase.RUNNING or seq not in self.by_seq:
                 continue  # the job ended meanwhile
+            if self._reannouncing(job):  # a new verifier that does not have the job yet could not take the join
+                waiting.append((job, seq, slot, want))
+                continue
             # parked, or a new process that took a dead parked one's place - not one restarted to resume a slot
             child = next((c for c in map(self.table.by_worker, job.workers)
                           if c.state in (State.PARKED, State.READY) and c.worker not in self.resuming), None)

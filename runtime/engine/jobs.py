@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
@@ -57,6 +58,8 @@ class JobRun:
     record: object = None              # the RunRecord, once finished
     view_error: str | None = None      # on_update raised: the view stopped, the job went on
     history: dict = field(default_factory=dict)  # its processes' state changes during the job
+    beam_states: dict[int, BeamState] = field(default_factory=dict)  # a beam sequence's beams as the verifier
+                                       # last reported them, by index in the job: a new verifier goes on from them
 
     def process_names(self) -> dict[str, str]:
         """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
@@ -88,12 +91,20 @@ class JobRun:
         return self.workers[worker_of(self.config, local_seq)] if self.speculative else -1
 
     # -- what the processes report, in the job's own ids --------------------------------------------
-    def commit(self, seq: int, tokens: list[int], done: bool) -> None:
+    def commit(self, seq: int, tokens: list[int], done: bool, beams: BeamState | None = None) -> None:
         local = seq - self.first_seq
         self.collected.tokens.setdefault(local, []).extend(tokens)
         self.collected.commits.append((time.monotonic(), local, len(tokens)))
         if done:
             self.collected.done.add(local)
+        if beams is not None:
+            self.beam_states[local] = beams
+
+    def reread(self, local_seq: int) -> int:
+        """Tokens a new target cache reads to go on with the sequence: its context, or every beam's."""
+        tokens, prompt = self.collected.tokens.get(local_seq, []), len(self.prompts[local_seq])
+        state = self.beam_states.get(local_seq)
+        return prompt + len(tokens) if state is None else sum(prompt + len(b) for b in state.beams(tokens))
 
     def mark(self, worker: int, kind: str) -> None:
         """A pool worker forks into one of the job's beam slots, exits it or is restarted (-1: the verifier
@@ -117,9 +128,11 @@ class JobRun:
                 "arrival": self.submitted, "priority": self.meta.priority, "deadline": deadline,
                 "sequences": [[self.first_seq + i, i, self.owner(i), p] for i, p in enumerate(self.prompts)],
                 "beam_workers": [self.beam_workers(i) for i in range(self.n)],
-                # what is committed so far: empty at first, all of it when re-announced to a restarted verifier
+                # what is committed so far: empty at first, all of it when re-announced to a restarted verifier,
+                # with where each beam sequence's beams stood
                 "generated": [self.collected.tokens.get(i, []) for i in range(self.n)],
-                "done": [i in self.collected.done for i in range(self.n)]}
+                "done": [i in self.collected.done for i in range(self.n)],
+                "beam_states": [s and s.to_dict() for s in map(self.beam_states.get, range(self.n))]}
 
     def beam_workers(self, local_seq: int) -> list[int]:
         """dsbd: the pool workers of a sequence's beams, slot by slot (empty in other modes)."""

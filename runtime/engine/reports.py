@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.events import Event
 from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
@@ -70,10 +71,10 @@ class Reports:
 
     def _handle(self, msg, sender: Child) -> None:
         f = msg.fields
-        if msg.kind == "commit":
-            job = self.by_seq.get(int(f["seq"]))
+        if msg.kind == "commit":  # a beam sequence's carries its beams (beam_state.py): read before anything is kept
+            job, beams = self.by_seq.get(int(f["seq"])), BeamState.from_dict(f["beam"]) if "beam" in f else None
             if job is not None:
-                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")))
+                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")), beams)
         elif msg.kind == "events":
             for row in f["rows"]:
                 self._event(Event.from_row(row))

@@ -18,7 +18,9 @@ committed tokens (all the engine has heard, the dead verifier's last messages dr
 its first forward re-reads into a fresh target cache; each drafting worker is then told to *resync* -
 drop its conversation with the dead verifier and resume under a new epoch - and a parked one whose
 sequence the engine does not yet hold as done resumes it (commits and verdicts travel on two sockets,
-with no order between them). Beam jobs fail instead (their beams are not their commits).
+with no order between them). A beam sequence is announced with its beams as well, as the dead verifier
+reported them with its last round's commit (runtime/core/beam_state.py); the new verifier goes on from
+that round, and a dsbd worker resumes the slot it holds there.
 """
 
 from __future__ import annotations
@@ -79,11 +81,8 @@ class Supervision:
         if not self.intensity.allow(child.name, time.monotonic()):
             self._child_failed(child, self._beyond(child, error))
             return
-        self._salvage(0.05)  # the dead verifier's last commits: the new one must start from them
+        self._salvage(0.05)  # the dead verifier's last commits (and beams): the new one must start from them
         live = [j for j in self.jobs if j.phase in (Phase.ANNOUNCED, Phase.RUNNING)]
-        for job in [j for j in live if j.config.beam_mode]:  # beams rewrite their past: commits cannot restore them
-            self._end(job, "failed", f"{error} (a {job.config.mode} job cannot resume on a new verifier)",
-                      forgotten=True)
         self.table.spawn("verifier", child.threads)
         self.epochs[-1] = self.epochs.get(-1, 0) + 1
         for job in self.jobs:  # a pending job waited on it too: its record says so
@@ -97,12 +96,14 @@ class Supervision:
                 f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
 
     def _note_restart(self, job: JobRun, worker: int, error: str, sequences: list[int]) -> None:
-        """In the job's record: who (in the job's names), when, why, and the tokens its sequences re-read."""
+        """In the job's record: who (in the job's names), when, why, and the tokens its sequences re-read (a new
+        verifier reads every beam of a beam sequence)."""
         unfinished = [i for i in sequences if i not in job.collected.done]
+        reread = job.reread if worker < 0 else lambda i: len(job.prompts[i]) + len(job.collected.tokens.get(i, []))
         job.collected.restarts.append({
             "process": "verifier" if worker < 0 else f"draft-{job.local_worker(worker)}", "at": time.monotonic(),
             "why": error, "epoch": self.epochs[worker],
-            "reprefilled_tokens": sum(len(job.prompts[i]) + len(job.collected.tokens.get(i, [])) for i in unfinished)})
+            "reprefilled_tokens": sum(map(reread, unfinished))})
         job.mark(worker, "restart")
 
     def _check_heartbeats(self) -> None:
@@ -182,8 +183,34 @@ class Supervision:
             self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
             if c.state is State.DRAFTING:
                 self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
-            elif any(e[1] not in job.collected.done for e in self._entries(job, c.worker)):
-                # it heard its last verdict, the engine not yet the commit (two sockets, no order between
-                # them): the new verifier does not hold the sequence as done, so it resumes it
+            elif self._still_serves(job, c.worker):
+                if job.config.mode == "dsbd":
+                    job.mark(c.worker, "fork")
                 self._assign_resume(job, c)
+        self._want_again(job)
+
+    def _still_serves(self, job: JobRun, worker: int) -> bool:
+        """A parked worker has work on the new verifier: it heard its last verdict, the engine not yet the commit
+        (two sockets, no order between them), so the new verifier does not hold the sequence as done. In dsbd,
+        when the beams the engine last heard of give it its slot, or wait for the join it was sent to make: it
+        was told to leave in a round whose report the dead verifier never got out."""
+        for _, local, _, slot, *how in self._entries(job, worker):
+            state = job.beam_states.get(local)
+            if local in job.collected.done:
+                continue
+            if state is None or (slot < len(state.slots) and (
+                    state.slots[slot] == worker or (len(how) > 1 and state.wanted[slot] == how[1] >= 0))):
+                return True
+        return False
+
+    def _want_again(self, job: JobRun) -> None:
+        """The new verifier holds a vacant slot as waiting for a worker when the beams it was given say so; a
+        request (``beam_want``) the dead one made and the engine never heard is made again."""
+        pending = {(seq, slot, want) for j, seq, slot, want in self.wants if j is job}
+        handed = {(e[0], e[3], e[5]) for w in job.workers for e in self._entries(job, w) if len(e) > 5}
+        for local, state in job.beam_states.items():
+            for slot, want in enumerate(state.wanted.tolist()):
+                key = (job.first_seq + local, slot, want)
+                if want >= 0 and not state.done and key not in pending | handed:
+                    self.wants.append((job, *key))
 
