@@ -11,6 +11,7 @@ from chi2 import chi2_sf
 from fp32 import assert_close
 
 from specsched.runtime.backends.sim import SimModel
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.sampling import SamplingParams, distribution, stream
 from specsched.runtime.core.wire import unpack
@@ -91,8 +92,9 @@ def test_a_draft_with_lanes_round_trips_and_a_lane_under_a_candidate_is_refused(
         Draft(3, 0, 1, np.array([5, 6, 7], np.int32), np.array([-1, 0, 1], np.int32), lanes=1)
     with pytest.raises(ValueError, match="lane tokens"):
         Draft(3, 0, 1, np.array([5], np.int32), np.array([-1], np.int32), lanes=2)
-    with pytest.raises(ValueError, match="q has shape"):  # q covers the candidates only
-        Draft(3, 0, 1, np.array([5, 6], np.int32), np.array([-1, -1], np.int32), np.zeros((2, 8), np.float32), lanes=1)
+    with pytest.raises(ValueError, match="q is given for 2 tokens"):  # q covers the candidates only
+        Draft(3, 0, 1, np.array([5, 6], np.int32), np.array([-1, -1], np.int32), DraftQ.rows(np.zeros((2, 8))),
+              lanes=1)
     v = Verdict(3, 1, 1, np.array([5, 9], np.int32), np.array([0], np.int32), predictions=np.array([4, 4], np.int32))
     assert Verdict.from_message(unpack(v.to_frames())).predictions.tolist() == [4, 4]
 
@@ -170,7 +172,7 @@ def first_token_p_value(*, garbage: bool, wrong_q: bool = False, trials: int = 4
         drafter.branches.context.add(5, (int(firsts[0]), 7, 7, 7))
         prop = drafter.propose(4)
         m = len(prop.tokens) - prop.lanes
-        q = np.full_like(prop.q, 1.0 / vocab) if wrong_q else prop.q
+        q = DraftQ.rows(np.full((m, vocab), 1.0 / vocab, np.float32)) if wrong_q else prop.q
         cache = target.new_cache()
         layout = lay_out(target, cache, context, prop.tokens, prop.parents)
         rows = target.forward(cache, layout.tokens, layout.parents)

@@ -32,10 +32,11 @@ def test_a_repeated_ngram_is_drafted_with_probability_one(greedy):
     proposal = drafter.propose(3)
     assert proposal.tokens[0] == 5 and proposal.tokens[1] == 9  # "4 5" -> 9, then "5 9" -> 3
     assert proposal.tokens[2] == 3
-    if not greedy:
-        assert np.array_equal(proposal.q[0], np.eye(16, dtype=np.float32)[5])  # q = δ, the verifier's ratio
+    if not greedy:  # q = δ at each: three point masses, no dense row
+        assert proposal.q.point.tolist() == [True, True, True] and proposal.q.dense.shape == (0, 16)
+        assert np.array_equal(proposal.q.written_out(proposal.tokens)[0], np.eye(16, dtype=np.float32)[5])
     plain = TreeDrafter(model, params, np.random.default_rng(0), prompt, k_config=(1, 1, 1)).propose(3)
-    assert plain.q is None or not np.isclose(plain.q.max(axis=-1), 1).all()
+    assert plain.q is None or (not plain.q.point.any() and not np.isclose(plain.q.dense.max(axis=-1), 1).all())
 
 
 def test_greedy_output_with_lookup_equals_target_only_decoding():

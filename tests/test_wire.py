@@ -15,6 +15,7 @@ import zmq
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.app import run
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
 from specsched.runtime.engine import dispatcher
@@ -41,16 +42,16 @@ def through_zmq(frames: list) -> list:
 def test_a_sampled_draft_round_trips_with_q_bit_for_bit():
     rng = np.random.default_rng(0)
     q = rng.dirichlet(np.ones(11), size=3).astype(np.float32)
-    sent = Draft.chain(seq=5, worker=2, round=7, tokens=[3, 1, 4], q=q,
+    sent = Draft.chain(seq=5, worker=2, round=7, tokens=[3, 1, 4], q=DraftQ.rows(q),
                        prompt=np.array([9, 8, 7], np.int32), sent_at=123.25)
     got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
     assert (got.seq, got.worker, got.round, got.sent_at) == (5, 2, 7, 123.25)
     assert got.tokens.tolist() == [3, 1, 4]
     assert got.parents.tolist() == [-1, 0, 1]
     assert got.prompt.tolist() == [9, 8, 7]
-    assert got.q.dtype == np.float32
+    assert got.q.dense.dtype == np.float32 and not got.q.point.any()
     # the q the verifier divides by is exactly the q the worker sampled from
-    assert np.array_equal(got.q.view(np.uint32), q.view(np.uint32))
+    assert np.array_equal(got.q.dense.view(np.uint32), q.view(np.uint32))
 
 
 def test_a_greedy_tree_draft_round_trips_without_q_or_prompt():
@@ -62,9 +63,9 @@ def test_a_greedy_tree_draft_round_trips_without_q_or_prompt():
 
 def test_an_empty_draft_round_trips():
     # At the token limit a worker sends no draft tokens and the verifier adds only its own token.
-    sent = Draft.chain(0, 0, 4, [], q=np.zeros((0, 8), np.float32))
+    sent = Draft.chain(0, 0, 4, [], q=DraftQ.of([], 8))
     got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
-    assert got.tokens.tolist() == [] and got.q.shape == (0, 8)
+    assert got.tokens.tolist() == [] and got.q.dense.shape == (0, 8) and len(got.q) == 0
 
 
 def test_a_verdict_round_trips():

@@ -19,13 +19,14 @@ import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.corpus_cache import load
 from specsched.workers.branch_cache import GRAM, ContextCache, CorpusCache, candidate_tree
 from specsched.workers.branch_lanes import Lanes
 from specsched.workers.drafter import Drafter, Proposal
 from specsched.workers.lane_process import LaneProcesses
-from specsched.workers.lookup import NgramIndex, delta
+from specsched.workers.lookup import NgramIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +83,14 @@ class Branches:
                 self.context.add(key, gram)
 
 
-def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], cache_parents: list[int],
-               vocab: int, greedy: bool) -> Proposal:
-    """`proposal`'s tree, then the cache candidates (q = δ) as further subtrees of the root, then the lanes."""
+def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], cache_parents: list[int]) -> Proposal:
+    """`proposal`'s tree, then the cache candidates as further subtrees of the root, then the lanes. A cache
+    candidate is drawn from δ at itself: sampled, it is a point mass after the proposal's own q (DraftQ)."""
     n = len(proposal.tokens)
     tokens = [*proposal.tokens.tolist(), *cache_tokens]
     parents = [*proposal.parents.tolist(), *(p + n if p >= 0 else -1 for p in cache_parents)]
     lane_tokens, lane_parents = branches.lane_nodes(len(tokens))
-    q = proposal.q
-    if not greedy:
-        deltas = np.stack([delta(t, vocab) for t in cache_tokens]) if cache_tokens else np.zeros((0, vocab), np.float32)
-        q = np.concatenate([q if q is not None else np.zeros((0, vocab), np.float32), deltas])
+    q = proposal.q.then_points(len(cache_tokens)) if proposal.q is not None else None
     return Proposal(np.asarray(tokens + lane_tokens, np.int32), np.asarray(parents + lane_parents, np.int32), q,
                     None, lanes=len(lane_tokens))
 
@@ -106,12 +104,12 @@ class BranchDrafter(Drafter):
         self.branches = Branches(prompt, settings)
 
     def propose(self, budget: int) -> Proposal:
-        q = None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32)
+        q = None if self.params.greedy else DraftQ.of([], self.model.vocab_size)
         empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), q)
         if budget < 1:  # the last token: the target's own, with nothing to verify
             return empty
         tokens, parents = self.branches.candidates(self.context, budget)
-        return with_lanes(self.branches, empty, tokens, parents, self.model.vocab_size, self.params.greedy)
+        return with_lanes(self.branches, empty, tokens, parents)
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
@@ -148,8 +146,7 @@ class WithBranches:
         if budget < 1:
             return own
         tokens, parents = self.branches.candidates(self.inner.context, budget)
-        return with_lanes(self.branches, own, tokens, parents, self.inner.model.vocab_size,
-                          self.inner.params.greedy)
+        return with_lanes(self.branches, own, tokens, parents)
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
