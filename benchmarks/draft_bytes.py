@@ -1,15 +1,15 @@
 """What a sampled draft costs on the wire and in acceptance when its looked-up tokens are point masses,
-against the same draft with each point mass written out as a V-wide δ row (how such drafts were sent
-before runtime/core/draft_q.py).
+against the same draft with each point mass written out as a V-wide δ row (the dense form, which
+verify_tree takes too; runtime/core/draft_q.py).
 
 A serial loop of one sequence at a time, with the runtime's own code on both sides: the drafter a draft
 worker builds (`make_drafter`, then `branch_drafter` for --drafter branches | both), the draft's frames
 (`Draft.to_frames`, a ZeroMQ ipc PAIR, `unpack`, `Draft.from_message`), and the verifier's `lay_out`,
 target forward, `verify_tree` and `settle`. Each draft is sent and accepted as it is and written out,
-each acceptance the least of three runs in turn, from the same uniforms (the outcomes are equal:
+each time the least of three runs taken in turn, acceptance from the same uniforms (the outcomes are equal:
 tests/test_point_mass.py); the decoding goes on from the draft as it is. Per draft: bytes, seconds from
-packing to parsing, seconds of `verify_tree`; the forward's and `settle`'s seconds for scale. Medians
-over every draft of every prompt.
+packing to parsing, seconds of `verify_tree`; the forward's and `settle`'s seconds for scale. Means and
+medians over every draft of every prompt.
 
     python benchmarks/draft_bytes.py [--target smollm2] [--max-new-tokens 48] [--prompts 3] [--json out.json]
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import statistics
 import tempfile
@@ -65,16 +66,21 @@ def through(pipe, draft: Draft) -> tuple[Draft, int, float]:
     return got, sum(len(memoryview(f)) for f in frames), time.perf_counter() - t0
 
 
-def accept_s(drafts: tuple[Draft, Draft], logits, params, rng_at, repeats: int = 3) -> list[float]:
-    """verify_tree's seconds for each draft: the least of `repeats`, the two taken in turn (neither pays the
-    first touch of the logits alone)."""
-    best = [float("inf")] * len(drafts)
+def best(measure, forms: tuple, repeats: int = 3) -> list[float]:
+    """Seconds of `measure(form)` for each form: the least of `repeats`, the forms taken in turn (neither
+    pays a first touch alone)."""
+    out = [float("inf")] * len(forms)
     for _ in range(repeats):
-        for i, d in enumerate(drafts):
-            m, t0 = d.candidates, time.perf_counter()
-            verify_tree(logits[0], logits[1:1 + m], d.tokens[:m], d.parents[:m], d.q, params, rng_at())
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+        for i, form in enumerate(forms):
+            t0 = time.perf_counter()
+            measure(form)
+            out[i] = min(out[i], time.perf_counter() - t0)
+    return out
+
+
+def accept(d: Draft, logits, params, rng_at) -> None:
+    m = d.candidates
+    verify_tree(logits[0], logits[1:1 + m], d.tokens[:m], d.parents[:m], d.q, params, rng_at())
 
 
 def decode(config: RunConfig, target, draft_model, prompt: list[int], pipe) -> list[dict]:
@@ -86,14 +92,17 @@ def decode(config: RunConfig, target, draft_model, prompt: list[int], pipe) -> l
     while (generated := len(context) - len(prompt)) < config.max_new_tokens:
         drafter.rng = stream(config.seed, 0, "draft", generated)
         p = drafter.propose(config.max_new_tokens - generated - 1)
-        got, size, wire = through(pipe, Draft(0, 0, 0, p.tokens, p.parents, p.q, lanes=p.lanes))
-        _, size_written, wire_written = through(pipe, written_out(got))
+        got, size, _ = through(pipe, Draft(0, 0, 0, p.tokens, p.parents, p.q, lanes=p.lanes))
+        forms = (got, written_out(got))
+        size_written = through(pipe, forms[1])[1]
+        wire, wire_written = best(functools.partial(through, pipe), forms)
         t1 = time.perf_counter()
         layout = lay_out(target, cache, context, got.tokens, got.parents)
         logits = target.forward(cache, layout.tokens, layout.parents, first_row=layout.first_row)
         t2 = time.perf_counter()
-        rng_at = lambda: stream(config.seed, 0, "verify", generated)  # noqa: E731 - the same uniforms each time
-        row = dict(zip(("accept_s", "accept_written_s"), accept_s((got, written_out(got)), logits, params, rng_at)))
+        rng_at = functools.partial(stream, config.seed, 0, "verify", generated)  # the same uniforms each time
+        row = dict(zip(("accept_s", "accept_written_s"),
+                       best(functools.partial(accept, logits=logits, params=params, rng_at=rng_at), forms)))
         t3 = time.perf_counter()
         out = settle(target, cache, layout, logits, got.tokens, got.parents, got.q, params, rng_at(), got.lanes)
         t4 = time.perf_counter()
@@ -132,12 +141,11 @@ def main() -> None:
         fields["corpus_cache"] = shipped if fields.get("corpus_cache", "auto") == "auto" else "off"
         config = dataclasses.replace(base, **fields)
         rows = [r for prompt in encoded for r in decode(config, target, draft_model, prompt, pipe)]
-        results[arm] = {"drafts": len(rows), "mean_bytes": statistics.fmean(r["bytes"] for r in rows),
-                        "mean_bytes_written": statistics.fmean(r["bytes_written"] for r in rows),
-                        **{k: statistics.median(r[k] for r in rows) for k in COLUMNS}}
-        r = results[arm]
-        print(f"{arm:15s} drafts {len(rows):4d}  candidates {r['candidates']:5.1f} (points {r['points']:4.1f})  "
-              f"bytes {r['bytes_written']:>10,.0f} -> {r['bytes']:>8,.0f}  "
+        results[arm] = {"drafts": len(rows), "median": {k: statistics.median(r[k] for r in rows) for k in COLUMNS},
+                        "mean": {k: statistics.fmean(r[k] for r in rows) for k in COLUMNS}}
+        r, mean = results[arm]["median"], results[arm]["mean"]
+        print(f"{arm:15s} drafts {len(rows):4d}  candidates {mean['candidates']:5.1f} (points {mean['points']:4.1f})  "
+              f"mean bytes {mean['bytes_written']:>10,.0f} -> {mean['bytes']:>8,.0f}  medians: "
               f"wire {1e3 * r['wire_written_s']:6.3f} -> {1e3 * r['wire_s']:6.3f} ms  "
               f"verify_tree {1e3 * r['accept_written_s']:6.3f} -> {1e3 * r['accept_s']:6.3f} ms  "
               f"(forward {1e3 * r['forward_s']:6.1f} ms, settle {1e3 * r['settle_s']:6.3f} ms)", flush=True)
