@@ -7,6 +7,12 @@ Sampled (speculative sampling, Leviathan et al. 2023; Chen et al. 2023): draft t
 from q_i; accept it with probability min(1, p_i(x_i) / q_i(x_i)). At the first rejection draw the
 replacement from norm(max(0, p_i - q_i)); if every token is accepted draw a bonus from p_{n+1}.
 Then each emitted token is distributed exactly as p, whatever q is.
+
+A point-mass candidate (q = δ_x, runtime/core/draft_q.py) takes the same rule in closed form:
+min(1, p(x)/δ_x(x)) = p(x), and max(0, p - δ_x) is p with x zeroed (p(x) <= 1, every other entry
+unchanged), so it is accepted iff u < p(x) and otherwise p <- norm(p with x zeroed). These are the dense
+rule's own floating-point operations on the δ row (u * 1.0 = u, p(x) - 1.0 <= 0 clamps to 0.0, y - 0.0 = y)
+without building it: the same outcome and the same draws (tests/test_point_mass.py).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams, distribution, normalised, sample
 
 
@@ -29,7 +36,7 @@ class Outcome:
         return len(self.path)
 
 
-def verify_chain(logits: np.ndarray, draft: np.ndarray, q: np.ndarray | None,
+def verify_chain(logits: np.ndarray, draft: np.ndarray, q: DraftQ | None,
                  params: SamplingParams, rng: np.random.Generator) -> Outcome:
     """``logits`` [n + 1, V]: row i is the target's prediction for draft position i (row n: bonus)."""
     parents = np.arange(-1, len(draft) - 1)
@@ -37,15 +44,16 @@ def verify_chain(logits: np.ndarray, draft: np.ndarray, q: np.ndarray | None,
 
 
 def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents: np.ndarray,
-                q: np.ndarray | None, params: SamplingParams, rng: np.random.Generator) -> Outcome:
+                q: DraftQ | None, params: SamplingParams, rng: np.random.Generator) -> Outcome:
     """Walk a draft tree from the root (multi-candidate speculative decoding, Yang et al. 2024).
 
     ``root`` is the target's logits after the committed prefix, ``rows[i]`` after draft token i.
     At a node, its children are tried in draft order: child x (drawn from q_x) is accepted with
     probability min(1, p'(x) / q_x(x)); on rejection p' <- norm(max(0, p' - q_x)). Drawing siblings
     without replacement is expressed by the q each sibling travels with (the previous siblings
-    zeroed out), so one rule covers both. If every child is rejected the next token is drawn from
-    p'; below an accepted leaf a bonus token is drawn from p. A chain is the tree of width one.
+    zeroed out), so one rule covers both; a point mass stays δ at its token. If every child is
+    rejected the next token is drawn from p'; below an accepted leaf a bonus token is drawn from p.
+    A chain is the tree of width one.
     """
     children: dict[int, list[int]] = {}
     for i, par in enumerate(parents):
@@ -67,18 +75,33 @@ def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents:
         p = normalised(distribution(logits[None], params)[0])
         accepted = None
         for j in kids:
-            x, q_j = int(tokens[j]), normalised(q[j])
-            # accept with probability min(1, p/q): u < p/q  <=>  u * q < p  (u in [0, 1))
-            if rng.random() * q_j[x] < p[x]:
+            taken, p = _try(p, int(tokens[j]), q.row(j), rng)
+            if taken:
                 accepted = j
                 break
-            residual = np.maximum(p - q_j, 0.0)
-            # residual mass is 0 only if p == q_j, where rejection is impossible; guard rounding
-            p = residual / residual.sum() if residual.sum() > 0 else p
         if accepted is None:
             return Outcome(path, [int(tokens[j]) for j in path] + [sample(p, rng)], bool(kids))
         path.append(accepted)
         node, logits = accepted, rows[accepted]
+
+
+def _try(p: np.ndarray, x: int, row: np.ndarray | None, rng: np.random.Generator) -> tuple[bool, np.ndarray]:
+    """Child x, drawn from `row` (None: from δ_x), against p: accepted, or the p the next sibling is tried with."""
+    if row is None:
+        # q = δ_x: min(1, p(x) / 1) = p(x), and max(0, p - δ_x) = p with x zeroed
+        if rng.random() < p[x]:
+            return True, p
+        residual = p.copy()
+        residual[x] = 0.0
+    else:
+        q = normalised(row)
+        # accept with probability min(1, p/q): u < p/q  <=>  u * q < p  (u in [0, 1))
+        if rng.random() * q[x] < p[x]:
+            return True, p
+        residual = np.maximum(p - q, 0.0)
+    # residual mass is 0 only if p == q, where rejection is impossible; guard rounding
+    total = residual.sum()
+    return False, residual / total if total > 0 else p
 
 
 def next_token(logits_row: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:

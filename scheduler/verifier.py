@@ -18,6 +18,7 @@ import numpy as np
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.calibration import Calibration
 from specsched.runtime.core.costs import CostFit
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.events import VERIFIER, Recorder
 from specsched.runtime.core.messages import Verdict
 from specsched.runtime.core.transport import Telemetry
@@ -132,7 +133,7 @@ class Verifier(JobBook, BeamSteps):
         t0 = time.monotonic()
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q, e.draft.lanes) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
-                    else np.zeros((0, self.target.vocab_size), np.float32), 0) for st in states[len(entries):]]
+                    else DraftQ.of([], self.target.vocab_size), 0) for st in states[len(entries):]]
         before = self.target.traffic.copy()  # the rollback of each cache (lay_out) counts too
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
                    for st, (tokens, parents, _, _) in zip(states, drafts)]

@@ -2,7 +2,8 @@
 
 Each junk message starts from a valid message of a kind a peer could send and breaks it one way -
 truncated, bytes flipped, wrong protocol version, unknown kind, arrays that do not match their header
-(missing, extra, oversized, wrong dtype), fields of the wrong type or out of range, a round or epoch
+(missing, extra, oversized, wrong dtype), a sampled draft whose point-mass mask does not fit its q,
+fields of the wrong type or out of range, a round or epoch
 that is not the sequence's, a worker it does not come from (forged identity) - or is plain random
 bytes. None is a ``hello`` (which any peer may send and gets answered): every message this yields
 must be rejected and counted.
@@ -45,10 +46,21 @@ def _valid(kind: str, rng: random.Random, seqs: list[int]) -> list:
                        "message": "forged", "role": "draft", "pid": rng.randrange(10**6, 2 * 10**6)})
 
 
+def _misfit_point_masses(rng: random.Random, seqs: list[int]) -> list:
+    """A sampled draft whose point-mass mask (runtime/core/draft_q.py) does not fit: longer than its candidates,
+    not bool, a byte that is no bool, or more candidates left dense than q has rows."""
+    n = rng.randint(1, 6)
+    point = rng.choice([np.ones(n + 1, bool), np.ones(n, np.int32), np.full(n, 2, np.uint8).view(bool),
+                        np.zeros(n, bool)])
+    return pack("draft", {"seq": rng.choice(seqs), "worker": rng.randrange(8), "round": 0, "epoch": 0},
+                {"tokens": np.zeros(n, np.int32), "parents": np.arange(-1, n - 1, dtype=np.int32),
+                 "q": np.zeros((0, 16), np.float32), "point": point})
+
+
 def junk(rng: random.Random, kinds: tuple[str, ...], seqs: list[int]) -> list[bytes]:
     """One message that must be rejected (see the module's docstring)."""
     frames = [bytes(f) for f in _valid(rng.choice(kinds), rng, seqs)]
-    how = rng.randrange(10)
+    how = rng.randrange(11)
     header = msgpack.unpackb(frames[0], raw=False)
     if how == 0:                                   # truncated
         i = rng.randrange(len(frames))
@@ -85,6 +97,8 @@ def junk(rng: random.Random, kinds: tuple[str, ...], seqs: list[int]) -> list[by
         header["arrays"] = header.get("arrays", []) + [["q", "<f4", [3, 3]]]
     elif how == 8:                                 # random bytes
         return [bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 64))) for _ in range(rng.randint(1, 3))]
+    elif how == 10:                                # point masses that do not fit the draft's q
+        return [bytes(f) for f in _misfit_point_masses(rng, seqs)]
     # how == 9: the valid message as it is: a round, epoch, worker or process that is not the sequence's
     if header is not None:
         frames[0] = msgpack.packb(header, use_bin_type=True)

@@ -11,6 +11,7 @@ from chi2 import chi2_sf
 from fp32 import assert_close
 
 from specsched.runtime.backends.sim import SimModel
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.sampling import SamplingParams, distribution, stream
 from specsched.runtime.core.wire import unpack
@@ -18,8 +19,9 @@ from specsched.runtime.models.corpus_cache import SHIPPED, count, load, meta_of,
 from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.layout import lane_predictions, lay_out, settle
 from specsched.workers.branch_cache import ContextCache, candidate_tree
-from specsched.workers.branch_drafter import BranchDrafter, BranchSettings
+from specsched.workers.branch_drafter import BranchDrafter, BranchSettings, WithBranches
 from specsched.workers.branch_lanes import Lanes
+from specsched.workers.drafter import TreeDrafter
 from tests.tiny_hf import make_pair
 
 SHAPE = dict(layers=2, width=128)  # the tiny models' longest reduction: see tests/fp32.py
@@ -91,10 +93,27 @@ def test_a_draft_with_lanes_round_trips_and_a_lane_under_a_candidate_is_refused(
         Draft(3, 0, 1, np.array([5, 6, 7], np.int32), np.array([-1, 0, 1], np.int32), lanes=1)
     with pytest.raises(ValueError, match="lane tokens"):
         Draft(3, 0, 1, np.array([5], np.int32), np.array([-1], np.int32), lanes=2)
-    with pytest.raises(ValueError, match="q has shape"):  # q covers the candidates only
-        Draft(3, 0, 1, np.array([5, 6], np.int32), np.array([-1, -1], np.int32), np.zeros((2, 8), np.float32), lanes=1)
+    with pytest.raises(ValueError, match="q is given for 2 tokens"):  # q covers the candidates only
+        Draft(3, 0, 1, np.array([5, 6], np.int32), np.array([-1, -1], np.int32), DraftQ.rows(np.zeros((2, 8))),
+              lanes=1)
     v = Verdict(3, 1, 1, np.array([5, 9], np.int32), np.array([0], np.int32), predictions=np.array([4, 4], np.int32))
     assert Verdict.from_message(unpack(v.to_frames())).predictions.tolist() == [4, 4]
+
+
+def test_sampled_cache_candidates_travel_as_point_masses_with_no_vocabulary_wide_row():
+    vocab, params, context = 4096, SamplingParams(1.0), [3, 5]  # a dense q row is 16 KiB here
+    model = SimModel(vocab, 1234, 1.0, 0, draft=True)
+    alone = BranchDrafter(vocab, params, context, BranchSettings(lanes=1, length=4))
+    both = WithBranches(TreeDrafter(model, params, np.random.default_rng(0), context, k_config=(2, 1)), context,
+                        BranchSettings(lanes=1, length=4))
+    for drafter in (alone, both):
+        for t in range(10):  # ten 4-grams after the key token 5: a tree of 40 candidates
+            drafter.branches.context.add(5, (100 + t, 200 + t, 300 + t, 400 + t))
+    for drafter, rows in ((alone, 0), (both, 4)):  # (2, 1): the model's four tokens carry their rows
+        p = drafter.propose(4)
+        frames = Draft(0, 0, 0, p.tokens, p.parents, p.q, lanes=p.lanes).to_frames()
+        assert p.lanes and p.q.point.tolist() == [False] * rows + [True] * 40  # lanes: read, no q
+        assert sum(len(memoryview(f)) for f in frames) < 4 * vocab * rows + 1000  # was 4 * vocab * (rows + 40)
 
 
 # -- one forward: lanes and candidates ------------------------------------------------------------------
@@ -170,7 +189,7 @@ def first_token_p_value(*, garbage: bool, wrong_q: bool = False, trials: int = 4
         drafter.branches.context.add(5, (int(firsts[0]), 7, 7, 7))
         prop = drafter.propose(4)
         m = len(prop.tokens) - prop.lanes
-        q = np.full_like(prop.q, 1.0 / vocab) if wrong_q else prop.q
+        q = DraftQ.rows(np.full((m, vocab), 1.0 / vocab, np.float32)) if wrong_q else prop.q
         cache = target.new_cache()
         layout = lay_out(target, cache, context, prop.tokens, prop.parents)
         rows = target.forward(cache, layout.tokens, layout.parents)

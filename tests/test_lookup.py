@@ -8,6 +8,7 @@ from helpers import outputs, run_ok, sim_config, words
 
 from specsched.runtime.backends.sim import SimModel
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.workers.drafter import TreeDrafter
 from specsched.workers.lookup import NgramIndex
@@ -32,10 +33,28 @@ def test_a_repeated_ngram_is_drafted_with_probability_one(greedy):
     proposal = drafter.propose(3)
     assert proposal.tokens[0] == 5 and proposal.tokens[1] == 9  # "4 5" -> 9, then "5 9" -> 3
     assert proposal.tokens[2] == 3
-    if not greedy:
-        assert np.array_equal(proposal.q[0], np.eye(16, dtype=np.float32)[5])  # q = δ, the verifier's ratio
+    if not greedy:  # q = δ at each: three point masses, no dense row
+        assert proposal.q.point.tolist() == [True, True, True] and proposal.q.dense.shape == (0, 16)
+        assert np.array_equal(proposal.q.written_out(proposal.tokens)[0], np.eye(16, dtype=np.float32)[5])
     plain = TreeDrafter(model, params, np.random.default_rng(0), prompt, k_config=(1, 1, 1)).propose(3)
-    assert plain.q is None or not np.isclose(plain.q.max(axis=-1), 1).all()
+    assert plain.q is None or (not plain.q.point.any() and not np.isclose(plain.q.dense.max(axis=-1), 1).all())
+
+
+def frame_bytes(proposal) -> list[int]:
+    """The sizes of the frames of the draft a worker sends for `proposal` (header first)."""
+    draft = Draft(0, 0, 0, proposal.tokens, proposal.parents, proposal.q, lanes=proposal.lanes)
+    return [len(memoryview(f)) for f in draft.to_frames()]
+
+
+def test_a_sampled_draft_of_looked_up_tokens_sends_no_vocabulary_wide_row():
+    vocab = 4096  # a dense q row is 16 KiB here
+    model = SimModel(vocab, seed=0, agreement=0.0, cost_ms=0, draft=True)
+    looked_up = TreeDrafter(model, SamplingParams(1.0), np.random.default_rng(0), [3, 4, 5, 9, 3, 4],
+                            k_config=(1, 1, 1), lookup=3).propose(3)
+    assert looked_up.q.point.all() and sum(frame_bytes(looked_up)) < 400  # three tokens' worth: no q row
+    drawn = TreeDrafter(model, SamplingParams(1.0), np.random.default_rng(0), [3, 4, 5, 9, 3, 4],
+                        k_config=(1, 1, 1)).propose(3)  # the model's three tokens: a row each
+    assert not drawn.q.point.any() and max(frame_bytes(drawn)) == 3 * 4 * vocab
 
 
 def test_greedy_output_with_lookup_equals_target_only_decoding():

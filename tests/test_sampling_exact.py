@@ -18,6 +18,7 @@ from chi2 import chi2_goodness_of_fit, chi2_sf, markov_chi2
 from helpers import decode_in_process, draft_model, outcome_probabilities, sim_config, target_model, transition_table
 
 from specsched.runtime.backends.sim import EOS
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, stream
 from specsched.scheduler.acceptance import next_token, verify_chain
 
@@ -149,7 +150,7 @@ def first_token_samples(params: SamplingParams, trials: int, seed: int):
     out = []
     for _ in range(trials):
         draft = np.array([sample(row, rng) for row in q], np.int32)
-        out.append(verify_chain(target_logits, draft, q, params, rng).tokens[0])
+        out.append(verify_chain(target_logits, draft, DraftQ.rows(q), params, rng).tokens[0])
     return p, out
 
 
@@ -184,7 +185,7 @@ def test_rejections_resample_and_accepts_do_not():
     kinds = Counter()
     for _ in range(300):
         draft = np.array([sample(row, rng) for row in q], np.int32)
-        out = verify_chain(logits, draft, q, SamplingParams(1.0), rng)
+        out = verify_chain(logits, draft, DraftQ.rows(q), SamplingParams(1.0), rng)
         assert out.tokens[:out.accepted] == draft[:out.accepted].tolist()
         assert len(out.tokens) == out.accepted + 1
         kinds[(out.accepted, out.resampled)] += 1

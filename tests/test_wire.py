@@ -15,8 +15,9 @@ import zmq
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.app import run
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft, Verdict
-from specsched.runtime.core.wire import PROTOCOL_VERSION, ProtocolError, pack, unpack
+from specsched.runtime.core.wire import PROTOCOL_VERSION, REFUSED, ProtocolError, pack, unpack
 from specsched.runtime.engine import dispatcher
 
 _ADDRESSES = itertools.count()
@@ -41,16 +42,16 @@ def through_zmq(frames: list) -> list:
 def test_a_sampled_draft_round_trips_with_q_bit_for_bit():
     rng = np.random.default_rng(0)
     q = rng.dirichlet(np.ones(11), size=3).astype(np.float32)
-    sent = Draft.chain(seq=5, worker=2, round=7, tokens=[3, 1, 4], q=q,
+    sent = Draft.chain(seq=5, worker=2, round=7, tokens=[3, 1, 4], q=DraftQ.rows(q),
                        prompt=np.array([9, 8, 7], np.int32), sent_at=123.25)
     got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
     assert (got.seq, got.worker, got.round, got.sent_at) == (5, 2, 7, 123.25)
     assert got.tokens.tolist() == [3, 1, 4]
     assert got.parents.tolist() == [-1, 0, 1]
     assert got.prompt.tolist() == [9, 8, 7]
-    assert got.q.dtype == np.float32
+    assert got.q.dense.dtype == np.float32 and not got.q.point.any()
     # the q the verifier divides by is exactly the q the worker sampled from
-    assert np.array_equal(got.q.view(np.uint32), q.view(np.uint32))
+    assert np.array_equal(got.q.dense.view(np.uint32), q.view(np.uint32))
 
 
 def test_a_greedy_tree_draft_round_trips_without_q_or_prompt():
@@ -62,9 +63,26 @@ def test_a_greedy_tree_draft_round_trips_without_q_or_prompt():
 
 def test_an_empty_draft_round_trips():
     # At the token limit a worker sends no draft tokens and the verifier adds only its own token.
-    sent = Draft.chain(0, 0, 4, [], q=np.zeros((0, 8), np.float32))
+    sent = Draft.chain(0, 0, 4, [], q=DraftQ.of([], 8))
     got = Draft.from_message(unpack(through_zmq(sent.to_frames())))
-    assert got.tokens.tolist() == [] and got.q.shape == (0, 8)
+    assert got.tokens.tolist() == [] and got.q.dense.shape == (0, 8) and len(got.q) == 0
+
+
+def test_a_mixed_draft_round_trips_its_point_masses_and_dense_rows_bit_for_bit():
+    # a model's tree (dense rows), a looked-up token and two cache candidates (point masses), then a lane
+    vocab, rng = 64, np.random.default_rng(1)
+    rows = rng.dirichlet(np.ones(vocab), size=2).astype(np.float32)
+    q = DraftQ.of([rows[0], rows[1], None], vocab).then_points(2)
+    sent = Draft(2, 1, 4, np.array([7, 8, 9, 10, 11, 12], np.int32), np.array([-1, 0, 1, -1, -1, -1], np.int32),
+                 q, lanes=1)
+    frames = sent.to_frames()
+    got = Draft.from_message(unpack(through_zmq(frames)))
+    assert got.q.point.tolist() == [False, False, True, True, True] and got.lanes == 1
+    assert np.array_equal(got.q.dense.view(np.uint32), rows.view(np.uint32))
+    layout = {name: shape for name, _, shape in msgpack.unpackb(frames[0])["arrays"]}
+    assert layout == {"tokens": [6], "parents": [6], "q": [2, vocab], "point": [5]}  # no row for a point mass
+    dense_only = Draft.chain(0, 0, 0, [1, 2], q=DraftQ.rows(rows)).to_frames()
+    assert "point" not in [a[0] for a in msgpack.unpackb(dense_only[0])["arrays"]]  # no mask when none
 
 
 def test_a_verdict_round_trips():
@@ -123,6 +141,44 @@ def test_the_good_frames_used_above_do_parse():
     # The malformed cases are small edits of these: make sure the edit is what breaks them.
     assert unpack(_good_frames()).kind == "draft"
     assert unpack([_header()]).kind == "draft"
+
+
+def _sampled(point: np.ndarray | None = None, *, q_rows: int = 1, vocab: int = 8, **arrays) -> list:
+    """A sampled draft of three candidates (parents -1, 0, 1) with `q_rows` dense rows and mask `point`."""
+    base = {"tokens": np.array([3, 1, 4], np.int32), "parents": np.array([-1, 0, 1], np.int32),
+            "q": np.full((q_rows, vocab), 1 / vocab, np.float32)}
+    if point is not None:
+        base["point"] = point
+    return pack("draft", {"seq": 1, "worker": 1, "round": 0}, {**base, **arrays})
+
+
+MALFORMED_Q = {
+    "mask of int32": _sampled(np.array([0, 1, 1], np.int32)),
+    "mask too long": _sampled(np.array([False, True, True, True])),
+    "mask too short": _sampled(np.array([True, True]), q_rows=0),
+    "mask of 2-D": _sampled(np.array([[False, True, True]])),
+    "mask byte not a bool": _sampled(np.array([0, 2, 1], np.uint8).view(bool)),
+    "more rows than non-points": _sampled(np.array([False, True, True]), q_rows=2),
+    "fewer rows than non-points": _sampled(np.array([False, False, True]), q_rows=1),
+    "a point mass on a lane": pack("draft", {"seq": 1, "worker": 1, "round": 0, "lanes": 1},
+                                   {"tokens": np.array([3, 1, 4], np.int32), "parents": np.array([-1, 0, -1], np.int32),
+                                    "q": np.zeros((0, 8), np.float32), "point": np.ones(3, bool)}),
+    "mask without q": pack("draft", {"seq": 1, "worker": 1, "round": 0},
+                           {"tokens": np.array([3], np.int32), "parents": np.array([-1], np.int32),
+                            "point": np.ones(1, bool)}),
+    "q of one dimension": _sampled(q=np.zeros(8, np.float32)),
+}
+
+
+@pytest.mark.parametrize("frames", MALFORMED_Q.values(), ids=MALFORMED_Q.keys())
+def test_a_draft_whose_q_or_point_masses_do_not_fit_is_refused(frames):
+    with pytest.raises(REFUSED):
+        Draft.from_message(unpack([bytes(f) for f in frames]))
+
+
+def test_the_sampled_draft_the_q_cases_edit_does_parse():
+    got = Draft.from_message(unpack([bytes(f) for f in _sampled(np.array([False, True, True]))]))
+    assert got.q.point.tolist() == [False, True, True] and got.q.dense.shape == (1, 8)
 
 
 def test_pack_refuses_unknown_kinds_and_object_arrays():

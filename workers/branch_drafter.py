@@ -19,13 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.corpus_cache import load
 from specsched.workers.branch_cache import GRAM, ContextCache, CorpusCache, candidate_tree
 from specsched.workers.branch_lanes import Lanes
 from specsched.workers.drafter import Drafter, Proposal
 from specsched.workers.lane_process import LaneProcesses
-from specsched.workers.lookup import NgramIndex, delta
+from specsched.workers.lookup import NgramIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,19 +83,18 @@ class Branches:
                 self.context.add(key, gram)
 
 
-def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], cache_parents: list[int],
-               vocab: int, greedy: bool) -> Proposal:
-    """`proposal`'s tree, then the cache candidates (q = δ) as further subtrees of the root, then the lanes."""
+def with_lanes(branches: Branches, proposal: Proposal, cache_tokens: list[int], cache_parents: list[int]) -> Proposal:
+    """`proposal`'s tree, then the cache candidates as further subtrees of the root, then the lanes. A cache
+    candidate is drawn from δ at itself: sampled, it is a point mass after the proposal's own q (DraftQ)."""
     n = len(proposal.tokens)
     tokens = [*proposal.tokens.tolist(), *cache_tokens]
     parents = [*proposal.parents.tolist(), *(p + n if p >= 0 else -1 for p in cache_parents)]
     lane_tokens, lane_parents = branches.lane_nodes(len(tokens))
     q, conf = proposal.q, proposal.conf
+    if q is not None:
+        q = q.then_points(len(cache_tokens))
     if conf is not None:  # a cache candidate has no draft-model confidence: NaN, which calibration skips
         conf = np.concatenate([conf, np.full(len(cache_tokens), np.nan, np.float32)])
-    if not greedy:
-        deltas = np.stack([delta(t, vocab) for t in cache_tokens]) if cache_tokens else np.zeros((0, vocab), np.float32)
-        q = np.concatenate([q if q is not None else np.zeros((0, vocab), np.float32), deltas])
     return Proposal(np.asarray(tokens + lane_tokens, np.int32), np.asarray(parents + lane_parents, np.int32), q,
                     conf, lanes=len(lane_tokens))
 
@@ -112,12 +112,12 @@ class BranchDrafter:
         """Nothing to size: the caches propose what they hold."""
 
     def propose(self, budget: int) -> Proposal:
-        q = None if self.params.greedy else np.zeros((0, self.vocab), np.float32)
+        q = None if self.params.greedy else DraftQ.of([], self.vocab)
         empty = Proposal(np.zeros(0, np.int32), np.zeros(0, np.int32), q)
         if budget < 1:  # the last token: the target's own, with nothing to verify
             return empty
         tokens, parents = self.branches.candidates(self.context, budget)
-        return with_lanes(self.branches, empty, tokens, parents, self.vocab, self.params.greedy)
+        return with_lanes(self.branches, empty, tokens, parents)
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:
@@ -154,8 +154,7 @@ class WithBranches:
         if budget < 1:
             return own
         tokens, parents = self.branches.candidates(self.inner.context, budget)
-        return with_lanes(self.branches, own, tokens, parents, self.inner.model.vocab_size,
-                          self.inner.params.greedy)
+        return with_lanes(self.branches, own, tokens, parents)
 
     def observe(self, committed: list[int], path: list[int] | None = None, aside: int = 0,
                 predictions: list[int] | None = None) -> None:

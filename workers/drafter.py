@@ -15,15 +15,16 @@ import numpy as np
 
 from specsched.runtime.backends.backend import ChainPlan, LanguageModel
 from specsched.runtime.core.costs import CostCurve
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
-from specsched.workers.lookup import NgramIndex, delta
+from specsched.workers.lookup import NgramIndex
 
 
 @dataclass(slots=True)
 class Proposal:
     tokens: np.ndarray          # int32 [n]
     parents: np.ndarray         # int32 [n]
-    q: np.ndarray | None        # float32 [n, V], None when greedy
+    q: DraftQ | None            # what each token was drawn from (a point mass for a looked-up one); None when greedy
     conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token, softmax at T = 1
     lanes: int = 0              # the last `lanes` tokens are branch lanes, read but not verified (branch_lanes.py)
 
@@ -101,7 +102,7 @@ class TreeDrafter(Drafter):
             return self._chain_on_device(len(shape))
         tokens: list[int] = []
         parents: list[int] = []
-        qs: list[np.ndarray] = []
+        qs: list[np.ndarray | None] = []  # sampled: each token's q, None for a point mass (DraftQ.of)
         confs: list[float] = []
         if shape:
             root = self.model.root_row(self.cache, self.context)
@@ -112,7 +113,7 @@ class TreeDrafter(Drafter):
                 for parent, logits in frontier:
                     looked_up = self._lookup(tokens, parents, parent)
                     if looked_up is not None:  # q = δ_x, one candidate (siblings of a sure token are waste)
-                        candidates = [self._certain(looked_up, len(logits))]
+                        candidates = [self._certain(looked_up)]
                     elif depth and self.min_confidence and confidence(logits) < self.min_confidence:
                         continue  # the draft doubts itself here: stop this branch (draft-side, so lossless)
                     else:
@@ -122,8 +123,7 @@ class TreeDrafter(Drafter):
                         tokens.append(x)
                         parents.append(parent)
                         confs.append(float(probs[x]))
-                        if q is not None:
-                            qs.append(q)
+                        qs.append(q)
                         level.append(len(tokens) - 1)
                 if not level:
                     break
@@ -134,8 +134,7 @@ class TreeDrafter(Drafter):
                     frontier = list(zip(level, rows))
         else:
             self.base = len(self.cache)
-        q = np.stack(qs) if qs else (None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32))
-        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q, np.asarray(confs, np.float32))
+        return self._proposal(tokens, parents, qs, confs)
 
     def _chain_on_device(self, k: int) -> Proposal:
         """The same chain as propose's loop, drawn where the model runs (device_chain.py): one uniform per
@@ -161,13 +160,18 @@ class TreeDrafter(Drafter):
         tail = self.context[-(self.ngrams.longest - len(path)):] if len(path) < self.ngrams.longest else []
         return self.ngrams.lookup([*tail, *reversed(path)])
 
-    def _certain(self, token: int, vocab: int) -> tuple[int, np.ndarray | None]:
-        """A looked-up token with q = δ. Sampled, it is still drawn from δ (always `token`), so the
-        RNG stream advances exactly as for a model candidate."""
-        if self.params.greedy:
-            return token, None
-        q = delta(token, vocab)
-        return sample(q, self.rng), q
+    def _certain(self, token: int) -> tuple[int, None]:
+        """A looked-up token, drawn from q = δ_token: a point mass (DraftQ), so no row. Sampled, the draw
+        still takes its one uniform (sampling.sample's), so the stream advances as for a model candidate."""
+        if not self.params.greedy:
+            self.rng.random()
+        return token, None
+
+    def _proposal(self, tokens: list[int], parents: list[int], qs: list[np.ndarray | None],
+                  confs: list[float]) -> Proposal:
+        """`qs`: each token's q, None for a point mass; ignored when greedy (no q travels)."""
+        q = None if self.params.greedy else DraftQ.of(qs, self.model.vocab_size)
+        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q, np.asarray(confs, np.float32))
 
     def _candidates(self, logits: np.ndarray, width: int) -> Iterator[tuple[int, np.ndarray | None]]:
         if self.params.greedy:  # deterministic top-width: lossless because acceptance is argmax equality

@@ -6,15 +6,14 @@ seen earlier predicts the next token better than a small draft model does. `Ngra
 n-gram (n = 2..N) of the committed context to the token that followed its most recent occurrence;
 the drafter asks it first and falls back to its model when no n-gram matches.
 
-Why this stays lossless: a looked-up token x is proposed with q = δ_x (probability one). The verifier
+Why this stays lossless: a looked-up token x is proposed with q = δ_x (probability one), sent as a point
+mass (runtime/core/draft_q.py: a flag, not a V-wide row). The verifier
 accepts it with min(1, p(x)/q(x)) = p(x) and otherwise samples from norm(max(0, p − δ_x)), i.e. p with x
 removed; so x comes out with probability p(x) and every y ≠ x with (1 − p(x)) · p(y) / (1 − p(x)) = p(y).
 Greedy verification only compares argmaxes, so any proposal is exact there.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 
 class NgramIndex:
@@ -51,10 +50,3 @@ class NgramIndex:
         while len(found) < most and (t := self.lookup([*tail, *found][-self.longest:])) is not None:
             found.append(t)
         return found
-
-
-def delta(token: int, vocab: int) -> np.ndarray:
-    """q = δ_token: the distribution a looked-up token is proposed with."""
-    q = np.zeros(vocab, np.float32)
-    q[token] = 1.0
-    return q

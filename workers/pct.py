@@ -86,7 +86,7 @@ class PctDrafter(TreeDrafter):
     def propose(self, budget: int) -> Proposal:
         tokens: list[int] = []
         parents: list[int] = []
-        qs: list[np.ndarray] = []
+        qs: list[np.ndarray | None] = []
         confs: list[float] = []
         if budget <= 0:
             self.base = len(self.cache)
@@ -108,8 +108,7 @@ class PctDrafter(TreeDrafter):
                     parents.append(parent)
                     confs.append(float(probs[x]))
                     phat.append(p * float(self.calibration.acceptance(probs[x])))
-                    if q is not None:
-                        qs.append(q)
+                    qs.append(q)
                     level.append(len(tokens) - 1)
             growing = [j for j in level if phat[j] >= expand]
             if not growing or depth + 1 >= min(self.depth, budget) or len(tokens) >= MAX_NODES:
@@ -132,7 +131,7 @@ class PctDrafter(TreeDrafter):
                   probs: np.ndarray, p: float, enter: float):
         looked_up = self._lookup(tokens, parents, parent)
         if looked_up is not None:  # repeated text: one certain candidate (q = δ), as the tree drafter does
-            yield self._certain(looked_up, len(logits))
+            yield self._certain(looked_up)
             return
         if self.params.greedy:
             top = top_tokens(logits, self.top_k)
@@ -144,14 +143,6 @@ class PctDrafter(TreeDrafter):
         likeliest = np.sort(probs)[::-1][: self.top_k]
         width = int(np.sum(p * self.calibration.acceptance(likeliest) >= enter))
         yield from self._candidates(logits, width)
-
-    def _proposal(self, tokens, parents, qs, confs) -> Proposal:
-        if qs:
-            q = np.stack(qs)
-        else:
-            q = None if self.params.greedy else np.zeros((0, self.model.vocab_size), np.float32)
-        return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q,
-                        np.asarray(confs, np.float32))
 
 
 def _mean(old: float | None, new: float) -> float:

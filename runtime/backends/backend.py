@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 
 
@@ -111,7 +112,7 @@ class ChainPlan:
 @dataclass(slots=True)
 class DraftedChain:
     tokens: np.ndarray          # int32 [k]
-    q: np.ndarray | None        # float32 [k, V]: what each token was drawn from; None when greedy
+    q: DraftQ | None            # what each token was drawn from (a point mass for the guide's); None when greedy
     conf: np.ndarray            # float32 [k]: the draft's probability of each token at T = 1
 
 

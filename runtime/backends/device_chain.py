@@ -5,11 +5,12 @@ waits for it, chooses there, and copies the chosen token back up for the next st
 of k. Here the k forwards are queued on the process's stream back to back, each fed the token the step
 before chose on the device (device_sampling.py), and the tokens, their q rows and confidences come down
 together at the end: one wait per draft. Prompt lookup reads the drafted text, so with --lookup each
-drawn token id also comes down as it is drawn (8 bytes and a wait; q still comes down once).
+drawn token id also comes down as it is drawn (8 bytes and a wait; q still comes down once). A token
+the guide named was drawn from δ: a point mass (DraftQ), which has no row to bring down.
 
 The steps are TreeDrafter's for a chain (drafter.py), in the same order: the first forward reads what the
 cache has not yet read, each later one the token drawn before it, the last token is not read; the i-th
-token is the guide's when it names one (q = δ), else the model's argmax (greedy) or a draw at uniforms[i].
+token is the guide's when it names one (q = δ, a point mass), else the model's argmax (greedy) or a draw at uniforms[i].
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from specsched.runtime.backends import device_sampling as ds
 from specsched.runtime.backends.backend import ChainPlan, DraftedChain
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.growing_cache import GrowingCache
 
@@ -48,6 +51,7 @@ def draft_chain(model, cache, tokens: Sequence[int], plan: ChainPlan) -> Drafted
         past = cache.past if cache.past is not None else GrowingCache()
         read = positions[:, :n]
         drawn, qs, confs, known = [], [], [], []  # known: the drafted ids on the host (the guide reads them)
+        points = []  # whether each token is the guide's, drawn from δ
         for i in range(plan.k):
             out = model.model(input_ids=ids, position_ids=read, past_key_values=past, use_cache=True,
                               **model.keep_last(1))
@@ -59,6 +63,7 @@ def draft_chain(model, cache, tokens: Sequence[int], plan: ChainPlan) -> Drafted
                 known.append(hint if hint is not None else place.token(x))
             drawn.append(x)
             confs.append(ds.confidence_of(logits, x))
+            points.append(hint is not None)
             if q is not None:
                 qs.append(q)
             ids, read = x.view(1, 1), positions[:, n + i:n + i + 1]
@@ -66,15 +71,14 @@ def draft_chain(model, cache, tokens: Sequence[int], plan: ChainPlan) -> Drafted
         q_rows = torch.stack(qs) if qs else torch.zeros((0, model.vocab_size), device=place.device)
         host_tokens, conf, q = place.down_all(torch.stack(drawn).int(), torch.stack(confs), q_rows)
     cache.append([*tokens, *host_tokens[:-1].tolist()], None)  # what the forwards read, as forward() records it
-    return DraftedChain(host_tokens, None if plan.params.greedy else q, conf)
+    return DraftedChain(host_tokens, None if plan.params.greedy else DraftQ(q, np.array(points, dtype=bool)), conf)
 
 
 def _choose(place, logits: torch.Tensor, params: SamplingParams, uniform: torch.Tensor | None, hint: int | None):
-    """The next token (a device scalar): the guide's `hint`, else the model's; and the q it was drawn from
-    (None when greedy)."""
+    """The next token (a device scalar): the guide's `hint`, else the model's; and the q row it was drawn from
+    (None when greedy, or for the guide's token: δ, a point mass)."""
     if hint is not None:
-        x = place.up(torch.tensor(hint, dtype=torch.long))
-        return x, None if params.greedy else ds.certain(x, logits.shape[-1])
+        return place.up(torch.tensor(hint, dtype=torch.long)), None
     if params.greedy:
         return torch.argmax(logits), None  # the first maximum, as sampling.top_tokens(logits, 1)
     q = ds.distribution(logits, params)

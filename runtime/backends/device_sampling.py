@@ -49,11 +49,6 @@ def draw(q: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     return at.clamp(max=q.shape[0] - 1)
 
 
-def certain(token: torch.Tensor, vocab: int) -> torch.Tensor:
-    """q = δ_token (lookup.delta): a looked-up token's distribution, float32 [V]."""
-    return torch.nn.functional.one_hot(token, vocab).float()
-
-
 def confidence_of(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
     """The draft's probability of `token` at temperature 1, float32 (drafter.softmax's estimate)."""
     return torch.softmax(logits.float(), 0).gather(0, token.reshape(1))[0]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.wire import Message, ProtocolError, pack
 
 
@@ -21,7 +22,7 @@ class Draft:
     round: int
     tokens: np.ndarray              # int32 [n] draft tokens
     parents: np.ndarray             # int32 [n] parent index of each token, -1 = the committed prefix
-    q: np.ndarray | None = None     # float32 [n, V] the distribution each token was sampled from
+    q: DraftQ | None = None         # what each candidate was drawn from (draft_q.py); None when greedy
     prompt: np.ndarray | None = None  # int32, sent with a sequence's first draft only
     sent_at: float = 0.0
     conf: np.ndarray | None = None  # float32 [n]: the draft's probability of each token (calibration, PCT)
@@ -40,8 +41,8 @@ class Draft:
         m = self.candidates
         if np.any((self.parents[m:] >= 0) & (self.parents[m:] < m)):
             raise ValueError("a branch lane must hang on the committed prefix or on its own tokens, not on a candidate")
-        if self.q is not None and (self.q.ndim != 2 or self.q.shape[0] != m):
-            raise ValueError(f"draft q has shape {self.q.shape}, expected [{m}, V]")
+        if self.q is not None and len(self.q) != m:
+            raise ValueError(f"draft q is given for {len(self.q)} tokens, expected one for each of {m} candidates")
         if self.conf is not None and self.conf.shape != (m,):
             raise ValueError(f"draft confidences have shape {self.conf.shape}, expected [{m}]")
 
@@ -58,7 +59,7 @@ class Draft:
     def to_frames(self) -> list:
         arrays = {"tokens": self.tokens.astype(np.int32), "parents": self.parents.astype(np.int32)}
         if self.q is not None:
-            arrays["q"] = self.q
+            arrays.update(self.q.arrays())
         if self.prompt is not None:
             arrays["prompt"] = self.prompt.astype(np.int32)
         if self.conf is not None:
@@ -70,9 +71,7 @@ class Draft:
     @classmethod
     def from_message(cls, msg: Message) -> Draft:
         f, a = msg.fields, msg.arrays
-        q = a.get("q")
-        return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"],
-                   q.astype(np.float32, copy=False) if q is not None else None,
+        return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"], DraftQ.from_arrays(a),
                    a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)),
                    int(f.get("epoch", 0)), _count(f.get("lanes", 0)))
 
