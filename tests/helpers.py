@@ -205,6 +205,15 @@ def kill_one(rows: list[dict], rng, killed: set[int]) -> bool:
         return False
 
 
+def kill_the_verifier_once_it_commits(engine, job, *, timeout_s: float = 60) -> None:
+    """SIGKILL the engine's verifier as soon as `job`'s first sequence has committed a token."""
+    deadline = time.monotonic() + timeout_s
+    while not job.collected.tokens.get(0):
+        assert time.monotonic() < deadline, f"nothing committed in {timeout_s} s"
+        time.sleep(0.01)
+    psutil.Process(next(p["pid"] for p in engine.processes if p["name"] == "verifier")).kill()
+
+
 def _still_running(p: psutil.Process) -> bool:
     # is_running() also compares the start time, so a recycled pid does not count as a survivor.
     try:

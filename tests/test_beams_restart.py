@@ -123,30 +123,34 @@ def test_a_restart_takes_a_join_its_predecessor_never_made_and_is_told_done_for_
 
 
 # -- through the runtime ---------------------------------------------------------------------------------
-def run_with_kills(kills_wanted: int, **settings):
-    """A dsbd run during which a drafting beam worker is SIGKILLed every 0.15 s, `kills_wanted` times; and the
-    same run undisturbed, on the same engine."""
+def drafting_workers(e: Engine, killed: set[int]) -> list[dict]:
+    """Beam workers drafting now (a process killed a moment ago may still be listed, until it is reaped)."""
+    return [p for p in e.processes if p["role"] == "draft" and p["state"] == "drafting" and p["pid"] not in killed]
+
+
+def run_with_kills(kills_wanted: int, *, victims=drafting_workers, every_s: float = 0.15, **settings):
+    """A beam job (dsbd unless `mode` says otherwise) during which one of `victims(engine, killed)` - drafting
+    beam workers unless told - is SIGKILLed every `every_s`, `kills_wanted` times; and the same job
+    undisturbed, on the same engine."""
     config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5, max_restarts=100, restart_period_s=1)
-    settings = dict(mode="dsbd", beams=3, gamma=2, draft_beams=4, sim_agreement=0.8, max_new_tokens=TOKENS,
-                    **settings)
+    settings = {"mode": "dsbd", "beams": 3, "gamma": 2, "draft_beams": 4, "sim_agreement": 0.8,
+                "max_new_tokens": TOKENS, **settings}
     prompts = [words(VOCAB, p) for p in PROMPTS]
     rng, kills, killed = random.Random(1), 0, set()
     with Engine(config) as e:
         undisturbed = e.generate(prompts, **settings)
         job = e.submit(prompts, **settings)
         deadline = time.monotonic() + 60
-        while not job.collected.tokens:  # the job has started: its workers draft
+        while not job.collected.tokens:  # the job has started: some tokens every beam holds are committed
             assert time.monotonic() < deadline
             time.sleep(0.01)
         while kills < kills_wanted and not job.done():
-            time.sleep(0.15)
-            drafting = [p for p in e.processes if p["role"] == "draft" and p["state"] == "drafting"
-                        and p["pid"] not in killed]
-            if drafting:  # (a process killed a moment ago may still be listed, until it is reaped)
-                kills += kill_one(drafting, rng, killed)
+            time.sleep(every_s)
+            if rows := victims(e, killed):
+                kills += kill_one(rows, rng, killed)
         record = job.result(timeout=120)
     assert no_orphans()
-    assert kills == kills_wanted, "the run ended before the test could kill enough workers"
+    assert kills == kills_wanted, "the run ended before the test could kill enough processes"
     assert record.status == "ok", record.error
     return record, undisturbed, kills
 

@@ -6,14 +6,13 @@ kept."""
 
 from __future__ import annotations
 
-import random
 import time
 
 import numpy as np
 import psutil
 import pytest
-from helpers import kill_one, sim_config, target_model, words
-from test_beams_restart import SEED, VOCAB, desk, no_orphans, resume, round_one, search, tree
+from helpers import kill_the_verifier_once_it_commits, sim_config, target_model, words
+from test_beams_restart import SEED, VOCAB, desk, no_orphans, resume, round_one, run_with_kills, search, tree
 
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import RunConfig
@@ -104,30 +103,14 @@ def test_a_malformed_beam_state_is_refused(broken):
 
 
 # -- through the runtime ---------------------------------------------------------------------------------
+def live_verifier(e: Engine, killed: set[int]) -> list[dict]:
+    return [p for p in e.processes if p["role"] == "verifier" and p["pid"] not in killed]
+
+
 def run_with_verifier_kills(kills_wanted: int, **settings):
     """A beam job during which the verifier is SIGKILLed every 0.3 s, `kills_wanted` times; and the same job
     undisturbed, on the same engine."""
-    config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5, max_restarts=100, restart_period_s=1)
-    settings = dict(beams=3, gamma=2, draft_beams=4, sim_agreement=0.8, max_new_tokens=TOKENS, **settings)
-    prompts = [words(VOCAB, p) for p in PROMPTS]
-    rng, kills, killed = random.Random(1), 0, set()
-    with Engine(config) as e:
-        undisturbed = e.generate(prompts, **settings)
-        job = e.submit(prompts, **settings)
-        deadline = time.monotonic() + 60
-        while not job.collected.tokens:  # the job runs: some tokens every beam holds are committed
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        while kills < kills_wanted and not job.done():
-            time.sleep(0.3)
-            verifier = [p for p in e.processes if p["role"] == "verifier" and p["pid"] not in killed]
-            if verifier and job.collected.tokens:
-                kills += kill_one(verifier, rng, killed)
-        record = job.result(timeout=120)
-    assert no_orphans()
-    assert kills == kills_wanted, "the run ended before the test could kill the verifier enough times"
-    assert record.status == "ok", record.error
-    return record, undisturbed, kills
+    return run_with_kills(kills_wanted, victims=live_verifier, every_s=0.3, **settings)
 
 
 @pytest.mark.parametrize("settings", [
@@ -151,11 +134,7 @@ def test_a_killed_verifier_is_restarted_and_the_beams_are_the_undisturbed_runs(s
 def test_without_restarts_a_killed_verifier_fails_a_dsbd_job_in_one_line_and_keeps_what_every_beam_holds():
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=2, sim_verify_ms=4, max_restarts=0)) as e:
         job = e.submit([words(VOCAB, PROMPTS[0])], mode="dsbd", beams=3, max_new_tokens=100_000)
-        deadline = time.monotonic() + 60
-        while not job.collected.tokens.get(0):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        psutil.Process(next(p["pid"] for p in e.processes if p["name"] == "verifier")).kill()
+        kill_the_verifier_once_it_commits(e, job)
         record = job.result(timeout=60)
         assert record.status == "failed" and "verifier died more than 0 times" in record.error
         assert "verifier exited with status -9" in record.error and "\n" not in record.error

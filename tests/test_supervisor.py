@@ -10,7 +10,17 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import _NoTelemetry, greedy_reference, kill_one, run_cli, sim_config, stderr_lines, target_model, words
+from helpers import (
+    _NoTelemetry,
+    greedy_reference,
+    kill_one,
+    kill_the_verifier_once_it_commits,
+    run_cli,
+    sim_config,
+    stderr_lines,
+    target_model,
+    words,
+)
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
@@ -154,11 +164,7 @@ def test_bad_supervision_flags_are_one_line_and_exit_2(args, message):
 def test_a_killed_verifier_without_restarts_fails_the_running_jobs_in_one_line_and_leaves_no_orphan():
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=2, sim_verify_ms=4, max_restarts=0)) as e:
         job = e.submit([words(VOCAB, p) for p in PROMPTS[:2]], max_new_tokens=100_000)
-        deadline = time.monotonic() + 60
-        while not job.collected.tokens.get(0):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        psutil.Process(next(p["pid"] for p in e.processes if p["name"] == "verifier")).kill()
+        kill_the_verifier_once_it_commits(e, job)
         record = job.result(timeout=60)
         assert record.status == "failed" and "verifier died more than 0 times" in record.error
         assert "verifier exited with status -9" in record.error and e.broken == record.error
