@@ -109,7 +109,7 @@ def test_sampled_cache_candidates_travel_as_point_masses_with_no_vocabulary_wide
         p = drafter.propose(4)
         frames = Draft(0, 0, 0, p.tokens, p.parents, p.q, lanes=p.lanes).to_frames()
         assert p.lanes and p.q.point.tolist() == [False] * rows + [True] * 40  # lanes: read, no q
-        assert sum(len(memoryview(f)) for f in frames) < 4 * vocab * rows + 1000  # was 4 * vocab * (rows + 40)
+        assert sum(len(memoryview(f)) for f in frames) < 4 * vocab * rows + 1000  # δ rows would add 4 * vocab * 40
 
 
 # -- sampled: cached candidates (q = δ) emit exactly p --------------------------------------------------
