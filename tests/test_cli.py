@@ -48,7 +48,7 @@ def policy_files(tmp_path):
     (["--policy", "{tmp}/missing.py:Lottery"], ["policy file not found", "missing.py"]),
     (["--policy", "{tmp}/empty.py:Lottery"], ["'Lottery' not found", "empty.py"]),
     (["--policy", "no_such_module_xyz:Lottery"], ["no_such_module_xyz"]),
-    (["--k", "0"], ["--k must be at least 1, got 0"]),
+    (["--k", "0"], ["--k must be in 1..64, got 0"]),
     (["--workers", "0"], ["--workers must be at least 1, got 0"]),
     (["--workers", "-1"], ["--workers must be at least 1"]),
     (["--mode", "turbo"], ["unknown --mode 'turbo'"]),
@@ -77,6 +77,10 @@ def policy_files(tmp_path):
     (["--prompt", "x", "--thoughts", "2"], ["--thoughts applies to a Tree-of-Thoughts run"]),
     (["--task", "gsm8k", "--thoughts", "2", "--workers", "5"], ["--thoughts 2 and --workers 5 disagree"]),
     (["--task", "gsm8k", "--thoughts", "0"], ["--thoughts must be at least 1, got 0"]),
+    (["--max-new-tokens", "99999999999999999999"], ["--max-new-tokens must be in 1..1,000,000"]),
+    (["--k", "65"], ["--k must be in 1..64, got 65"]),
+    (["--k-config", "64,64,64"], ["--k-config 64,64,64 drafts 266304 tokens a round; at most 1024"]),
+    (["--sim-vocab", "100000000000"], ["--sim-vocab must be in 4..262,144"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]

@@ -9,6 +9,13 @@ import math
 
 from specsched.runtime.core.config import BACKENDS, BEAM_MODES, DRAFTERS, MODES, TRANSPORTS, ConfigError, RunConfig
 
+# Upper bounds: a value past them is a typo, and would otherwise overflow the wire (msgpack takes 64-bit
+# integers), exhaust memory or run for days instead of failing in one line.
+MAX_NEW_TOKENS = 1_000_000
+MAX_K = 64                # a chain's draft tokens, and a --k-config tree's depth and widths (as --pct-depth)
+MAX_TREE_NODES = 1024     # draft tokens one --k-config tree puts into one verification
+MAX_SIM_VOCAB = 262_144   # the largest real vocabularies' size; the sim tokenizer holds a word per token
+
 
 def check(c: RunConfig) -> None:
     """Every flag of a run, checked once: the first one that is off raises a one-line ConfigError."""
@@ -19,12 +26,15 @@ def check(c: RunConfig) -> None:
     if c.transport not in TRANSPORTS:
         raise ConfigError(f"unknown --transport {c.transport!r}; choose ipc or tcp")
     _check_listen(c)
-    if c.k < 1:
-        raise ConfigError(f"--k must be at least 1, got {c.k}")
+    if not 1 <= c.k <= MAX_K:
+        raise ConfigError(f"--k must be in 1..{MAX_K}, got {c.k}")
     if c.workers < 0:
         raise ConfigError(f"--workers must be at least 1, got {c.workers}")
     if any(w < 1 for w in c.k_config):
         raise ConfigError(f"--k-config widths must be at least 1, got {c.k_config}")
+    if len(c.k_config) > MAX_K or any(w > MAX_K for w in c.k_config) or tree_nodes(c.k_config) > MAX_TREE_NODES:
+        raise ConfigError(f"--k-config {','.join(map(str, c.k_config))} drafts {tree_nodes(c.k_config)} tokens "
+                          f"a round; at most {MAX_TREE_NODES}, {MAX_K} levels of at most {MAX_K} each")
     if not 0 <= c.min_confidence < 1:
         raise ConfigError(f"--min-confidence must be in [0, 1), got {c.min_confidence}")
     if c.lookup is not None and (c.lookup < 0 or c.lookup == 1):
@@ -50,12 +60,12 @@ def check(c: RunConfig) -> None:
     _check_beams(c)
     _check_supervision(c)
     _check_branches(c)
-    if c.max_new_tokens < 1:
-        raise ConfigError(f"--max-new-tokens must be at least 1, got {c.max_new_tokens}")
+    if not 1 <= c.max_new_tokens <= MAX_NEW_TOKENS:
+        raise ConfigError(f"--max-new-tokens must be in 1..{MAX_NEW_TOKENS:,}, got {c.max_new_tokens}")
     if not 0 <= c.sim_agreement <= 1:
         raise ConfigError(f"--sim-agreement must be in [0, 1], got {c.sim_agreement}")
-    if c.sim_vocab < 4:
-        raise ConfigError(f"--sim-vocab must be at least 4, got {c.sim_vocab}")
+    if not 4 <= c.sim_vocab <= MAX_SIM_VOCAB:
+        raise ConfigError(f"--sim-vocab must be in 4..{MAX_SIM_VOCAB:,}, got {c.sim_vocab}")
     _check_device(c)
     for flag, ms in (("--sim-draft-ms", c.sim_draft_ms), ("--sim-verify-ms", c.sim_verify_ms)):
         if not (math.isfinite(ms) and ms >= 0):
@@ -80,6 +90,15 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--priorities needs 1 or {n} values, got {len(c.priorities)}")
     if c.tickets and (len(c.tickets) not in (1, n) or min(c.tickets) < 1):
         raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {c.tickets}")
+
+def tree_nodes(widths: list[int]) -> int:
+    """Draft tokens of a --k-config tree: w1 + w1*w2 + ... (every node of a level has the next width's children)."""
+    total = level = 1
+    for w in widths:
+        level *= w
+        total += level
+    return total - 1
+
 
 def _check_device(c: RunConfig) -> None:
     from specsched.runtime.core.device import DTYPES, check_device
