@@ -167,12 +167,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
-    if args.backend == "sim":  # refused, not ignored: the sim backend has no models to choose or load
-        hf_only = {"--target": args.target, "--draft": args.draft, "--raw-prompt": args.raw_prompt,
-                   "--dtype": args.dtype not in (None, "auto", "fp32"), "--device": args.device != "auto"}
-        for flag, value in hf_only.items():
-            if value:
-                raise ConfigError(f"{flag} applies to --backend hf or llamacpp (this run uses --backend sim)")
     if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")

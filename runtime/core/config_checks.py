@@ -106,8 +106,13 @@ def _check_device(c: RunConfig) -> None:
     if c.dtype not in DTYPES:
         raise ConfigError(f"unknown --dtype {c.dtype!r}; choose auto, fp32, bf16 or fp16")
     check_device(c.device)
-    if c.device != "auto" and c.backend == "sim":  # refused, not ignored: sim has no models to place
-        raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
+    if c.backend == "sim":  # refused, not ignored: sim has no models to choose, load, prompt or place
+        for flag, given in (("--target", c.target), ("--draft", c.draft), ("--raw-prompt", c.raw_prompt),
+                            ("--dtype", c.dtype not in ("auto", "fp32"))):
+            if given:
+                raise ConfigError(f"{flag} applies to --backend hf or llamacpp (this run uses --backend sim)")
+        if c.device != "auto":
+            raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
     if c.device.startswith("cuda") and c.backend == "llamacpp":
         raise ConfigError(f"--device {c.device}: the llamacpp backend runs on the CPU; use --backend hf "
                           "for CUDA, or --device cpu")
