@@ -81,6 +81,8 @@ def policy_files(tmp_path):
     (["--k", "65"], ["--k must be in 1..64, got 65"]),
     (["--k-config", "64,64,64"], ["--k-config 64,64,64 drafts 266304 tokens a round; at most 1024"]),
     (["--sim-vocab", "100000000000"], ["--sim-vocab must be in 4..262,144"]),
+    (["--workers", "65"], ["the job needs 65 draft workers (--mode seed); this engine runs at most 64"]),
+    (["--task", "gsm8k", "--thoughts", "65"], ["the job needs 65 draft workers"]),
     (["--raw-prompt"], ["--raw-prompt applies to --backend hf or llamacpp"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):

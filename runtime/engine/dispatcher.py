@@ -201,10 +201,7 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
             job.view_error = f"{type(exc).__name__}: {exc}"
 
     def _accept(self, job: JobRun) -> None:
-        if job.workers_needed > self.max_workers:
-            self.broken_job(job, f"the job needs {job.workers_needed} draft workers; this engine runs at most "
-                                 f"{self.max_workers} (max_workers)")
-        elif self.broken:
+        if self.broken:
             self.broken_job(job, self.broken)
         else:
             self.jobs.append(job)

@@ -74,17 +74,18 @@ class Engine:
     def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
                  **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
-        Bad input - unknown models, vocabularies that differ, a policy that does not load - raises
-        ConfigError/PolicyError here, before any process starts."""
+        Bad input - unknown models, vocabularies that differ, a default job that could not run (`submit`)
+        - raises ConfigError/PolicyError here, before any process starts."""
         self.config = config if config is not None else RunConfig(**settings)
         if config is not None and settings:
             self.config = dataclasses.replace(config, **settings)
+        self.max_workers = max_workers
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
         self._backend.check()
         # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
         self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
-        load_policy(self.config.policy)
+        self._check_job(self.config)
         # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
             Keys.generate() if self.config.transport == "tcp" else None
@@ -104,8 +105,8 @@ class Engine:
         """Queue a job and return at once. `prompts` (or `config.prompts`) as for `specsched run`: one
         prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
         cfg = self._job_config(prompts, config, settings)
-        load_policy(cfg.policy)  # a policy that cannot load is bad input, reported before the job runs
-        if cfg.drafter != "model":  # the file its workers load, or off (a missing file is bad input)
+        self._check_job(cfg)
+        if cfg.drafter != "model":  # the file its workers load, or off
             cfg.corpus_cache = self._corpus_cache(cfg.corpus_cache)
         if not cfg.prompts:
             cfg.prompts = [self._backend.default_prompt()]
@@ -119,6 +120,16 @@ class Engine:
         run = JobRun(job_id, cfg, tokens, JobMeta(priority, deadline_s, name), first, on_update=on_update)
         self._dispatcher.submit(run)
         return Job(run)
+
+    def _check_job(self, cfg: RunConfig) -> None:
+        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError): a policy that
+        does not load, a corpus cache that is missing or damaged, more draft workers than the engine runs."""
+        load_policy(cfg.policy)
+        if cfg.drafter != "model":
+            self._corpus_cache(cfg.corpus_cache)
+        if cfg.draft_workers > self.max_workers:
+            raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
+                              f"runs at most {self.max_workers}")
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""

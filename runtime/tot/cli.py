@@ -110,9 +110,10 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     todo = problems(task, args)
     if args.temperature is None:
         base = dataclasses.replace(base, temperature=TOT_TEMPERATURE)
-    # policy, models, vocabularies: checked before any process starts, then one engine for every phase
+    # policy, models, vocabularies, a phase's workers: checked before any process starts, then one engine
+    # for every phase
     try:
-        engine = Engine(dataclasses.replace(base, prompts=["check"], workers=1))
+        engine = Engine(dataclasses.replace(base, prompts=["check"], workers=cfg.thoughts))
     except KeyboardInterrupt:
         _fail("interrupted (Ctrl-C) before any process started")
         return EXIT_INTERRUPTED
