@@ -8,16 +8,20 @@ from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError
 
-FILE_OUTPUTS = ("json", "trace", "markdown", "chrome")  # and export's --svg; compare's --svg is a folder
+FILE_OUTPUTS = ("json", "trace", "markdown", "chrome", "reliability", "out")  # and export's --svg
 DIR_OUTPUTS = ("plots",)
+SVG_FOLDERS = ("compare", "whatif")  # commands whose --svg is a folder of charts, not one chart
 
 
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse (ConfigError) an output file or folder the command could not write when it ends."""
-    files = [f for f in FILE_OUTPUTS if getattr(args, f, None)]
-    dirs = [f for f in DIR_OUTPUTS if getattr(args, f, None)]
-    if getattr(args, "svg", None):
-        (dirs if getattr(args, "command", None) == "compare" else files).append("svg")
+    files = [f for f in FILE_OUTPUTS if getattr(args, f, None) is not None]
+    dirs = [f for f in DIR_OUTPUTS if getattr(args, f, None) is not None]
+    if getattr(args, "svg", None) is not None:
+        (dirs if getattr(args, "command", None) in SVG_FOLDERS else files).append("svg")
+    for name in files + dirs:
+        if not str(getattr(args, name)):
+            raise ConfigError(f"--{name} is empty; give a {'folder' if name in dirs else 'file'} name")
     for name in files:
         path, flag = Path(getattr(args, name)), "--" + name
         if path.is_dir() or str(getattr(args, name)).endswith("/"):

@@ -29,8 +29,6 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
 
     if not args.policies:
         raise ConfigError("name at least one --policy to re-simulate under")
-    if args.svg:
-        Path(args.svg).mkdir(parents=True, exist_ok=True)
     data, events = load_events(args.path)
     commits = (data.get("trace") or {}).get("commits")
     if commits is None:

