@@ -62,6 +62,10 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
         data = json.loads(Path(path).read_text())
         events = [Event.from_row([e.get(k, -1) if k == "job" else e[k] for k in _EVENT_FIELDS])
                   for e in data["events"]]
+        # every reader titles its output with the config and counts each sequence's tokens
+        if not (isinstance(data["config"], dict) and all(isinstance(s["id"], int) and isinstance(s["tokens"], list)
+                                                         for s in data["sequences"])):
+            raise TypeError("its config or sequences are not what a record holds")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise TraceError(f"{path}: not a specsched record ({type(exc).__name__}: {exc})") from None
     for i, e in enumerate(events):  # an edited or damaged file: its charts and metrics would be nonsense
@@ -77,6 +81,16 @@ def load_trace(path: str | Path) -> Trace:
         raise TraceError(f"{path}: no trace section (version {TRACE_VERSION}); record one with "
                          "`specsched run --trace PATH`")
     config = RunConfig.from_dict(data["config"])
+    try:
+        return Trace(data, _record(data, t, config, events))
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:  # a field missing or of the wrong type: a damaged file
+        raise TraceError(f"{path}: not a specsched trace ({type(exc).__name__}: {exc})") from None
+
+
+def _record(data: dict, t: dict, config: RunConfig, events: list[Event]) -> RunRecord:
+    """The run a trace recorded, its metrics recomputed from its events."""
     collected = Collected(
         tokens={s["id"]: list(s["tokens"]) for s in data["sequences"]}, done=set(t["done"]),
         events=events, counters=dict(data.get("counters") or {}),
@@ -90,9 +104,8 @@ def load_trace(path: str | Path) -> Trace:
         devices=dict(data.get("devices") or {}))
     sequences = [SequenceResult(**s) for s in data["sequences"]]
     metrics, os_metrics = measure(config, collected)
-    record = RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),
-                       os_metrics=os_metrics, provenance=data.get("provenance"))
-    return Trace(data, record)
+    return RunRecord(config, sequences, metrics, collected, data["status"], data.get("error"),
+                     os_metrics=os_metrics, provenance=data.get("provenance"))
 
 
 def marks_of(data: dict) -> list[tuple[float, int, str]]:

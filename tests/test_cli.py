@@ -5,6 +5,7 @@ writes the documented record.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -244,12 +245,18 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
 @pytest.mark.parametrize("command, fragments", [
     (["export", "{trace}", "--reliability", "{tmp}/afile/r.svg"], ["--reliability", "folder", "does not exist"]),
     (["export", "{trace}", "--chrome", ""], ["--chrome is empty"]),
+    (["export", "{damaged}", "--svg", "{tmp}/o.svg"], ["damaged.json: not a specsched record", "'config'"]),
+    (["replay", "{damaged}", "--final"], ["damaged.json: not a specsched record", "'config'"]),
+    (["whatif", "{damaged}", "--policy", "fcfs"], ["damaged.json: not a specsched record", "'config'"]),
     (["whatif", "{trace}", "--policy", "fcfs", "--svg", "{tmp}/afile"], ["--svg", "is a file; give a folder"]),
 ], ids=lambda x: " ".join(x[:1] + x[2:]) if isinstance(x, list) and x[0] in ("export", "replay", "whatif") else None)
 def test_watching_a_run_refuses_bad_files_and_outputs_in_one_line(tmp_path, command, fragments):
     trace = tmp_path / "run.trace.json"
     assert run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace)).returncode == 0
     (tmp_path / "afile").write_text("")
+    data = read_json(trace)
+    del data["config"]
+    (tmp_path / "damaged.json").write_text(json.dumps(data))
     paths = {"trace": trace, "damaged": tmp_path / "damaged.json", "tmp": tmp_path}
     result = specsched(*(a.format(**paths) for a in command))
     assert_one_error_line(result, 2, *fragments)
