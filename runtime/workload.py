@@ -28,9 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config_checks import MAX_NEW_TOKENS
 from specsched.runtime.record import RunRecord
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
+MAX_ARRIVAL_S = 86_400  # a workload is played in real time: an arrival a day away is a typo
+MAX_JOBS = 10_000       # --jobs: every job is a record kept in memory and a row in the table
 
 
 @dataclass(slots=True)
@@ -49,6 +52,8 @@ def load_workload(path: str | Path) -> list[WorkloadJob]:
         lines = Path(path).read_text().splitlines()
     except OSError as exc:
         raise ConfigError(f"--workload {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--workload {path}: not a text file (one JSON object a line)") from None
     jobs = []
     for n, line in enumerate(lines, 1):
         if line.strip():
@@ -72,12 +77,12 @@ def _job(line: str, where: str, index: int) -> WorkloadJob:
     if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
         raise ConfigError(f"{where}: give a non-empty \"prompt\" or a list of them as \"prompts\"")
     arrival, deadline, budget = d.get("arrival", 0.0), d.get("deadline"), d.get("max_new_tokens")
-    if not (isinstance(arrival, int | float) and math.isfinite(arrival) and arrival >= 0):
-        raise ConfigError(f"{where}: \"arrival\" must be seconds >= 0, got {arrival!r}")
+    if not (isinstance(arrival, int | float) and 0 <= arrival <= MAX_ARRIVAL_S):
+        raise ConfigError(f"{where}: \"arrival\" must be seconds in [0, {MAX_ARRIVAL_S}], got {arrival!r}")
     if deadline is not None and not (isinstance(deadline, int | float) and deadline > 0):
         raise ConfigError(f"{where}: \"deadline\" must be seconds > 0, got {deadline!r}")
-    if budget is not None and not (isinstance(budget, int) and budget >= 1):
-        raise ConfigError(f"{where}: \"max_new_tokens\" must be an integer >= 1, got {budget!r}")
+    if budget is not None and not (isinstance(budget, int) and 1 <= budget <= MAX_NEW_TOKENS):
+        raise ConfigError(f"{where}: \"max_new_tokens\" must be an integer in 1..{MAX_NEW_TOKENS:,}, got {budget!r}")
     if not isinstance(d.get("priority", 0), int):
         raise ConfigError(f"{where}: \"priority\" must be an integer, got {d['priority']!r}")
     return WorkloadJob(float(arrival), prompts, d.get("priority", 0), deadline, budget, str(d.get("name", "")) or
@@ -93,8 +98,8 @@ def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> lis
         rate = float("nan")
     if kind != "poisson" or not (math.isfinite(rate) and rate > 0):
         raise ConfigError(f"--arrivals {spec!r}: give poisson:RATE with RATE > 0 jobs per second")
-    if jobs < 1:
-        raise ConfigError(f"--jobs must be at least 1, got {jobs}")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(f"--jobs must be in 1..{MAX_JOBS:,}, got {jobs}")
     rng, t, out = random.Random(seed), 0.0, []
     for i in range(jobs):
         out.append(WorkloadJob(round(t, 6), [prompts[i % len(prompts)]], rng.randrange(3), name=f"job {i}"))

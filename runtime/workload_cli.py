@@ -30,6 +30,8 @@ from specsched.runtime.workload import (
     poisson_workload,
 )
 
+JOBS = 8  # --arrivals draws this many jobs unless --jobs says
+
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", default=None, metavar="FILE.jsonl",
@@ -38,10 +40,12 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrivals", default=None, metavar="poisson:RATE",
                    help="draw --jobs jobs arriving as a Poisson process of RATE jobs/s (seeded by --seed), "
                         "prompts cycling through --prompt")
-    p.add_argument("--jobs", type=int, default=8, metavar="N", help="jobs drawn by --arrivals")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help=f"jobs drawn by --arrivals (default {JOBS})")
 
 
 def wants_workload(args: argparse.Namespace) -> bool:
+    if getattr(args, "jobs", None) is not None and not getattr(args, "arrivals", None):  # refused, not ignored
+        raise ConfigError("--jobs applies to --arrivals (a --workload file lists its own jobs)")
     return bool(getattr(args, "workload", None) or getattr(args, "arrivals", None))
 
 
@@ -53,8 +57,13 @@ def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob
     if args.workload:
         if args.prompts:
             raise ConfigError("--workload brings its own prompts: drop --prompt")
-        return load_workload(args.workload)
-    return poisson_workload(args.arrivals, args.jobs, config.prompts or ["Name three colours."], config.seed)
+        jobs = load_workload(args.workload)
+    else:
+        jobs = poisson_workload(args.arrivals, JOBS if args.jobs is None else args.jobs,
+                                config.prompts or ["Name three colours."], config.seed)
+    for i, job in enumerate(jobs):  # every job's settings checked before any process starts
+        job_config(config, job, i)
+    return jobs
 
 
 def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConfig) -> int:
