@@ -281,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = make_console()
+    from specsched.runtime.app import sigterm_interrupts
     from specsched.runtime.models.errors import ModelError, UnknownModel
 
-    with _sigint_enabled():
+    with _sigint_enabled(), sigterm_interrupts():  # SIGTERM: every command tears down and exits 143
         try:
             # `models` handlers take (args); the others (args, console)
             check_outputs(args)

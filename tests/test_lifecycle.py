@@ -179,8 +179,9 @@ class WatchedCommand(Watched):
 @pytest.mark.parametrize("args", [
     ["compare", "--policies", "fcfs,rr", "--backend", "sim", *LONG_RUN],
     ["bench", "--backend", "sim", "--arms", "seed-fcfs", "--warmup", "0", "--max-new-tokens", "1000000"],
-], ids=["compare", "bench"])
-def test_sigterm_ends_compare_and_bench_with_143_and_leaves_no_process(args):
+    ["run", "--arrivals", "poisson:2", "--jobs", "4", "--backend", "sim", *LONG_RUN],
+], ids=["compare", "bench", "workload"])
+def test_sigterm_ends_compare_bench_and_a_workload_with_143_and_leaves_no_process(args):
     # README: 143 for SIGTERM whatever the command; the first run of either never ends by itself
     w = WatchedCommand(*args)
     try:
