@@ -37,9 +37,14 @@ def add_remote_parsers(sub) -> None:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
+    if not args.dir:
+        raise ConfigError("DIR is empty: give the folder to write engine.key and worker.key in")
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"{directory} exists and is not a directory")
-    engine, worker = write_keys(directory)
+    try:
+        engine, worker = write_keys(directory)
+    except OSError as exc:
+        raise ConfigError(f"cannot write keys into {directory}: {exc.strerror or exc}") from None
     print(f"wrote {engine} (the engine's: --keys {directory}) and {worker} (a worker's: --key {worker}); "
           "keep both private")
     return 0
@@ -53,7 +58,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in {"draft": args.draft, "target": args.target, "sim_vocab": args.sim_vocab,
                                    "sim_agreement": args.sim_agreement, "sim_draft_ms": args.sim_draft_ms}.items()
                  if v is not None}
-    if args.join_timeout <= 0:
+    if not args.join_timeout > 0:  # nan too
         raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
     try:
         return join(endpoint, keys.for_worker(), overrides, timeout_s=args.join_timeout)
@@ -65,6 +70,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def check_remote_workers(args: argparse.Namespace, config: RunConfig) -> int:
     """--remote-workers N as given (0 if none), or one clear line; says how to start them."""
     n = getattr(args, "remote_workers", 0)
+    if not args.join_timeout > 0:
+        raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
     if not n:
         return 0
     if n < 0:
@@ -74,8 +81,6 @@ def check_remote_workers(args: argparse.Namespace, config: RunConfig) -> int:
     if n > config.draft_workers:
         raise ConfigError(f"--remote-workers {n}, but the job runs {config.draft_workers} draft workers "
                           f"(--mode {config.mode})")
-    if not args.join_timeout > 0:
-        raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
     print(f"waiting for {n} worker(s) from other hosts: specsched worker --connect tcp://{config.listen} "
           f"--key {Path(config.keys) / 'worker.key' if Path(config.keys).is_dir() else '<worker.key>'}",
           file=sys.stderr)

@@ -86,6 +86,7 @@ def policy_files(tmp_path):
     (["--task", "gsm8k", "--thoughts", "65"], ["the job needs 65 draft workers"]),
     (["--raw-prompt"], ["--raw-prompt applies to --backend hf or llamacpp"]),
     (["--json", ""], ["--json is empty; give a file name"]),
+    (["--join-timeout", "nan"], ["--join-timeout must be > 0 seconds, got nan"]),
     (["--jobs", "3"], ["--jobs applies to --arrivals"]),
     (["--arrivals", "poisson:1", "--jobs", "100000000"], ["--jobs must be in 1..10,000"]),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) and x and x[0].startswith("--") else None)

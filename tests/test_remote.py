@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
-from helpers import outputs, run_ok, sim_config, specsched, stderr_lines, words
+from helpers import assert_one_error_line, outputs, run_ok, sim_config, specsched, stderr_lines, words
 
 from specsched.runtime.core.security import Keys, load_keys, write_keys
 from specsched.runtime.core.wire import pack
@@ -74,6 +74,16 @@ def test_a_worker_with_no_engine_to_join_gives_up_in_one_line(tmp_path):
     assert done.returncode == 1 and len(stderr_lines(done.stderr)) == 1 and "no answer from an engine" in done.stderr
     bad = specsched("worker", "--connect", "localhost:5", "--key", str(tmp_path / "worker.key"))
     assert bad.returncode == 2 and "--connect takes tcp://HOST:PORT" in bad.stderr
+    never = specsched("worker", "--connect", "tcp://127.0.0.1:5", "--key", str(tmp_path / "worker.key"),
+                      "--join-timeout", "nan")
+    assert_one_error_line(never, 2, "--join-timeout must be > 0 seconds, got nan")
+
+
+def test_keys_that_cannot_be_written_cost_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    assert_one_error_line(specsched("keys", str(tmp_path / "afile" / "keys")), 2, "cannot write keys into",
+                          "Not a directory")
+    assert_one_error_line(specsched("keys", ""), 2, "DIR is empty")
 
 
 def test_a_peer_without_the_key_gets_nothing_through_and_is_counted():
