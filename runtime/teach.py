@@ -36,9 +36,9 @@ EXERCISES: dict[str, tuple[str, str, list[tuple[int, int, int, int, int, int]]]]
 
 def add_teach_parser(sub) -> None:
     p = sub.add_parser("teach", help="a scheduling exercise (seeded); --solve reveals the answer")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="which random exercise")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="which random exercise (default 0)")
     p.add_argument("--exercise", choices=sorted(EXERCISES), default=None, help="a named, fixed exercise")
-    p.add_argument("--jobs", type=int, default=3, metavar="N", help="jobs in a random exercise (2..8)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="jobs in a random exercise (2..8, default 3)")
     p.add_argument("--policy", default=None, help="the policy asked about (default: fcfs, or the exercise's)")
     p.add_argument("--solve", action="store_true", help="reveal the schedule and each job's metrics")
     p.set_defaults(func=cmd_teach)
@@ -66,11 +66,16 @@ def workload(jobs: list[tuple[int, int, int, int, int, int]], policy: str) -> tu
 
 def cmd_teach(args: argparse.Namespace, console: Console) -> int:
     if args.exercise:
+        random_only = [flag for flag, value in (("--seed", args.seed), ("--jobs", args.jobs)) if value is not None]
+        if random_only:  # refused, not ignored: a named exercise is a fixed workload
+            raise ConfigError(f"{random_only[0]} draws a random exercise; --exercise {args.exercise} is a fixed one: "
+                              "give one of them")
         policy, lesson, jobs = EXERCISES[args.exercise]
         policy = args.policy or policy
     else:
-        jobs, policy = exercise(args.seed, args.jobs), args.policy or "fcfs"
-        lesson = f"random exercise, seed {args.seed}"
+        seed = 0 if args.seed is None else args.seed
+        jobs, policy = exercise(seed, 3 if args.jobs is None else args.jobs), args.policy or "fcfs"
+        lesson = f"random exercise, seed {seed}"
     config, run = workload(jobs, policy)
     prediction = simulate(config, run, policy)  # validates the policy before the question is asked
     names = string.ascii_uppercase

@@ -41,6 +41,8 @@ def test_a_seeded_exercise_is_the_same_every_time_and_seeds_differ():
     (["--jobs", "9"], "--jobs must be in 2..8"),
     (["--policy", "nosuch"], "unknown policy 'nosuch'"),
     (["--seed", "-1"], "--seed must be >= 0"),
+    (["--exercise", "convoy", "--jobs", "4"], "--jobs draws a random exercise; --exercise convoy is a fixed one"),
+    (["--exercise", "convoy", "--seed", "3"], "--seed draws a random exercise"),
 ])
 def test_bad_input_gets_one_line(args, message):
     out = specsched("teach", *args)
