@@ -170,6 +170,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
+    if args.drafter == "model":  # refused, not ignored: lanes and caches are Self-Draft's (--drafter branches, both)
+        d = RunConfig()
+        for flag, value, default in (("--branches", args.branches, d.branches),
+                                     ("--branch-length", args.branch_length, d.branch_length),
+                                     ("--corpus-cache", args.corpus_cache, d.corpus_cache)):
+            if value != default:
+                raise ConfigError(f"{flag} applies to --drafter branches or both (this run uses --drafter model)")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
