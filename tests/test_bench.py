@@ -261,6 +261,7 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     (["--task", "gsm8k", "--backend", "sim"], "need real models"),
     (["--prompts", "0"], "--prompts must be at least 1, got 0"),
     (["--arms", ","], "--arms is empty"),
+    (["--sweep", "k", "--values", ""], "bad value"),
     (["--backend", "sim", "--target", "tiny"], r"--target applies to --backend hf or llamacpp \(this run uses"),
     (["--smoke", "--max-new-tokens", "99999999999999999999"], "--max-new-tokens must be in 1..1,000,000"),
 ])

@@ -95,7 +95,7 @@ def settings_from_args(args: argparse.Namespace):
     workers = pick("workers")
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
-    if args.values and not args.sweep:
+    if args.values is not None and not args.sweep:
         raise ConfigError("--values needs --sweep")
     if args.threads < 0:
         raise ConfigError(f"--threads must be at least 0, got {args.threads}")

@@ -84,7 +84,7 @@ def parse_values(axis: str, text: str | None) -> list[Value]:
     by ``;``."""
     if axis not in AXES:
         raise ConfigError(f"unknown --sweep {axis!r}; choose one of {', '.join(AXES)}")
-    text = text or DEFAULT_VALUES[axis]
+    text = DEFAULT_VALUES[axis] if text is None else text  # an empty --values is a mistake, not the defaults
     if axis == "branches":
         return branch_shapes(text)
     try:
