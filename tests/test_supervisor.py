@@ -188,10 +188,12 @@ def test_a_stopped_worker_is_killed_after_the_heartbeat_timeout_and_restarted():
     assert no_orphans()
     assert record.status == "ok", record.error
     assert [s.tokens for s in record.sequences] == [greedy_reference(p, VOCAB, TOKENS) for p in PROMPTS[:2]]
-    (restart,) = record.collected.restarts
-    assert restart["process"] == "draft-1" and "sent no heartbeat for 1 s" in restart["why"]
-    # silent for the timeout since its last beat (which may come a little before the stop); found within
-    # a generous bound for a busy CI machine. The other worker, beating, was never taken for hung.
+    # The stopped worker is the one killed for silence: silent for the timeout since its last beat (which
+    # may come a little before the stop), found within a generous bound for a busy CI machine. A worker
+    # that beats can still be late by more than 1 s when the machine is overloaded (CI running two tests
+    # at once showed it): that costs a restart, never the output, so the check is on draft-1's restart.
+    restart = next(r for r in record.collected.restarts if r["process"] == "draft-1")
+    assert "sent no heartbeat for 1 s" in restart["why"]
     assert 0 < restart["at"] - stopped < 30
 
 
