@@ -3,7 +3,9 @@ candidates (q = δ), the policy's view and hostile drafts. Lanes in a forward an
 
 from __future__ import annotations
 
+import multiprocessing
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,6 +52,25 @@ def test_corpus_cache_counts_top_continuations_and_tries_the_longest_key_first(t
     assert set(cache.lookup([0, 0, 3, 4], 3)) == {(5, 6, 7, 8), (10, 11, 12, 13)}  # (3, 4): both, by count
     assert cache.lookup([3, 4], 3)[0] == (5, 6, 7, 8)               # seen 3 times against 2
     assert cache.lookup([99], 3) == []
+
+
+def _save_often(path: str, start) -> None:
+    start.wait()  # both at once, not one after the other's start-up
+    for _ in range(50):
+        save(Path(path), count([[1, 2, 3, 4, 5] * 50], min_count=2), {"tokenizer": None})
+
+
+def test_two_processes_saving_one_corpus_cache_at_once_both_finish_and_leave_one_whole_file(tmp_path):
+    # two first runs of one target build its cache at once: each writes its own hidden file, then renames
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    writers = [ctx.Process(target=_save_often, args=(str(tmp_path / "c.npz"), start)) for _ in range(2)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    assert [w.exitcode for w in writers] == [0, 0]
+    assert [p.name for p in tmp_path.iterdir()] == ["c.npz"] and load(str(tmp_path / "c.npz")).lookup([3, 4], 1)
 
 
 def test_the_shipped_corpus_cache_is_small_and_names_its_tokenizer():

@@ -26,6 +26,13 @@ def cache_root() -> Path:
     return Path(xdg).expanduser() / "specsched"
 
 
+def staging(out: Path) -> Path:
+    """A hidden sibling of the file `out`, unique to this process, to write into and then `os.replace` onto
+    `out` (atomic in one directory). Two processes that make the same file at once (two first runs of a
+    new target) each write their own; the last rename wins, with an equal file, and neither reads half."""
+    return out.with_name(f"{PARTIAL_PREFIX}{out.name}.{os.getpid()}.{os.urandom(4).hex()}")
+
+
 def model_dir(model_id: str) -> Path:
     """Directory of a cached model; it exists only once the model is complete."""
     return cache_root() / model_id

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from specsched.runtime.models.cache import cache_root, staging
+
 GRAM = 4            # tokens of a cached continuation (the paper's global gram length G)
 CORPUS_KEY = 4      # longest key tried
 CORPUS_TOP = 20     # continuations kept per key
@@ -85,7 +87,8 @@ def count(sequences: list[list[int]], *, min_count: int = 2, top: int = CORPUS_T
 
 def save(path: Path, arrays: dict[str, np.ndarray], meta: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial.npz")
+    tmp = staging(path)
+    tmp = tmp.with_name(tmp.name + ".npz")  # np.savez adds .npz to a name without it
     np.savez_compressed(tmp, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
     tmp.replace(path)
 
@@ -109,8 +112,6 @@ def load(path: str) -> CorpusCache:
 def built_for(digest: str | None) -> Path | None:
     """Where `specsched models corpus-cache` keeps the cache it builds for a tokenizer (by its digest): the
     user's cache directory, never the package's own files (None: a tokenizer without a digest)."""
-    from specsched.runtime.models.cache import cache_root
-
     return cache_root() / "corpus-caches" / f"{digest[:16]}.npz" if digest else None
 
 

@@ -14,10 +14,12 @@ directory. Two layout rules carry the meaning:
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
+from specsched.runtime.models.cache import staging
 from specsched.runtime.models.errors import UnknownModel
 
 TOKEN_NORMAL, TOKEN_CONTROL = 1, 3  # gguf.TokenType values
@@ -48,7 +50,7 @@ def export_gguf(model_dir: Path, out: Path, *, dtype: str = "f32") -> Path:
     rope = (getattr(c, "rope_parameters", None) or {}).get("rope_theta") or getattr(c, "rope_theta", 10000.0)
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(out.name + ".partial")
+    partial = staging(out)
     w = gguf.GGUFWriter(str(partial), "llama")
     w.add_name(model_dir.name)
     w.add_context_length(int(c.max_position_embeddings))
@@ -74,7 +76,7 @@ def export_gguf(model_dir: Path, out: Path, *, dtype: str = "f32") -> Path:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    partial.rename(out)
+    os.replace(partial, out)
     return out
 
 

