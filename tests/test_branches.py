@@ -3,9 +3,9 @@ candidates (q = δ), the policy's view and hostile drafts. Lanes in a forward an
 
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
+import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,23 +54,27 @@ def test_corpus_cache_counts_top_continuations_and_tries_the_longest_key_first(t
     assert cache.lookup([99], 3) == []
 
 
-def _save_often(path: str, start) -> None:
-    start.wait()  # both at once, not one after the other's start-up
-    for _ in range(50):
-        save(Path(path), count([[1, 2, 3, 4, 5] * 50], min_count=2), {"tokenizer": None})
+# a writer: waits for the start file (so both write at once, not one after the other's start-up), then
+# saves one corpus cache 50 times
+SAVE_OFTEN = """
+import sys, time
+from pathlib import Path
+from specsched.runtime.models.corpus_cache import count, save
+out, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+for _ in range(50):
+    save(out, count([[1, 2, 3, 4, 5] * 50], min_count=2), {"tokenizer": None})
+"""
 
 
 def test_two_processes_saving_one_corpus_cache_at_once_both_finish_and_leave_one_whole_file(tmp_path):
     # two first runs of one target build its cache at once: each writes its own hidden file, then renames
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(2)
-    writers = [ctx.Process(target=_save_often, args=(str(tmp_path / "c.npz"), start)) for _ in range(2)]
-    for w in writers:
-        w.start()
-    for w in writers:
-        w.join(120)
-    assert [w.exitcode for w in writers] == [0, 0]
-    assert [p.name for p in tmp_path.iterdir()] == ["c.npz"] and load(str(tmp_path / "c.npz")).lookup([3, 4], 1)
+    out, go = tmp_path / "cache" / "c.npz", tmp_path / "go"
+    writers = [subprocess.Popen([sys.executable, "-c", SAVE_OFTEN, str(out), str(go)]) for _ in range(2)]
+    go.touch()
+    assert [w.wait(120) for w in writers] == [0, 0]
+    assert [p.name for p in out.parent.iterdir()] == ["c.npz"] and load(str(out)).lookup([3, 4], 1)
 
 
 def test_the_shipped_corpus_cache_is_small_and_names_its_tokenizer():
