@@ -9,6 +9,7 @@ import pytest
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.engine import Engine
 from tests.fp32 import assert_close, assert_greedy_equal
 from tests.tiny_hf import logits_after, make_pair
 
@@ -39,11 +40,21 @@ def _assert_greedy(pair, got, ar, prompts):
     assert_greedy_equal(got, ar, logits_after(pair[0], prompts), **SHAPE)
 
 
-def test_greedy_modes_match_target_only_decoding(pair):
-    ar = _tokens(_run(pair, mode="ar", prompts=PROMPTS))
+@pytest.fixture(scope="module")
+def ar(pair):
+    """Target-only decoding of PROMPTS (its own run): what every greedy mode is held to."""
+    return _tokens(_run(pair, mode="ar", prompts=PROMPTS))
+
+
+def test_greedy_modes_match_target_only_decoding(pair, ar):
     assert all(len(t) == 16 or t[-1] == 1 for t in ar)
-    for mode in ("sd", "seed", "parallel"):
-        _assert_greedy(pair, _tokens(_run(pair, mode=mode, prompts=PROMPTS)), ar, PROMPTS)
+    target, draft = pair
+    # one engine for the three: a job's mode is its own, and the processes serve each in turn
+    with Engine(RunConfig(backend="hf", target=str(target), draft=str(draft), max_new_tokens=16)) as e:
+        for mode in ("sd", "seed", "parallel"):
+            record = e.generate(PROMPTS, mode=mode)
+            assert record.status == "ok", record.error
+            _assert_greedy(pair, _tokens(record), ar, PROMPTS)
 
 
 @pytest.mark.slow
@@ -57,9 +68,13 @@ def test_greedy_seed_matches_ar_for_every_policy_and_width(pair, policy, n):
 
 
 def test_sampled_seed_and_sd_share_per_sequence_streams(pair):
-    kw = dict(prompts=["w3 w4"], workers=2, temperature=1.0, top_k=20, seed=7)
-    seed = _run(pair, mode="seed", **kw)
-    assert _tokens(seed) == _tokens(_run(pair, mode="sd", **kw))
+    target, draft = pair
+    # one engine for both jobs: a sequence's streams are its job's, wherever the job falls in the engine's life
+    with Engine(RunConfig(backend="hf", target=str(target), draft=str(draft), max_new_tokens=16)) as e:
+        seed, sd = (e.generate(["w3 w4"], mode=mode, workers=2, temperature=1.0, top_k=20, seed=7)
+                    for mode in ("seed", "sd"))
+    assert seed.status == sd.status == "ok", (seed.error, sd.error)
+    assert _tokens(seed) == _tokens(sd)
     assert seed.metrics.acceptance_rate is not None and 0 < seed.metrics.acceptance_rate < 1
 
 
@@ -120,8 +135,7 @@ TREE_CASES = [([1, 1, 1], "fcfs"), ([2, 2, 1], "fcfs"), ([4, 2, 1, 1], "fcfs"),
 
 @pytest.mark.parametrize("k_config,policy", [
     pytest.param(k, p, marks=[] if (k, p) == ([2, 2, 1], "batch") else [pytest.mark.slow]) for k, p in TREE_CASES])
-def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, k_config, policy):
-    ar = _tokens(_run(pair, mode="ar", prompts=PROMPTS))
+def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, ar, k_config, policy):
     # --lockstep for batch: the first step holds all three workers' drafts, so a batch is certain rather
     # than a matter of drafts happening to arrive together (on a busy 2-core machine each came alone)
     seed = _run(pair, mode="seed", prompts=PROMPTS, k_config=k_config, policy=policy, max_batch=0,

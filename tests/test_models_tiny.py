@@ -14,6 +14,7 @@ import torch
 from specsched.runtime.app import run
 from specsched.runtime.backends.hf_backend import HFTokenizer
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.engine import Engine
 from specsched.runtime.models.registry import resolve_pair
 from specsched.runtime.models.training.tiny import ASSET_DIR, RECORD
 from specsched.runtime.models.training.tiny_train import Schedule, cross_entropy, train
@@ -77,8 +78,13 @@ def test_the_pair_is_trained_and_the_draft_follows_the_target():
     assert agree > 0.4
 
 
-def test_greedy_speculative_output_equals_target_only_output(tmp_path):
-    ar = _run(mode="ar")
+@pytest.fixture(scope="module")
+def ar():
+    """Target-only decoding of PROMPTS on the preset: what every greedy run is held to."""
+    return _run(mode="ar")
+
+
+def test_greedy_speculative_output_equals_target_only_output(tmp_path, ar):
     assert all(len(t) == 24 or t[-1] == 0 for t in ar)
     out = subprocess.run(
         [sys.executable, "-m", "specsched", "run", "--backend", "hf", "--target", "tiny", "--mode", "seed",
@@ -139,8 +145,10 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path):
     assert all(torch.equal(straight[k], resumed[k]) for k in straight)
 
 
-def test_pct_trees_and_stepping_aside_keep_the_target_tokens_on_real_models():
+def test_pct_trees_and_stepping_aside_keep_the_target_tokens_on_real_models(ar):
     """Greedy, the tiny transformers pair: PCT (batched and not) and stepping aside give `ar`'s tokens."""
-    ar = _run(mode="ar")
-    assert _run(mode="seed", tree="pct") == ar
-    assert _run(mode="seed", tree="pct", policy="batch", max_batch=0, step_aside="on") == ar
+    with Engine(RunConfig(backend="hf", target="tiny", prompts=PROMPTS, max_new_tokens=24)) as e:  # one for both
+        for settings in (dict(tree="pct"), dict(tree="pct", policy="batch", max_batch=0, step_aside="on")):
+            record = e.generate(mode="seed", **settings)
+            assert record.status == "ok", record.error
+            assert [s.tokens for s in record.sequences] == ar, settings
