@@ -264,6 +264,9 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     (["--sweep", "k", "--values", ""], "bad value"),
     (["--backend", "sim", "--target", "tiny"], r"--target applies to --backend hf or llamacpp \(this run uses"),
     (["--smoke", "--max-new-tokens", "99999999999999999999"], "--max-new-tokens must be in 1..1,000,000"),
+    (["--smoke", "--corpus-cache", "/nonexistent/c.npz"], "--corpus-cache /nonexistent/c.npz: no such file"),
+    (["--smoke", "--corpus-cache", __file__], "is not a corpus cache"),
+    (["--smoke", "--corpus-cache", __file__, "--arms", "sd,prompt-lookup"], "applies to the Self-Draft arms"),
 ])
 def test_bad_input_is_one_config_error(argv, message):
     with pytest.raises(ConfigError, match=message):

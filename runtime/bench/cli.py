@@ -113,9 +113,25 @@ def settings_from_args(args: argparse.Namespace):
                      lookup=args.lookup, branches=args.branches, branch_length=args.branch_length,
                      corpus_cache=args.corpus_cache)
     arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)
+    _check_corpus_cache(base, arms)
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
                          sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],
                          n_prompts=args.prompts, task=args.task, smoke=args.smoke)
+
+
+def _check_corpus_cache(base: RunConfig, arms: list[str]) -> None:
+    """--corpus-cache FILE serves the Self-Draft arms: refused without one, and a file that is missing or not a
+    corpus cache of the target's tokens is one line before any arm runs (not each Self-Draft run failing)."""
+    from specsched.runtime.backends.backend import get_backend
+    from specsched.runtime.bench.arms import RUNTIME_ARMS, runtime_config
+    from specsched.runtime.models import corpus_cache
+
+    if base.corpus_cache in ("auto", "off"):
+        return
+    if not any(c.drafter != "model" and c.corpus_cache != "off"
+               for c in (runtime_config(a, base) for a in arms if a in RUNTIME_ARMS)):
+        raise ConfigError(f"--corpus-cache applies to the Self-Draft arms, and none of {','.join(arms)} is one")
+    corpus_cache.resolve(base.corpus_cache, get_backend(base))
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
