@@ -159,7 +159,8 @@ def run_with_kills(kills_wanted: int, *, victims=drafting_workers, every_s: floa
     dict(temperature=0.0),                                                          # beam search
     dict(temperature=1.0, seed=SEED),                                               # beam sampling
     dict(temperature=1.0, seed=SEED, beam_threshold=0.5, min_beams=1),              # slots left and joined
-], ids=["greedy", "sampled", "dynamic-width"])
+    dict(temperature=1.0, seed=SEED, beam_input="best"),                            # drafts from the best beam
+], ids=["greedy", "sampled", "dynamic-width", "best-input"])
 def test_killed_drafting_beam_workers_are_restarted_and_the_beams_are_the_undisturbed_runs(settings):
     record, undisturbed, kills = run_with_kills(3, **settings)
     assert record.collected.beams == undisturbed.collected.beams  # every beam, token for token, and its joint

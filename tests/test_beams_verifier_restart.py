@@ -119,7 +119,8 @@ def run_with_verifier_kills(kills_wanted: int, **settings):
     dict(mode="dsbd", temperature=0.0),
     dict(mode="dsbd", temperature=1.0, seed=SEED),
     dict(mode="dsbd", temperature=1.0, seed=SEED, beam_threshold=0.5, min_beams=1),  # slots left and joined
-], ids=["beam-greedy", "beam-sampled", "dsbd-greedy", "dsbd-sampled", "dsbd-dynamic-width"])
+    dict(mode="dsbd", temperature=1.0, seed=SEED, beam_input="best"),               # drafts from the best beam
+], ids=["beam-greedy", "beam-sampled", "dsbd-greedy", "dsbd-sampled", "dsbd-dynamic-width", "dsbd-best-input"])
 def test_a_killed_verifier_is_restarted_and_the_beams_are_the_undisturbed_runs(settings):
     record, undisturbed, kills = run_with_verifier_kills(2, **settings)
     assert record.collected.beams == undisturbed.collected.beams  # every beam, token for token, and its joint
