@@ -15,14 +15,20 @@ from rich.console import Console
 from specsched.policies.loader import PolicyError
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.exits import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    fail,
+    finish,
+    stopped_status,
+)
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.output_paths import check_outputs
-from specsched.runtime.provenance import summary as provenance_summary
 from specsched.runtime.remote_cli import check_remote_workers
 from specsched.runtime.view.console import make_console
 from specsched.runtime.workload_cli import add_workload_flags, wants_workload
-
-EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -54,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     from specsched.runtime.remote_cli import add_remote_parsers
 
     add_remote_parsers(sub)
-    add_watch_commands(sub)
+    from specsched.runtime.watch_cli import add_watch_parsers
+
+    add_watch_parsers(sub)
+    add_compare_parser(sub)
     from specsched.runtime.teach import add_teach_parser
     from specsched.runtime.whatif_cli import add_whatif_parser
 
@@ -72,22 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_watch_commands(sub) -> None:
-    """`replay`, `export` and `compare`: watching runs after the fact, and side by side."""
-    replay = sub.add_parser("replay", help="play a recorded run (--trace) back in the live view")
-    replay.add_argument("path", metavar="PATH")
-    how = replay.add_mutually_exclusive_group()
-    how.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times faster")
-    how.add_argument("--final", action="store_true", help="print the final chart and metrics at once")
-    replay.set_defaults(func=cmd_replay)
-    export = sub.add_parser("export", help="a recorded run as a Chrome trace (Perfetto) or an SVG chart")
-    export.add_argument("path", metavar="PATH", help="a --trace or --json file")
-    export.add_argument("--chrome", metavar="OUT.json", help="Chrome Trace Event Format")
-    export.add_argument("--svg", metavar="OUT.svg", help="the final Gantt chart as an image")
-    export.add_argument("--width", type=int, default=120, help="SVG width in columns")
-    export.add_argument("--reliability", metavar="OUT.svg",
-                        help="the draft's reliability diagram: acceptance by draft confidence, and the ECE")
-    export.set_defaults(func=cmd_export)
+def add_compare_parser(sub) -> None:
+    """`compare`: the same seeded workload under several policies, side by side."""
     compare = sub.add_parser("compare", help="the same seeded workload under several policies",
                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     compare.add_argument("--policies", type=name_list, default=["fcfs", "priority", "rr"],
@@ -137,90 +132,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                 write(path)
         except OSError as exc:  # checked up front, but a disk can fill: the run's output still prints below
             unwritten.append(f"cannot write {path} ({exc.strerror or exc})")
-    code = _finish(record, console, texts=not args.quiet)
+    code = finish(record, console, texts=not args.quiet)
     for line in unwritten:
-        _fail(line)
+        fail(line)
     return code or (EXIT_FAILED if unwritten else 0)
-
-
-def _finish(record, console: Console, *, texts: bool = True) -> int:
-    from specsched.runtime.report import print_record
-
-    print_record(record, console, texts=texts)
-    if record.status == "failed":
-        _fail(record.error or "run failed")
-        return EXIT_FAILED
-    if record.status == "interrupted":
-        _fail(f"{record.error}; the tokens verified so far are shown above")
-        return stopped_status(record.stopped_by)
-    return 0
-
-
-def stopped_status(signal_name: str | None) -> int:
-    """The exit status of a run stopped by a signal: 128 + its number (143 SIGTERM, 130 Ctrl-C)."""
-    return EXIT_TERMINATED if signal_name == "SIGTERM" else EXIT_INTERRUPTED
-
-
-def cmd_replay(args: argparse.Namespace, console: Console) -> int:
-    from specsched.runtime.trace import ReplayClock, load_trace, replay
-    from specsched.runtime.view.dashboard import Dashboard
-    from specsched.runtime.view.live import LiveView, ProgressLines
-    from specsched.runtime.view.monitor import Monitor
-    from specsched.runtime.view.usage import RecordedUsage
-
-    trace = load_trace(args.path)
-    record, collected = trace.record, trace.record.collected
-    monitor = Monitor(record.config, RecordedUsage(trace.usage))
-    if args.final:
-        monitor.feed(collected)
-        console.print(Dashboard(monitor.snapshot(collected, ReplayClock(trace).end, final=True)))
-    else:
-        clock = ReplayClock(trace, args.speed)
-        view_cls = LiveView if console.is_terminal else ProgressLines
-        with view_cls(monitor, console, clock=clock) as view:
-            replay(trace, view.update, clock)
-    code = _finish(record, console, texts=False)
-    console.print(provenance_summary(record.provenance), markup=False, highlight=False)
-    if trace.reproduced():
-        console.print("[green]✓ metrics recomputed from the trace's events equal the recorded ones[/]")
-    else:
-        console.print("[bold red]✗ metrics recomputed from the trace's events differ from the recorded"
-                      " ones[/]")
-        code = code or EXIT_FAILED
-    return code
-
-
-MIN_WIDTH, MAX_WIDTH = 40, 2000  # SVG columns: narrower has no room for the lanes, wider is megabytes
-
-
-def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    from pathlib import Path
-
-    from specsched.runtime.export import final_svg, write_chrome
-    from specsched.runtime.trace import load_events
-
-    if not (args.chrome or args.svg or args.reliability):
-        raise ConfigError("nothing to export: give --chrome OUT.json, --svg OUT.svg and/or --reliability OUT.svg")
-    if not MIN_WIDTH <= args.width <= MAX_WIDTH:
-        raise ConfigError(f"--width must be in [{MIN_WIDTH}, {MAX_WIDTH}] columns, got {args.width}")
-    data, events = load_events(args.path)
-    console.print(provenance_summary(data.get("provenance")), markup=False, highlight=False)
-    if args.chrome:
-        write_chrome(data, events, args.chrome)
-        console.print(f"wrote {args.chrome} (open it in https://ui.perfetto.dev or chrome://tracing)",
-                      highlight=False)
-    if args.svg:
-        Path(args.svg).write_text(final_svg(data, events, width=args.width,
-                                            title=f"specsched · policy {data['config'].get('policy')}"))
-        console.print(f"wrote {args.svg}", highlight=False)
-    if args.reliability:
-        from specsched.runtime.bench.plot import reliability
-
-        if not sum((data.get("calibration") or {}).get("proposed") or []):
-            raise ConfigError(f"{args.path}: no calibration bins (a run that drafted, recorded by this version)")
-        Path(args.reliability).write_text(reliability(data["calibration"]))
-        console.print(f"wrote {args.reliability}", highlight=False)
-    return 0
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -291,24 +206,20 @@ def main(argv: list[str] | None = None) -> int:
             takes_console = len(inspect.signature(args.func).parameters) > 1
             return args.func(args, console) if takes_console else args.func(args)
         except (ConfigError, PolicyError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
             return EXIT_BAD_INPUT
         except UnknownModel as exc:  # a --target / --draft that names nothing: bad input
-            _fail(" ".join(str(exc).split()))
+            fail(" ".join(str(exc).split()))
             return EXIT_BAD_INPUT
         except ModelError as exc:  # no cache and no network, checksum mismatch, corrupt archive
-            _fail(" ".join(str(exc).split()))
+            fail(" ".join(str(exc).split()))
             return EXIT_FAILED
         except Interrupted:  # SIGTERM, raised through a command (bench ends on a run stopped by it)
-            _fail("interrupted (SIGTERM)")
+            fail("interrupted (SIGTERM)")
             return EXIT_TERMINATED
         except KeyboardInterrupt:
-            _fail("interrupted")
+            fail("interrupted")
             return EXIT_INTERRUPTED
-
-
-def _fail(message: str) -> None:
-    print(f"specsched: error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

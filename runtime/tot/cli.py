@@ -100,8 +100,8 @@ def problems(task: Task, args: argparse.Namespace) -> list[Problem]:
 
 
 def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
-    from specsched.runtime.cli import EXIT_INTERRUPTED, _fail
     from specsched.runtime.engine.engine import Engine
+    from specsched.runtime.exits import EXIT_INTERRUPTED, fail
     from specsched.runtime.tot.report import summary
     from specsched.runtime.tot.tasks import get_task
 
@@ -115,7 +115,7 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     try:
         engine = Engine(dataclasses.replace(base, prompts=["check"], workers=cfg.thoughts))
     except KeyboardInterrupt:
-        _fail("interrupted (Ctrl-C) before any process started")
+        fail("interrupted (Ctrl-C) before any process started")
         return EXIT_INTERRUPTED
     trees: list[Tree] = []
     try:
@@ -141,9 +141,9 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     failed = next((t for t in trees if t.status != "ok"), None)
     if failed is None:
         return 0
-    from specsched.runtime.cli import EXIT_FAILED, stopped_status
+    from specsched.runtime.exits import EXIT_FAILED, stopped_status
 
-    _fail(f"{failed.error}; the tree built so far is shown above")
+    fail(f"{failed.error}; the tree built so far is shown above")
     if failed.status == "failed":
         return EXIT_FAILED
     return stopped_status(failed.stopped_by)
