@@ -6,17 +6,27 @@ import argparse
 
 from specsched.runtime.core.config import BACKENDS, MODES, ConfigError, RunConfig
 
+BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
+
 
 def add_branch_flags(p: argparse.ArgumentParser) -> None:
-    """Self-Draft's lanes and corpus cache: `run` and `bench` (its Self-Draft arms) take the same flags."""
+    """Self-Draft's lanes and corpus cache: `run` and `bench` (its Self-Draft arms) take the same flags. Each
+    defaults to None (not given), so that a run without Self-Draft can refuse one given even at its default."""
     d = RunConfig()
-    p.add_argument("--branches", type=int, default=d.branches, metavar="N",
+    p.add_argument("--branches", type=int, default=None, metavar="N",
                    help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
-    p.add_argument("--branch-length", type=int, default=d.branch_length, metavar="L",
+    p.add_argument("--branch-length", type=int, default=None, metavar="L",
                    help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
-    p.add_argument("--corpus-cache", default=d.corpus_cache, metavar="FILE",
-                   help="Self-Draft: the corpus cache: auto (the shipped one on hf, none on sim), off, or a .npz "
-                        "from `specsched models corpus-cache` (default auto)")
+    p.add_argument("--corpus-cache", default=None, metavar="FILE",
+                   help="Self-Draft: the corpus cache: auto (on hf and llamacpp the one `specsched models "
+                        "corpus-cache` built for the target's tokenizer, else the shipped one if made with that "
+                        "tokenizer; none on sim), off, or a .npz from `specsched models corpus-cache` "
+                        f"(default {d.corpus_cache})")
+
+
+def branch_settings(args: argparse.Namespace) -> dict:
+    """The Self-Draft flags given, as RunConfig fields (the ones not given keep RunConfig's defaults)."""
+    return {name: getattr(args, name) for name in BRANCH_FLAGS if getattr(args, name, None) is not None}
 
 
 def add_device_flags(p: argparse.ArgumentParser) -> None:
@@ -43,7 +53,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="draft from repeated text first: the token after the latest earlier match of the last "
                         "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
-                        "(default: 4 on hf, off on sim)")
+                        "(default: 4 on hf and llamacpp, off on sim)")
     p.add_argument("--drafter", default=d.drafter, metavar="KIND",
                    help="model: the draft model | branches: Self-Draft, the target drafts for itself through branch "
                         "lanes and n-gram caches (no draft model) | both: the draft model's tree plus the "
@@ -97,8 +107,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
     if policy:
         p.add_argument("--policy", default=d.policy,
-                       help="fcfs | priority | rr | batch | goodput | sjf | srtf | mlfq | lottery | stride | edf | "
-                            "cfs | path/file.py:Class | module:Class | entry-point name")
+                       help="fcfs | priority | rr | batch | goodput | commit-first | sjf | srtf | mlfq | lottery | "
+                            "stride | edf | cfs | path/file.py:Class | module:Class | entry-point name")
     p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
                    help="static per-worker priorities for --policy priority (lower = more urgent)")
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
@@ -170,18 +180,14 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
-    if args.drafter == "model":  # refused, not ignored: lanes and caches are Self-Draft's (--drafter branches, both)
-        d = RunConfig()
-        for flag, value, default in (("--branches", args.branches, d.branches),
-                                     ("--branch-length", args.branch_length, d.branch_length),
-                                     ("--corpus-cache", args.corpus_cache, d.corpus_cache)):
-            if value != default:
-                raise ConfigError(f"{flag} applies to --drafter branches or both (this run uses --drafter model)")
+    branch = branch_settings(args)
+    if args.drafter == "model" and branch:  # refused, not ignored: lanes and caches are Self-Draft's
+        flag = "--" + next(iter(branch)).replace("_", "-")
+        raise ConfigError(f"{flag} applies to --drafter branches or both (this run uses --drafter model)")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
-        branches=args.branches, branch_length=args.branch_length, corpus_cache=args.corpus_cache,
-        branch_processes=args.branch_processes, pct_top_k=args.pct_top_k, pct_depth=args.pct_depth,
+        **branch, branch_processes=args.branch_processes, pct_top_k=args.pct_top_k, pct_depth=args.pct_depth,
         pct_floor=args.pct_floor, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,

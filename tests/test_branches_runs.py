@@ -152,6 +152,8 @@ def test_a_corpus_cache_that_is_not_one_costs_one_line(tmp_path):
     (["--branch-processes"], "--branch-processes needs branch lanes"),
     (["--corpus-cache", "/nonexistent/c.npz"], "--corpus-cache applies to --drafter branches or both"),
     (["--branches", "3"], "--branches applies to --drafter branches or both (this run uses --drafter model)"),
+    (["--branches", "1"], "--branches applies to --drafter branches"),          # given at its default: still given
+    (["--corpus-cache", "auto"], "--corpus-cache applies to --drafter branches"),
 ])
 def test_bad_branch_flags_cost_one_line(flags, fragment):
     result = specsched("run", "--backend", "sim", "--prompt", "lo mi", "--max-new-tokens", "4", *flags)

@@ -83,6 +83,7 @@ def settings_from_args(args: argparse.Namespace):
     from specsched.runtime.bench.arms import parse_arms
     from specsched.runtime.bench.runner import BenchSettings
     from specsched.runtime.bench.sweep import default_arms, parse_values
+    from specsched.runtime.flags import branch_settings
 
     preset = SMOKE if args.smoke else DEFAULTS
     if args.smoke and args.backend not in (None, "sim"):
@@ -110,8 +111,7 @@ def settings_from_args(args: argparse.Namespace):
                      backend=backend, target=args.target, draft=args.draft,
                      prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
                      verifier_threads=args.threads,
-                     lookup=args.lookup, branches=args.branches, branch_length=args.branch_length,
-                     corpus_cache=args.corpus_cache)
+                     lookup=args.lookup, **branch_settings(args))
     arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)
     _check_corpus_cache(base, arms)
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
