@@ -114,7 +114,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return cmd_run_workload(args, console, config)
     if wants_tot(args):
         return cmd_tot(args, console, config)
-    usage = UsageSampler()
+    usage = UsageSampler(lanes=config.branch_processes)  # --branch-processes: each lane process gets a line
     view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
     sampled = args.trace or usage.gpu.on  # GPU use goes into the record, live view or not
     on_update = view.update if view else (lambda c: usage.sample(c.processes)) if sampled else None

@@ -3,7 +3,14 @@ no lane token, and lanes as processes (--branch-processes) compute what lanes in
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
+import psutil
 import pytest
 from fp32 import assert_close
 
@@ -96,17 +103,17 @@ def test_lane_processes_compute_what_lanes_in_the_worker_compute_and_leave_nothi
         short.close()
 
 
-def test_lane_processes_die_with_their_worker():
-    import subprocess
-    import sys
-    import time
-
+def _worker_with_two_lanes() -> subprocess.Popen:
+    """A process standing for a draft worker: it starts two lane processes, then sleeps (killed by the test)."""
     worker = subprocess.Popen([sys.executable, "-c", "from specsched.workers.lane_process import LaneProcesses\n"
                                "import time\nLaneProcesses(list(range(40)), 2, 6)\nprint('up', flush=True)\n"
                                "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
-    import psutil
-
     assert worker.stdout.readline().strip() == "up"
+    return worker
+
+
+def test_lane_processes_die_with_their_worker():
+    worker = _worker_with_two_lanes()
     lanes = psutil.Process(worker.pid).children()
     assert len(lanes) == 2
     worker.kill()  # SIGKILL: no clean-up code runs in the worker
@@ -115,3 +122,36 @@ def test_lane_processes_die_with_their_worker():
     while _alive(lanes) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(lanes)
+
+
+def test_the_live_view_gives_each_lane_process_a_line_under_its_worker():
+    from helpers import render_text
+
+    from specsched.runtime.core.config import RunConfig
+    from specsched.runtime.engine.collected import Collected
+    from specsched.runtime.view.dashboard import Dashboard
+    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.view.usage import UsageSampler, lane_processes
+
+    worker = _worker_with_two_lanes()
+    try:
+        deadline = time.monotonic() + 30
+        while len(lane_processes({"draft-0": worker.pid})) < 2:  # each names itself once it has started
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        pids = {p.pid for p in psutil.Process(worker.pid).children()}
+        lanes = lane_processes({"draft-0": worker.pid, "verifier": os.getpid()})
+        assert sorted(lanes) == ["draft-0 lane 0", "draft-0 lane 1"] and set(lanes.values()) == pids
+        usage = UsageSampler(lanes=True).sample({"draft-0": worker.pid})
+        assert {u.name for u in usage} == {"supervisor", "draft-0", "draft-0 lane 0", "draft-0 lane 1"}
+        assert {u.name for u in UsageSampler().sample({"draft-0": worker.pid})} == {"supervisor", "draft-0"}
+        snap = Monitor(RunConfig(backend="sim", prompts=["x"], workers=1)).snapshot(Collected(), 0.0)
+        lines = render_text(Dashboard(dataclasses.replace(snap, usage=usage))).splitlines()
+        table = next(i for i, line in enumerate(lines) if line.startswith("process"))  # below the Gantt chart
+        at = next(i for i, line in enumerate(lines) if i > table and line.startswith("draft 0"))
+        assert [line.split()[:3] for line in lines[at + 1:at + 3]] == [
+            ["└", "lane", "0"], ["└", "lane", "1"]]
+        assert {int(line.split()[3]) for line in lines[at + 1:at + 3]} == pids
+    finally:
+        worker.kill()
+        worker.wait()

@@ -12,10 +12,8 @@ and a parent check in its wait loop) and exits on ``stop``.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,10 +21,12 @@ import tempfile
 import numpy as np
 import zmq
 
+from specsched.runtime.core.process import die_with_parent, set_title
 from specsched.runtime.core.wire import pack, unpack
 from specsched.workers.branch_lanes import GRAM, Lanes
 
 STOP_WAIT_S = 2.0
+LANE_TITLE = "specsched: branch lane "  # + the lane's index in its worker: what `ps` shows
 
 
 class LaneProcesses:
@@ -107,7 +107,8 @@ class LaneProcesses:
 
 def main(endpoint: str, parent: int) -> int:
     """A lane process: its window from the first message, then a lane_state for each lane_step, until stop."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1: die with the worker
+    die_with_parent()  # with the worker
+    set_title(f"{LANE_TITLE}{endpoint.rpartition('lane-')[2]}")  # ps, and the live view's process lines
     if os.getppid() != parent:  # the worker died before prctl took effect: nobody is left to serve
         return 0
     ctx = zmq.Context()

@@ -20,18 +20,10 @@ import zmq
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.gatekeeper import Gatekeeper
+from specsched.runtime.core.process import die_with_parent, set_title
 from specsched.runtime.core.security import Keys
 from specsched.runtime.core.transport import Endpoints, Telemetry, connect_control, process_name
 from specsched.runtime.engine.heartbeat import Heartbeat
-
-
-def set_title(text: str) -> None:
-    """The name `ps`/`top` show (setproctitle rewrites argv; without it, the process keeps its command)."""
-    try:
-        import setproctitle
-    except ImportError:
-        return
-    setproctitle.setproctitle(text)
 
 
 def serve(spec: dict) -> int:
@@ -127,13 +119,3 @@ def _out_of_gpu_memory(exc: BaseException) -> bool:
     torch = sys.modules.get("torch")  # a sim child never imported it, and cannot have run out of GPU memory
     oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
     return oom is not None and isinstance(exc, oom)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this child when the thread that spawned it ends (the engine's thread)."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent check in every wait loop still ends the child

@@ -19,6 +19,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.process import set_title
 from specsched.runtime.core.security import Keys
 from specsched.runtime.core.transport import Endpoints, adopt_wire_pid, connect
 from specsched.runtime.core.wire import REFUSED, pack, unpack
@@ -57,7 +58,7 @@ def join(endpoint: str, keys: Keys, overrides: dict, *, timeout_s: float = 30.0)
         spec = {"role": "draft", "worker": int(welcome["worker"]), "config": config.to_dict(),
                 "keys": keys.to_dict(), "remote": True,
                 "endpoints": Endpoints(f"{host}:{ports['verify']}", f"{host}:{ports['telemetry']}", endpoint).to_dict()}
-        child.set_title(f"specsched: draft {spec['worker']} (remote)")
+        set_title(f"specsched: draft {spec['worker']} (remote)")
         return child.run(spec, EngineWatch(watch), model=model)
     finally:
         watch.close(linger=0)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 
 def main() -> int:
-    from specsched.runtime.engine.child import die_with_parent, set_title
+    from specsched.runtime.core.process import die_with_parent, set_title
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's

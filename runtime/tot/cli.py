@@ -162,7 +162,7 @@ def _phase_runner(args: argparse.Namespace, console: Console, engine):
 
     def run_phase(config: RunConfig, label: str):
         nonlocal count
-        usage = UsageSampler()
+        usage = UsageSampler(lanes=config.branch_processes)
         view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live, transient=True)
         on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
         with view or contextlib.nullcontext():

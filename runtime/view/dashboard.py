@@ -49,7 +49,8 @@ class Dashboard:
     def _processes(self, width: int) -> RenderResult:
         s = self.snapshot
         usage = {u.name: u for u in s.usage}
-        names = ["verifier", *(f"draft-{w}" for w in sorted(s.tokens_by_worker)), "supervisor"]
+        names = ["verifier", *(n for w in sorted(s.tokens_by_worker) for n in (f"draft-{w}", *_lanes(usage, w))),
+                 "supervisor"]
         if len(names) > MAX_PROCESS_LINES:
             names = names[:MAX_PROCESS_LINES - 2] + names[-1:]
         gpu = any(u.on_gpu for u in s.usage)  # GPU columns only where NVML reports (gpu_usage.py)
@@ -57,6 +58,12 @@ class Dashboard:
         yield from _line(width, header + (f"{'GPU SM %':>10}{'GPU mem':>10}" if gpu else ""), _DIM)
         for name in names:
             u = usage.get(name)
+            if " lane " in name:  # a lane process of the worker above: its pid and what it uses
+                label = f"└ lane {name.rpartition(' ')[2]}"
+                yield from _line(width, f"{label:<12}{u.pid:>8}{'':>10}{'':>8}{'':>10}{u.cpu_percent:>8.0f}"
+                                        f"{f'{u.rss_bytes / 2**20:.0f} MiB':>10}" + (_gpu_columns(u) if gpu else ""),
+                                 _DIM)
+                continue
             worker = int(name.split("-")[1]) if name.startswith("draft-") else VERIFIER
             tokens = s.tokens if name == "verifier" else s.tokens_by_worker.get(worker)
             waiting = s.waiting.get(worker) if worker != VERIFIER else None
@@ -66,9 +73,15 @@ class Dashboard:
                 f"{'' if waiting is None else f'{waiting:.3f} s':>10}"
                 f"{f'{u.cpu_percent:.0f}' if u else '':>8}"
                 f"{f'{u.rss_bytes / 2**20:.0f} MiB' if u else '':>10}" + (_gpu_columns(u) if gpu else ""), None)
-        hidden = len(s.tokens_by_worker) + 2 - len(names)
+        hidden = len(s.tokens_by_worker) - sum(n.startswith("draft-") and " lane " not in n for n in names)
         if hidden > 0:
             yield from _line(width, f"… {hidden} more draft workers", _DIM)
+
+
+def _lanes(usage: dict, worker: int) -> list[str]:
+    """Worker `worker`'s lane processes among the sampled ones (--branch-processes), by lane index."""
+    prefix = f"draft-{worker} lane "
+    return sorted((n for n in usage if n.startswith(prefix)), key=lambda n: int(n[len(prefix):]))
 
 
 def _gpu_columns(u) -> str:

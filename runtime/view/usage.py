@@ -2,7 +2,9 @@
 where NVML reports them (gpu_usage.py).
 
 A live run samples the supervisor and its children once every ``interval`` seconds (1 s) and keeps
-the series, so a recorded trace can show the same numbers when it is replayed.
+the series, so a recorded trace can show the same numbers when it is replayed. With ``lanes`` it also
+samples each draft worker's lane processes (``--branch-processes``), found among the worker's children by
+the name they give themselves, as "draft-W lane I".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import psutil
 
 from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse
+from specsched.workers.lane_process import LANE_TITLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +41,9 @@ class Usage:
 class UsageSampler:
     """Samples the supervisor and the children named in ``Collected.processes``."""
 
-    def __init__(self, interval: float = 1.0, gpu: GpuSampler | None = None) -> None:
+    def __init__(self, interval: float = 1.0, gpu: GpuSampler | None = None, *, lanes: bool = False) -> None:
         self.interval = interval
+        self.lanes = lanes                    # look for lane processes under the draft workers
         self.gpu = gpu if gpu is not None else GpuSampler()  # off without pynvml or a GPU
         self.series: list[list] = []          # [t, name, pid, cpu %, rss] rows, for the trace
         self._procs: dict[int, psutil.Process] = {}
@@ -53,7 +57,7 @@ class UsageSampler:
         self._at = now
         out = []
         last = {u.pid: u for u in self._last}
-        named = {"supervisor": os.getpid(), **processes}
+        named = {"supervisor": os.getpid(), **processes, **(lane_processes(processes) if self.lanes else {})}
         gpu = self.gpu.sample(set(named.values()))
         for name, pid in named.items():
             try:
@@ -71,6 +75,22 @@ class UsageSampler:
         self._last = tuple(out)
         self.series += [u.to_row(now) for u in out]
         return self._last
+
+
+def lane_processes(processes: dict[str, int]) -> dict[str, int]:
+    """The lane processes of the draft workers among `processes` (name -> pid): "draft-W lane I" -> pid."""
+    found = {}
+    for name, pid in processes.items():
+        if not name.startswith("draft-"):
+            continue
+        try:
+            for child in psutil.Process(pid).children():
+                title = child.cmdline()[:1]
+                if title and title[0].startswith(LANE_TITLE):
+                    found[f"{name} lane {title[0][len(LANE_TITLE):]}"] = child.pid
+        except psutil.Error:  # it has just exited, or exits while we look
+            continue
+    return found
 
 
 class RecordedUsage:
