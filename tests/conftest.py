@@ -50,6 +50,23 @@ def pytest_runtest_protocol(item, nextitem):
         faulthandler.cancel_dump_traceback_later()
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (`-n auto`, pyproject.toml) each test process gets its share of the CPUs for torch
+    work in the process itself (a test that trains, or runs a model in-process) and in the processes it
+    starts without the runtime (OMP_NUM_THREADS, unless set): two test processes each running torch on
+    every core spin against each other in OpenMP (a fine-tuning test took 27 s beside another, 5 s alone).
+    The runtime's own children are unaffected: the engine sets each child's threads itself."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers > 1:
+        share = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+        try:
+            import torch
+        except ImportError:
+            return
+        torch.set_num_threads(share)
+
+
 def pytest_unconfigure(config):
     global _stderr_fd
     if _stderr_fd is not None:
