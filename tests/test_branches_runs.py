@@ -188,6 +188,8 @@ def test_a_lane_process_that_dies_fails_its_worker_which_is_restarted_and_nothin
 
     import psutil
 
+    from specsched.workers.lane_process import LANE_TITLE
+
     config = sim_config(sim_draft_ms=5, sim_verify_ms=5, max_restarts=10)
     with Engine(config) as e:
         job = e.submit(PROMPTS, drafter="branches", branches=2, branch_length=5, branch_processes=True,
@@ -198,7 +200,8 @@ def test_a_lane_process_that_dies_fails_its_worker_which_is_restarted_and_nothin
             lanes = []
             for p in psutil.Process().children(recursive=True):
                 try:
-                    if "specsched.workers.lane_process" in p.cmdline():
+                    argv = p.cmdline()  # the command, until the lane process has named itself
+                    if "specsched.workers.lane_process" in argv or argv[:1] and argv[0].startswith(LANE_TITLE):
                         lanes.append(p)
                 except psutil.Error:  # gone (or a zombie) between the listing and the look
                     pass
