@@ -6,6 +6,7 @@ ignored: a flag that cannot apply to the run asked for is an error, never silent
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from specsched.runtime.core.config import BACKENDS, BEAM_MODES, DRAFTERS, MODES, TRANSPORTS, ConfigError, RunConfig
 
@@ -91,13 +92,15 @@ def check(c: RunConfig) -> None:
     if c.tickets and (len(c.tickets) not in (1, n) or min(c.tickets) < 1):
         raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {c.tickets}")
 
-def tree_nodes(widths: list[int]) -> int:
-    """Draft tokens of a --k-config tree: w1 + w1*w2 + ... (every node of a level has the next width's children)."""
-    total = level = 1
+
+def tree_nodes(widths: Sequence[int]) -> int:
+    """Draft tokens of a tree of widths w1, w2, ...: w1 + w1*w2 + ... (every node of a level has the next
+    width's children); a chain of k tokens is widths (1,) * k."""
+    total, level = 0, 1
     for w in widths:
         level *= w
         total += level
-    return total - 1
+    return total
 
 
 def _check_device(c: RunConfig) -> None:

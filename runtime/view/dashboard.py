@@ -10,7 +10,6 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.segment import Segment
 from rich.style import Style
 
-from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.view.gantt import Gantt
 from specsched.runtime.view.monitor import Snapshot
 
@@ -58,21 +57,18 @@ class Dashboard:
         yield from _line(width, header + (f"{'GPU SM %':>10}{'GPU mem':>10}" if gpu else ""), _DIM)
         for name in names:
             u = usage.get(name)
-            if " lane " in name:  # a lane process of the worker above: its pid and what it uses
-                label = f"└ lane {name.rpartition(' ')[2]}"
-                yield from _line(width, f"{label:<12}{u.pid:>8}{'':>10}{'':>8}{'':>10}{u.cpu_percent:>8.0f}"
-                                        f"{f'{u.rss_bytes / 2**20:.0f} MiB':>10}" + (_gpu_columns(u) if gpu else ""),
-                                 _DIM)
-                continue
-            worker = int(name.split("-")[1]) if name.startswith("draft-") else VERIFIER
+            lane = " lane " in name  # a lane process of the worker above: no tokens or waiting of its own
+            worker = int(name.split("-")[1]) if name.startswith("draft-") and not lane else None
             tokens = s.tokens if name == "verifier" else s.tokens_by_worker.get(worker)
-            waiting = s.waiting.get(worker) if worker != VERIFIER else None
+            waiting = s.waiting.get(worker)
+            label = f"└ lane {name.rpartition(' ')[2]}" if lane else name.replace("-", " ")
             yield from _line(width,
-                f"{name.replace('-', ' '):<12}{u.pid if u else '':>8}{s.states.get(name, ''):>10}"
+                f"{label:<12}{u.pid if u else '':>8}{s.states.get(name, ''):>10}"
                 f"{'' if tokens is None else tokens:>8}"
                 f"{'' if waiting is None else f'{waiting:.3f} s':>10}"
                 f"{f'{u.cpu_percent:.0f}' if u else '':>8}"
-                f"{f'{u.rss_bytes / 2**20:.0f} MiB' if u else '':>10}" + (_gpu_columns(u) if gpu else ""), None)
+                f"{f'{u.rss_bytes / 2**20:.0f} MiB' if u else '':>10}" + (_gpu_columns(u) if gpu else ""),
+                _DIM if lane else None)
         hidden = len(s.tokens_by_worker) - sum(n.startswith("draft-") and " lane " not in n for n in names)
         if hidden > 0:
             yield from _line(width, f"… {hidden} more draft workers", _DIM)

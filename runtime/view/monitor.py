@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config_checks import tree_nodes
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.record import worker_of
@@ -25,11 +26,7 @@ def draft_workers(config: RunConfig) -> int:
 
 def draft_size(config: RunConfig) -> int:
     """Tokens in one full draft: k for a chain; for a tree of widths w1, w2, ..., w1 + w1 w2 + ..."""
-    size, width = 0, 1
-    for w in getattr(config, "tree_shape", None) or (1,) * config.k:
-        width *= w
-        size += width
-    return size
+    return tree_nodes(getattr(config, "tree_shape", None) or (1,) * config.k)
 
 
 @dataclass(frozen=True, slots=True)
