@@ -245,6 +245,18 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
     assert "interrupted" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A recorded run's trace, and a copy of it without its config (one run for every case below)."""
+    folder = tmp_path_factory.mktemp("recorded")
+    trace, damaged = folder / "run.trace.json", folder / "damaged.json"
+    assert run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace)).returncode == 0
+    data = read_json(trace)
+    del data["config"]
+    damaged.write_text(json.dumps(data))
+    return {"trace": trace, "damaged": damaged}
+
+
 @pytest.mark.parametrize("command, fragments", [
     (["export", "{trace}", "--reliability", "{tmp}/afile/r.svg"], ["--reliability", "folder", "does not exist"]),
     (["export", "{trace}", "--chrome", ""], ["--chrome is empty"]),
@@ -253,14 +265,9 @@ def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, m
     (["whatif", "{damaged}", "--policy", "fcfs"], ["damaged.json: not a specsched record", "'config'"]),
     (["whatif", "{trace}", "--policy", "fcfs", "--svg", "{tmp}/afile"], ["--svg", "is a file; give a folder"]),
 ], ids=lambda x: " ".join(x[:1] + x[2:]) if isinstance(x, list) and x[0] in ("export", "replay", "whatif") else None)
-def test_watching_a_run_refuses_bad_files_and_outputs_in_one_line(tmp_path, command, fragments):
-    trace = tmp_path / "run.trace.json"
-    assert run_cli("--max-new-tokens", "4", *FAST_FLAGS, "--trace", str(trace)).returncode == 0
+def test_watching_a_run_refuses_bad_files_and_outputs_in_one_line(recorded, tmp_path, command, fragments):
     (tmp_path / "afile").write_text("")
-    data = read_json(trace)
-    del data["config"]
-    (tmp_path / "damaged.json").write_text(json.dumps(data))
-    paths = {"trace": trace, "damaged": tmp_path / "damaged.json", "tmp": tmp_path}
+    paths = {**recorded, "tmp": tmp_path}
     result = specsched(*(a.format(**paths) for a in command))
     assert_one_error_line(result, 2, *fragments)
 
