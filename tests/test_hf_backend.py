@@ -46,15 +46,21 @@ def ar(pair):
     return _tokens(_run(pair, mode="ar", prompts=PROMPTS))
 
 
-def test_greedy_modes_match_target_only_decoding(pair, ar):
-    assert all(len(t) == 16 or t[-1] == 1 for t in ar)
+@pytest.fixture(scope="module")
+def engine(pair):
+    """One engine on the pair for the jobs below: a job's mode and sampling are its own, and the engine's
+    processes serve each job in turn (each engine would otherwise start its own, importing torch again)."""
     target, draft = pair
-    # one engine for the three: a job's mode is its own, and the processes serve each in turn
     with Engine(RunConfig(backend="hf", target=str(target), draft=str(draft), max_new_tokens=16)) as e:
-        for mode in ("sd", "seed", "parallel"):
-            record = e.generate(PROMPTS, mode=mode)
-            assert record.status == "ok", record.error
-            _assert_greedy(pair, _tokens(record), ar, PROMPTS)
+        yield e
+
+
+def test_greedy_modes_match_target_only_decoding(pair, ar, engine):
+    assert all(len(t) == 16 or t[-1] == 1 for t in ar)
+    for mode in ("sd", "seed", "parallel"):
+        record = engine.generate(PROMPTS, mode=mode)
+        assert record.status == "ok", record.error
+        _assert_greedy(pair, _tokens(record), ar, PROMPTS)
 
 
 @pytest.mark.slow
@@ -67,12 +73,10 @@ def test_greedy_seed_matches_ar_for_every_policy_and_width(pair, policy, n):
     _assert_greedy(pair, _tokens(_run(pair, mode="seed", policy=policy, priorities=prio, prompts=prompts)), ar, prompts)
 
 
-def test_sampled_seed_and_sd_share_per_sequence_streams(pair):
-    target, draft = pair
-    # one engine for both jobs: a sequence's streams are its job's, wherever the job falls in the engine's life
-    with Engine(RunConfig(backend="hf", target=str(target), draft=str(draft), max_new_tokens=16)) as e:
-        seed, sd = (e.generate(["w3 w4"], mode=mode, workers=2, temperature=1.0, top_k=20, seed=7)
-                    for mode in ("seed", "sd"))
+def test_sampled_seed_and_sd_share_per_sequence_streams(engine):
+    # a sequence's streams are its job's, wherever the job falls in the engine's life
+    seed, sd = (engine.generate(["w3 w4"], mode=mode, workers=2, temperature=1.0, top_k=20, seed=7)
+                for mode in ("seed", "sd"))
     assert seed.status == sd.status == "ok", (seed.error, sd.error)
     assert _tokens(seed) == _tokens(sd)
     assert seed.metrics.acceptance_rate is not None and 0 < seed.metrics.acceptance_rate < 1
