@@ -24,9 +24,22 @@ def add_branch_flags(p: argparse.ArgumentParser) -> None:
                         f"(default {d.corpus_cache})")
 
 
+def given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    """Those of `names` (flags that default to None) given on the command line, as RunConfig fields; the ones
+    not given keep RunConfig's defaults."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
 def branch_settings(args: argparse.Namespace) -> dict:
-    """The Self-Draft flags given, as RunConfig fields (the ones not given keep RunConfig's defaults)."""
-    return {name: getattr(args, name) for name in BRANCH_FLAGS if getattr(args, name, None) is not None}
+    """The Self-Draft flags given."""
+    return given(args, BRANCH_FLAGS)
+
+
+def _refuse(settings: dict, applies_to: str, this_run: str) -> None:
+    """A flag given where it cannot apply is refused, not ignored: the first of `settings` names it."""
+    if settings:
+        flag = "--" + next(iter(settings)).replace("_", "-")
+        raise ConfigError(f"{flag} applies to {applies_to} (this run uses {this_run})")
 
 
 def add_device_flags(p: argparse.ArgumentParser) -> None:
@@ -176,14 +189,11 @@ SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
-    given = {name: getattr(args, name) for name in SIM_FLAGS if getattr(args, name) is not None}
-    if given and args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
-        flag = "--" + next(iter(given)).replace("_", "-")
-        raise ConfigError(f"{flag} applies to --backend sim only (this run uses --backend {args.backend})")
-    branch = branch_settings(args)
-    if args.drafter == "model" and branch:  # refused, not ignored: lanes and caches are Self-Draft's
-        flag = "--" + next(iter(branch)).replace("_", "-")
-        raise ConfigError(f"{flag} applies to --drafter branches or both (this run uses --drafter model)")
+    sim, branch = given(args, SIM_FLAGS), branch_settings(args)
+    if args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
+        _refuse(sim, "--backend sim only", f"--backend {args.backend}")
+    if args.drafter == "model":  # lanes and caches are Self-Draft's
+        _refuse(branch, "--drafter branches or both", "--drafter model")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
@@ -198,4 +208,4 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         device=args.device, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
         min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
-        restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout, **given)
+        restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout, **sim)
