@@ -67,7 +67,7 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--sim-agreement must be in [0, 1], got {c.sim_agreement}")
     if not 4 <= c.sim_vocab <= MAX_SIM_VOCAB:
         raise ConfigError(f"--sim-vocab must be in 4..{MAX_SIM_VOCAB:,}, got {c.sim_vocab}")
-    _check_device(c)
+    _check_models(c)
     for flag, ms in (("--sim-draft-ms", c.sim_draft_ms), ("--sim-verify-ms", c.sim_verify_ms)):
         if not (math.isfinite(ms) and ms >= 0):
             raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
@@ -103,7 +103,8 @@ def tree_nodes(widths: Sequence[int]) -> int:
     return total
 
 
-def _check_device(c: RunConfig) -> None:
+def _check_models(c: RunConfig) -> None:
+    """Which models, where and in what precision (--target, --draft, --raw-prompt, --device, --dtype): sim has none."""
     from specsched.runtime.core.device import DTYPES, check_device
 
     if c.dtype not in DTYPES:
