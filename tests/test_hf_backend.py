@@ -133,6 +133,32 @@ def test_vocab_mismatch_is_one_clear_line_before_any_process(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+MISSING_MODEL = """
+import sys
+from specsched.runtime.backends.backend import get_backend
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.models.errors import ModelError
+try:
+    get_backend(RunConfig(backend=sys.argv[1], target=sys.argv[2], draft="tiny")).check()
+except (ConfigError, ModelError) as exc:  # the CLI's one line
+    print(exc)
+print(sorted({"torch", "transformers"} & sys.modules.keys()))
+"""
+
+
+@pytest.mark.parametrize("backend,target,error", [
+    ("hf", "no-such-dir/", "unknown model"),
+    ("llamacpp", "no-such-file.gguf", "no such GGUF file"),
+])
+def test_a_model_that_is_not_there_is_refused_before_torch_is_imported(tmp_path, backend, target, error):
+    """A mistyped --target costs the user a second, not the ~5 s that importing torch and transformers takes."""
+    out = subprocess.run([sys.executable, "-c", MISSING_MODEL, backend, str(tmp_path / target)],
+                         capture_output=True, text=True, timeout=120)
+    message, imported = out.stdout.strip().splitlines()
+    assert error in message
+    assert imported == "[]"
+
+
 TREE_CASES = [([1, 1, 1], "fcfs"), ([2, 2, 1], "fcfs"), ([4, 2, 1, 1], "fcfs"),
               ([1, 1, 1], "batch"), ([2, 2, 1], "batch"), ([4, 2, 1, 1], "batch")]
 

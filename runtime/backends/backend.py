@@ -179,8 +179,9 @@ def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
     if config.backend in ("hf", "llamacpp"):
-        return [*serving, "specsched.runtime.backends.hf_backend", "transformers.models.llama.modeling_llama",
-                "specsched.runtime.models.draft_model"]
+        return [*serving, "specsched.runtime.backends.hf_backend", "specsched.runtime.backends.hf",
+                "specsched.runtime.backends.placement", "transformers.models.llama.modeling_llama",
+                "specsched.runtime.models.draft_model", "transformers"]
     return [*serving, "specsched.runtime.backends.sim"]
 
 

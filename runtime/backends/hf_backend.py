@@ -1,6 +1,9 @@
 """The transformers backend's pair and tokenizer: which directories (or cached hub ids) it loads, the checks
 before any process starts (the two vocabularies agree), and the models it builds on each process's
 placement (hf.py holds the model and its caches).
+
+torch and transformers are imported where they are used, not with this module: the checks of the cheap
+mistakes (a path that is not there, a GPU that is not there) answer before the ~5 s those imports cost.
 """
 
 from __future__ import annotations
@@ -10,19 +13,22 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
-from transformers import AutoConfig, AutoTokenizer
+from typing import TYPE_CHECKING
 
 from specsched.runtime.backends.backend import Backend, Tokenizer
-from specsched.runtime.backends.hf import HFModel
-from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft
+
+if TYPE_CHECKING:
+    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.placement import Placement
 
 
 class HFTokenizer(Tokenizer):
     def __init__(self, path: str, *, gguf_file: str | None = None) -> None:
         """A tokenizer directory, or with ``gguf_file`` the tokenizer inside that GGUF in ``path``."""
+        from transformers import AutoTokenizer
+
         self.tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else \
             AutoTokenizer.from_pretrained(path)
 
@@ -50,8 +56,12 @@ class HFBackend(Backend):
         return resolve_pair(c.target, c.draft)
 
     def check(self) -> None:
-        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any process
+        """Before any process starts, cheapest first: the models are there, the GPU asked for is there
+        (imports torch), their vocabularies agree (imports transformers)."""
         target, draft = self.paths()
+        for role, path in (("target", target), ("draft", draft)):
+            self.exists(role, path)
+        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any process
         t, d = self.vocabulary("target"), self.vocabulary("draft")
         if t["size"] != d["size"]:
             raise ConfigError(f"draft and target vocabularies differ: target {target} has {t['size']} "
@@ -61,15 +71,19 @@ class HFBackend(Backend):
             raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
                               "speculative decoding needs the same vocabulary")
 
-    def vocabulary(self, role: str) -> dict:
-        path = self.paths()[0 if role == "target" else 1]
+    @staticmethod
+    def exists(role: str, path: str) -> None:
         if not Path(path).exists() and not _looks_like_hub_id(path):
             raise ConfigError(f"{role} model not found: {path}")
-        from specsched.runtime.models.registry import is_distilled_draft
 
+    def vocabulary(self, role: str) -> dict:
+        path = self.paths()[0 if role == "target" else 1]
+        self.exists(role, path)
         if is_distilled_draft(Path(path)):
-            size = _distilled_vocab(Path(path))
+            size = distilled_vocab(Path(path))
         else:
+            from transformers import AutoConfig
+
             try:
                 size = int(AutoConfig.from_pretrained(path).vocab_size)
             except (OSError, ValueError) as exc:
@@ -81,9 +95,15 @@ class HFBackend(Backend):
         return HFTokenizer(self.paths()[0])
 
     def target(self) -> HFModel:
+        from specsched.runtime.backends.hf import HFModel
+
         return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
 
     def draft(self) -> HFModel:
+        import torch
+
+        from specsched.runtime.backends.hf import HFModel
+
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
                        placement=self.placement())
@@ -94,13 +114,9 @@ class HFBackend(Backend):
 
     def placement(self) -> Placement:
         """This process's device and stream (--device, resolved here, after the fork)."""
+        from specsched.runtime.backends.placement import Placement
+
         return Placement(self.config.model_device)
-
-
-def _distilled_vocab(path: Path) -> int:
-    from specsched.runtime.models.draft_model import CONFIG_FILE
-
-    return int(json.loads((path / CONFIG_FILE).read_text())["target_vocab"])
 
 
 def tokenizer_digest(path: str) -> str | None:
@@ -110,6 +126,8 @@ def tokenizer_digest(path: str) -> str | None:
 
 
 def _tokenizer_vocab(path: str) -> dict[str, int] | None:
+    from transformers import AutoTokenizer
+
     try:
         return AutoTokenizer.from_pretrained(path).get_vocab()
     except (OSError, ValueError, TypeError):

@@ -26,11 +26,9 @@ from transformers import LlamaConfig, LlamaModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from specsched.runtime.models.draft_files import CONFIG_FILE, WEIGHTS_FILE
 from specsched.runtime.models.growing_cache import GrowingCache
 from specsched.runtime.models.lean_forward import LeanDraft
-
-CONFIG_FILE = "draft_config.json"
-WEIGHTS_FILE = "draft.safetensors"
 
 
 @dataclass(slots=True)

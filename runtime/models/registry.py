@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from specsched.runtime.models.cache import cache_root, cached_models, is_complete, model_dir
-from specsched.runtime.models.draft_model import CONFIG_FILE, WEIGHTS_FILE, load_draft
+from specsched.runtime.models.draft_files import is_distilled_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.pull import SMOLLM2, WheelSource
+
+if TYPE_CHECKING:  # resolving a name needs no torch: only load_model imports it
+    import torch
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -50,11 +52,6 @@ DEFAULT = "smollm2"
 
 def default_draft_dir() -> Path:
     return PRESETS[DEFAULT].draft_dir
-
-
-def is_distilled_draft(path: Path) -> bool:
-    """A draft saved by `save_draft` (needs `load_draft`), as opposed to a plain transformers model."""
-    return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / WEIGHTS_FILE).is_file()
 
 
 def resolve_target(name: str | None, *, progress: bool = True) -> Path:
@@ -123,12 +120,18 @@ def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True
     return resolve_target(target, progress=progress), resolve_draft(draft, target)
 
 
-def load_model(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Path | None = None) -> torch.nn.Module:
+def load_model(path: Path, dtype: torch.dtype | None = None, *, target_dir: Path | None = None) -> torch.nn.Module:
     """Load a target or draft directory as a causal LM (a DraftLM for distilled drafts), in eval mode.
 
-    `target_dir` supplies a distilled draft's shared embeddings (default: the cached SmolLM2).
+    `dtype` defaults to float32; `target_dir` supplies a distilled draft's shared embeddings (default: the
+    cached SmolLM2).
     """
+    import torch
+
+    dtype = dtype or torch.float32
     if is_distilled_draft(path):
+        from specsched.runtime.models.draft_model import load_draft
+
         return load_draft(path, dtype, target_dir=target_dir)
     from transformers import AutoModelForCausalLM
 
