@@ -35,15 +35,18 @@ def sim_ar():
 
 
 def test_every_policy_gives_target_only_output_with_branches_on_sim(sim_ar, tmp_path):
+    """Every policy with `both` and a garbage cache (model drafts, lane and noise candidates together); the
+    lanes alone and the lanes with noise under a policy of each kind: one at a time, batched, commit-first."""
     garbage = garbage_cache(tmp_path / "g.npz", VOCAB)
+    runs = [(policy, "both", garbage) for policy in BUILTIN] + \
+        [(policy, "branches", corpus) for policy in ("fcfs", "batch", "commit-first") for corpus in ("off", garbage)]
     with Engine(sim_config()) as e:
-        for policy in BUILTIN:
-            for drafter, corpus in (("branches", "off"), ("branches", garbage), ("both", garbage)):
-                record = e.generate(PROMPTS, mode="seed", policy=policy, drafter=drafter, corpus_cache=corpus,
-                                    branches=3, branch_length=5, max_new_tokens=40)
-                assert record.status == "ok", (policy, record.error)
-                assert outputs(record) == sim_ar, (policy, drafter, corpus)
-                assert record.collected.counters["lane_tokens"] > 0
+        for policy, drafter, corpus in runs:
+            record = e.generate(PROMPTS, mode="seed", policy=policy, drafter=drafter, corpus_cache=corpus,
+                                branches=3, branch_length=5, max_new_tokens=40)
+            assert record.status == "ok", (policy, record.error)
+            assert outputs(record) == sim_ar, (policy, drafter, corpus)
+            assert record.collected.counters["lane_tokens"] > 0
 
 
 def test_branches_commit_more_than_one_token_per_forward_on_repetitive_text():
@@ -68,14 +71,20 @@ def pair(tmp_path_factory):
     return make_pair(tmp_path_factory.mktemp("tiny"))
 
 
-def test_greedy_branches_on_transformers_equal_target_only_decoding_under_every_policy(pair, tmp_path):
+# On transformers a policy matters to the output only through the forwards it makes: one draft at a time or
+# several padded into one batch. Every policy's order is covered on sim above, and every policy on
+# transformers with model drafts (test_hf_backend.py); here, the policies that shape the forwards.
+FORWARD_SHAPES = ("fcfs", "batch", "goodput", "commit-first")
+
+
+def test_greedy_branches_on_transformers_equal_target_only_decoding_alone_and_batched(pair, tmp_path):
     target, draft = pair
     prompts = ["w1 w2 w3 w1 w2", "w5 w6"]
     base = RunConfig(backend="hf", target=str(target), draft=str(draft), prompts=prompts, max_new_tokens=16)
     garbage = garbage_cache(tmp_path / "g.npz", 32)
     with Engine(base) as e:
         ar = outputs(e.generate(prompts, mode="ar"))
-        for policy in BUILTIN:
+        for policy in FORWARD_SHAPES:
             for drafter, corpus in (("branches", "auto"), ("both", garbage)):
                 record = e.generate(prompts, policy=policy, drafter=drafter, corpus_cache=corpus, branches=2,
                                     branch_length=5)

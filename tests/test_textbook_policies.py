@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from helpers import outputs, run_ok, sim_config, words
+from helpers import outputs, sim_config, words
 
 from specsched.policies.base import ReadyDraft
 from specsched.policies.cfs import CFS
@@ -17,6 +17,7 @@ from specsched.policies.mlfq import MLFQ
 from specsched.policies.sjf import SJF
 from specsched.policies.srtf import SRTF
 from specsched.policies.stride import Stride
+from specsched.runtime.engine.engine import Engine
 
 
 def draft(worker: int, order: int = 0, **kw) -> ReadyDraft:
@@ -145,11 +146,13 @@ def test_cfs_serves_the_least_virtual_runtime_and_weights_by_priority():
 def test_every_textbook_policy_keeps_the_output_in_a_real_run():
     prompts = [words(64, (5, 7)), words(64, (3, 9)), words(64, (11, 13))]
     kw = dict(mode="seed", workers=3, prompts=prompts, max_new_tokens=12, sim_vocab=64, seed=3)
-    reference = outputs(run_ok(sim_config(policy="fcfs", **kw)))
-    for name in ("sjf", "srtf", "mlfq", "lottery", "stride", "edf", "cfs"):
-        assert name in BUILTIN
-        record = run_ok(sim_config(policy=name, tickets=[300, 100, 100], **kw))
-        assert outputs(record) == reference, name
+    with Engine(sim_config(**kw)) as engine:  # one engine, a job per policy
+        reference = outputs(engine.generate(policy="fcfs"))
+        for name in ("sjf", "srtf", "mlfq", "lottery", "stride", "edf", "cfs"):
+            assert name in BUILTIN
+            record = engine.generate(policy=name, tickets=[300, 100, 100])
+            assert record.status == "ok", (name, record.error)
+            assert outputs(record) == reference, name
 
 
 def test_a_pool_worker_serving_a_new_job_does_not_bring_back_its_old_account():

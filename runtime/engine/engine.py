@@ -82,10 +82,11 @@ class Engine:
         self.max_workers = max_workers
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
+        self._check_plan(self.config)  # needs no model: a mistyped policy is one line before torch is imported
         self._backend.check()
         # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
         self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
-        self._check_job(self.config)
+        self._check_drafter(self.config)
         # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
             Keys.generate() if self.config.transport == "tcp" else None
@@ -122,14 +123,24 @@ class Engine:
         return Job(run)
 
     def _check_job(self, cfg: RunConfig) -> None:
-        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError): a policy that
-        does not load, a corpus cache that is missing or damaged, more draft workers than the engine runs."""
+        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError)."""
+        self._check_plan(cfg)
+        self._check_drafter(cfg)
+
+    def _check_plan(self, cfg: RunConfig) -> None:
+        """A policy that does not load, a corpus cache file that is not there, more draft workers than the
+        engine runs."""
         load_policy(cfg.policy)
-        if cfg.drafter != "model":
-            self._corpus_cache(cfg.corpus_cache)
+        if cfg.drafter != "model" and cfg.corpus_cache not in ("auto", "off"):
+            corpus_cache.given_file(cfg.corpus_cache)
         if cfg.draft_workers > self.max_workers:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
+
+    def _check_drafter(self, cfg: RunConfig) -> None:
+        """A corpus cache that is missing or damaged (it reads the target's tokenizer)."""
+        if cfg.drafter != "model":
+            self._corpus_cache(cfg.corpus_cache)
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""

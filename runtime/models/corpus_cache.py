@@ -109,6 +109,17 @@ def load(path: str) -> CorpusCache:
     return CorpusCache.from_arrays(keys.astype(np.int32), lengths, rows, grams)
 
 
+def given_file(setting: str, label: str | None = None) -> Path:
+    """--corpus-cache FILE, which must be there (ConfigError): checked before any model is read."""
+    from specsched.runtime.core.config import ConfigError
+
+    path = Path(setting).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"--corpus-cache {label or setting}: no such file (build one with "
+                          "`specsched models corpus-cache`)")
+    return path
+
+
 def built_for(digest: str | None) -> Path | None:
     """Where `specsched models corpus-cache` keeps the cache it builds for a tokenizer (by its digest): the
     user's cache directory, never the package's own files (None: a tokenizer without a digest)."""
@@ -136,9 +147,7 @@ def resolve(setting: str, backend) -> str:
             return str(SHIPPED)
         else:
             return "off"
-    path = Path(setting).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"--corpus-cache {label}: no such file (build one with `specsched models corpus-cache`)")
+    path = given_file(setting, label)
     try:
         meta_of(path)
         cache = load(str(path.resolve()))
