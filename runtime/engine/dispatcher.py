@@ -1,10 +1,9 @@
 """The engine's thread: it owns every socket and the process table, and moves jobs along.
 
-One loop, like a kernel's: take submissions (woken through a pipe), hear the children (reports.py),
-notice the dead and restart what can resume (supervisor.py), admit pending jobs and retire idle workers
-(admission.py), refresh the live views.
-Here too: how a job ends - complete, failed with the child that served it, cancelled, or at shutdown,
-always keeping every token verified so far.
+One loop, like a kernel's: take submissions and cancellations (woken through a pipe), hear the children
+(reports.py), notice the dead and restart what can resume (supervisor.py), admit pending jobs and retire
+idle workers (admission.py), refresh the live views. How a job ends - complete, failed, cancelled, or at
+shutdown - is endings.py; workers from other hosts, joining.py.
 """
 
 from __future__ import annotations
@@ -26,18 +25,18 @@ from specsched.runtime.core.security import Keys, curve_server
 from specsched.runtime.core.transport import make_endpoints
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
+from specsched.runtime.engine.endings import Endings
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.joining import Joining
-from specsched.runtime.engine.process_table import Child, ProcessTable, State
+from specsched.runtime.engine.process_table import Child, ProcessTable
 from specsched.runtime.engine.reports import Reports
 from specsched.runtime.engine.supervisor import Intensity, Supervision
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
-STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
 DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 
-class Dispatcher(Admission, Reports, Supervision, Joining):
+class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float,
                  keys: Keys | None = None) -> None:
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
@@ -206,10 +205,6 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
         else:
             self.jobs.append(job)
 
-    def broken_job(self, job: JobRun, error: str) -> None:
-        job.status, job.error = "failed", error
-        self.finish(job)
-
     # -- children ------------------------------------------------------------------------------------
     def _send(self, child: Child, kind: str, fields: dict) -> None:
         """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error).
@@ -230,68 +225,6 @@ class Dispatcher(Admission, Reports, Supervision, Joining):
         for child, code in self.table.dead():
             self._supervise(child, code)
 
-    def _child_failed(self, child: Child, error: str) -> None:
-        """A verifier failure ends every job (and the engine); a worker's ends the jobs it serves."""
-        if child.role == "verifier":
-            self.broken = error
-            for job in list(self.jobs):
-                self._end(job, "failed", error)
-            return
-        serves = [j for j in self.jobs
-                  if child.job == j.id or (j.phase is Phase.PENDING and child.worker in j.workers)]
-        for job in serves:
-            self._end(job, "failed", error)
-
-    def _end(self, job: JobRun, status: str, error: str | None, *, forgotten: bool = False) -> None:
-        """Finish a job that did not complete: the verifier forgets it, its workers (mid-draft, waiting for
-        verdicts that will not come) are stopped, and its record keeps every token committed so far."""
-        live = job.phase in (Phase.ANNOUNCED, Phase.RUNNING)
-        if live and not forgotten and self.table.verifier.state is State.READY:  # a new one was never told of it
-            self._send(self.table.verifier, "cancel", {"job": job.id})
-        mine = [c for c in self.table.workers() if c.job == job.id]
-        self.table.stop([c for c in mine if c.state is State.DRAFTING], grace=STOP_GRACE_S)
-        job.status, job.error = status, error
-        self._complete(job)
-
     # -- telemetry -----------------------------------------------------------------------------------
     def _job(self, job_id: int) -> JobRun | None:
         return next((j for j in self.jobs if j.id == job_id), None)
-
-    def _maybe_complete(self, job: JobRun) -> None:
-        if job.complete:
-            self._complete(job)
-
-    def _complete(self, job: JobRun) -> None:
-        job.phase, job.collected.finished = Phase.DONE, time.monotonic()
-        job.history = {name: [[t, state] for t, state, j in self.table.by_name(pool).history
-                              if job.submitted <= t <= job.collected.finished and (j in (None, job.id))]
-                       for name, pool in job.process_names().items()}
-        for i in range(job.n):
-            self.by_seq.pop(job.first_seq + i, None)
-        if job in self.jobs:
-            self.jobs.remove(job)
-        self.finish(job)
-
-    # -- the end -------------------------------------------------------------------------------------
-    def _shutdown(self, reason: str | None, status: str) -> None:
-        """Stop every child (politely, then SIGTERM/SIGKILL), keep what was still in flight, end every job."""
-        if self.table is not None:
-            for c in self.table.children.values():
-                if c.state is not State.EXITED and c.proc.poll() is None:
-                    try:
-                        self._send(c, "stop", {})
-                    except zmq.ZMQError:
-                        pass
-            deadline = time.monotonic() + STOP_GRACE_S
-            while time.monotonic() < deadline and any(c.proc.poll() is None for c in self.table.children.values()):
-                self._salvage(0.02)
-            self.table.teardown()
-        self._salvage(0.2)
-        for job in list(self.jobs):
-            job.status, job.error = status, reason
-            self._complete(job)
-
-    def _salvage(self, quiet_s: float) -> None:
-        """Keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""
-        while self.sink.poll(int(quiet_s * 1000)):
-            self._telemetry(self.sink.recv_multipart(copy=False))
