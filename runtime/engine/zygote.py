@@ -1,8 +1,8 @@
 """The zygote: one pre-warmed interpreter per engine that forks every child the engine starts.
 
-A child used to be a fresh interpreter importing torch and transformers: ~2.4 s of CPU each, and the
-verifier plus three draft workers importing at once took ~6 s of a 2-core machine before any model
-loaded. The zygote (Android's name for the same trick) is started once per engine as a fresh
+Why: a child started as a fresh interpreter imports torch and transformers, ~2.4 s of CPU each, so the
+verifier plus three draft workers importing at once take ~6 s of a 2-core machine before any model
+loads. The zygote (Android's name for the same trick) is started once per engine as a fresh
 interpreter, imports what every child needs, and then forks one child per request: a fork costs
 milliseconds and the imported pages are shared copy-on-write.
 
