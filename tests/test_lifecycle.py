@@ -21,6 +21,8 @@ import pytest
 from helpers import Watched, draft_model, greedy_reference, read_json, run_ok, sim_config, stderr_lines, words
 
 from specsched.runtime.app import run
+from specsched.runtime.core.config import ConfigError
+from specsched.runtime.engine.engine import Engine
 
 VOCAB = 64
 # Greedy decoding from these prompts never reaches EOS: the run goes on until it is stopped.
@@ -226,6 +228,17 @@ def test_in_process_runs_leave_no_child_of_the_caller(tmp_path):
                        "        raise KeyError('x')\n")
     record = run(sim_config(workers=2, max_new_tokens=8, policy=f"{failing}:Fails"))
     assert record.status == "failed" and "'fails'" in record.error
+    assert {p.pid for p in no_children_of_this_process()} - before == set()
+
+
+def test_input_refused_while_the_zygote_warms_up_is_one_error_and_leaves_no_process(tmp_path):
+    """The engine starts its zygote before the checks that read files (here: a corpus cache that is not one);
+    a refusal then stops it: the caller gets the error and keeps no child."""
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a corpus cache")
+    before = {p.pid for p in no_children_of_this_process()}
+    with pytest.raises(ConfigError, match="is not a corpus cache"):
+        Engine(sim_config(drafter="branches", corpus_cache=str(junk)))
     assert {p.pid for p in no_children_of_this_process()} - before == set()
 
 

@@ -136,8 +136,12 @@ class Backend(ABC):
     def __init__(self, config: RunConfig) -> None:
         self.config = config
 
+    def check_paths(self) -> None:
+        """The models named are there: cheap (no torch), checked before the engine starts its zygote."""
+
     def check(self) -> None:
-        """Validate the pair before any process starts (e.g. vocabularies match)."""
+        """Validate the pair before any model loads (e.g. vocabularies match): may import the model
+        libraries, while the engine's zygote imports them too."""
 
     def vocabulary(self, role: str) -> dict:
         """What a draft must share with the target ("target" or "draft"): the vocabulary's size and, where

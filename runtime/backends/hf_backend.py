@@ -55,13 +55,14 @@ class HFBackend(Backend):
             return c.target, c.draft  # two model directories (or hub ids) as given
         return resolve_pair(c.target, c.draft)
 
-    def check(self) -> None:
-        """Before any process starts, cheapest first: the models are there, the GPU asked for is there
-        (imports torch), their vocabularies agree (imports transformers)."""
-        target, draft = self.paths()
-        for role, path in (("target", target), ("draft", draft)):
+    def check_paths(self) -> None:
+        for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
-        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any process
+
+    def check(self) -> None:
+        """The GPU asked for is there (imports torch), the vocabularies agree (imports transformers)."""
+        target, draft = self.paths()
+        self.config.model_device  # noqa: B018 - --device cuda without a GPU: one line, before any model loads
         t, d = self.vocabulary("target"), self.vocabulary("draft")
         if t["size"] != d["size"]:
             raise ConfigError(f"draft and target vocabularies differ: target {target} has {t['size']} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import select
 import shutil
 import tempfile
 import threading
@@ -38,8 +39,13 @@ DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float,
-                 keys: Keys | None = None) -> None:
+                 keys: Keys | None = None, hold: bool = False) -> None:
+        """With `hold`, only the zygote starts (it imports the backend's modules) until `go()`: the engine
+        finishes checking its input meanwhile, and a `stop()` before `go()` starts nothing else."""
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
+        self.released = threading.Event()
+        if not hold:
+            self.released.set()
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.wake_r, self.wake_w = os.pipe()
@@ -86,6 +92,11 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             self.inbox.put((kind, arg))
             os.write(self.wake_w, b".")
 
+    def go(self) -> None:
+        """Start the verifier and take jobs (a dispatcher made with `hold`)."""
+        self.released.set()
+        os.write(self.wake_w, b"g")
+
     def stop(self, reason: str | None) -> None:
         """Stop every process; unfinished jobs end interrupted, with `reason` ("interrupted (Ctrl-C)") as error."""
         with self.gate:
@@ -118,6 +129,9 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
                     "keys": self.keys.to_dict() if self.keys is not None else None}
             self.table = ProcessTable(run_dir, base, preload_modules(self.config),
                                       tell_stop=lambda child: self._send(child, "stop", {}))
+            if not self._released():  # stopped while held: the zygote has nothing to fork, so it goes at once
+                self.table.zygote.close(grace=0)
+                return
             self.table.spawn("verifier", self.config.verifier_threads or os.cpu_count() or 1)
             self.started.set()
             reason = self._loop()
@@ -140,6 +154,23 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             os.close(self.wake_r)
             os.close(self.wake_w)
             shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _released(self) -> bool:
+        """Wait for `go()` (True) or a `stop()` (False); anything else posted meanwhile waits for the loop."""
+        kept = []
+        try:
+            while not self.released.is_set():
+                if select.select([self.wake_r], [], [], TICK_S)[0]:
+                    os.read(self.wake_r, 4096)
+                while not self.inbox.empty():
+                    message = self.inbox.get()
+                    if message[0] == "stop":
+                        return False
+                    kept.append(message)
+            return True
+        finally:
+            for message in kept:
+                self.inbox.put(message)
 
     def _loop(self) -> str | None:
         poller = zmq.Poller()

@@ -82,20 +82,29 @@ class Engine:
         self.max_workers = max_workers
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
-        self._check_plan(self.config)  # needs no model: a mistyped policy is one line before torch is imported
-        self._backend.check()
-        # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
-        self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
-        self._check_drafter(self.config)
+        # the cheap checks first: a mistyped policy or path is one line before torch is imported
+        self._check_plan(self.config)
+        self._backend.check_paths()
         # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
             Keys.generate() if self.config.transport == "tcp" else None
-        self.tokenizer = self._backend.tokenizer()
         self._lock = threading.Lock()
         self._ids, self._next_seq = itertools.count(), 0
         self._closed = False
+        # held: the zygote imports torch and transformers (seconds) while this process checks what needs them;
+        # on a 2-core machine the two imports overlap. Refused input stops it before any model loads.
         self._dispatcher = Dispatcher(self.config, self._finish, max_workers=max_workers,
-                                      idle_timeout_s=idle_timeout_s, keys=keys)
+                                      idle_timeout_s=idle_timeout_s, keys=keys, hold=True)
+        try:
+            self._backend.check()
+            # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
+            self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
+            self._check_drafter(self.config)
+            self.tokenizer = self._backend.tokenizer()
+        except BaseException:
+            self._dispatcher.stop("refused")
+            raise
+        self._dispatcher.go()
         # an engine nobody closed still stops its processes and removes its sockets at interpreter exit
         weakref.finalize(self, self._dispatcher.stop, "interrupted (the engine was never closed)")
 
