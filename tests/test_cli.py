@@ -14,7 +14,8 @@ import sys
 import textwrap
 
 import pytest
-from helpers import REPO, assert_one_error_line, greedy_reference, read_json, run_cli, specsched, stderr_lines, words
+from cli_runs import REPO, assert_one_error_line, read_json, run_cli, specsched, stderr_lines
+from helpers import greedy_reference, words
 
 from specsched.runtime.backends.sim import EOS, SimTokenizer
 from specsched.runtime.cli import _sigint_enabled
