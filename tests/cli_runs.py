@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parents[1]  # the checkout: its launcher bin/spe
 
 PLAIN_PROMPT = "Write three short steps to make a cup of tea."
 
+# The sim backend with small simulated forward costs (helpers.FAST as flags): fast runs.
+FAST_FLAGS = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2"]
+
 
 def cli_command(*args: str) -> list[str]:
     """`specsched run ARGS`; plain decoding of one shared prompt unless ARGS choose prompts or a --task
