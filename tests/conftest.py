@@ -1,6 +1,7 @@
 """Shared set-up for the test suite.
 
-* ``tests/helpers.py`` is importable as ``helpers`` under any pytest import mode.
+* The helper modules in ``tests/`` (``helpers.py``, ``cli_runs.py``, ``process_watch.py`` and the
+  rest) are importable by name (``import helpers``) under any pytest import mode.
 * A hang guard on every test: many tests start real process trees (the CLI, the runtime's children,
   a pytest in a subprocess), and a runtime that hangs must fail the run with a traceback of where it
   hung rather than stall CI. It covers every test, not a list of files, so no test escapes it by

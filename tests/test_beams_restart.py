@@ -11,8 +11,11 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import EOS, _NoTelemetry, draft_model, kill_one, sim_config, target_model, words
+from helpers import draft_model, sim_config, target_model, words
+from loopback_decode import _NoTelemetry
+from process_watch import kill_one
 
+from specsched.runtime.backends.sim import EOS
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beams import beam_stream
 from specsched.runtime.core.config import RunConfig

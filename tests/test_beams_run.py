@@ -9,9 +9,11 @@ import json
 
 import numpy as np
 import pytest
-from helpers import EOS, draft_model, greedy_reference, run_cli, run_ok, sim_config, stderr_lines, target_model, words
+from cli_runs import run_cli, stderr_lines
+from helpers import draft_model, greedy_reference, run_ok, sim_config, target_model, words
 from rich.console import Console
 
+from specsched.runtime.backends.sim import EOS
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.export import chrome_trace
 from specsched.runtime.trace import marks_of

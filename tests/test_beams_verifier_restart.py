@@ -11,7 +11,8 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import kill_the_verifier_once_it_commits, sim_config, target_model, words
+from helpers import sim_config, target_model, words
+from process_watch import kill_the_verifier_once_it_commits
 from test_beams_restart import SEED, VOCAB, desk, no_orphans, resume, round_one, run_with_kills, search, tree
 
 from specsched.runtime.core.beam_state import BeamState

@@ -15,7 +15,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import bench_args
+from cli_runs import bench_args
 from rich.console import Console
 
 from specsched.runtime.app import run

@@ -11,7 +11,7 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import bench_args
+from cli_runs import bench_args
 from rich.console import Console
 
 from specsched.runtime.bench import plot, runner

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import bench_args
+from cli_runs import bench_args
 
 from specsched.runtime.bench.arms import PEER_ARMS
 from specsched.runtime.bench.cli import settings_from_args

@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from helpers import bench_args
+from cli_runs import bench_args
 
 from specsched.runtime.bench import plot
 from specsched.runtime.bench.arms import ARM_NAMES, parse_arms

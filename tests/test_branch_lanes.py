@@ -125,7 +125,7 @@ def test_lane_processes_die_with_their_worker():
 
 
 def test_the_live_view_gives_each_lane_process_a_line_under_its_worker():
-    from helpers import render_text
+    from rendering import render_text
 
     from specsched.runtime.core.config import RunConfig
     from specsched.runtime.engine.collected import Collected

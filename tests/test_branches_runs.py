@@ -8,8 +8,9 @@ import shutil
 
 import numpy as np
 import pytest
+from cli_runs import assert_one_error_line, specsched
 from fp32 import assert_greedy_equal
-from helpers import assert_one_error_line, outputs, run_ok, sim_config, specsched, words
+from helpers import outputs, run_ok, sim_config, words
 
 from specsched.policies.loader import BUILTIN
 from specsched.runtime.core.config import RunConfig

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import pytest
-from helpers import greedy_reference, outputs, read_json, run_cli, run_ok, sim_config, words
+from cli_runs import read_json, run_cli
+from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.backends.sim import EOS
 from specsched.runtime.cli import build_parser

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import greedy_reference, outputs, run_cli, run_ok, sim_config, words
+from cli_runs import run_cli
+from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.core.calibration import Calibration, ece
 from specsched.runtime.core.config import ConfigError, RunConfig
@@ -110,7 +111,7 @@ def test_export_draws_the_reliability_diagram_of_a_run(tmp_path):
     import json
     import xml.etree.ElementTree as ET
 
-    from helpers import specsched
+    from cli_runs import specsched
 
     run = run_cli("--workers", "2", "--max-new-tokens", "16", "--quiet", "--json", str(tmp_path / "r.json"))
     assert run.returncode == 0, run.stderr

@@ -13,6 +13,8 @@ import types
 import numpy as np
 import pytest
 import torch
+from cli_runs import REPO, assert_one_error_line, specsched
+from rendering import render_text
 
 from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core.config import ConfigError, RunConfig
@@ -20,7 +22,6 @@ from specsched.runtime.core.device import default_dtype, resolve_device
 from specsched.runtime.engine.child import error_line
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.report import summary_table
-from tests.helpers import REPO, assert_one_error_line, render_text, specsched
 from tests.tiny_hf import make_pair
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

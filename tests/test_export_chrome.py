@@ -12,7 +12,7 @@ from contextlib import redirect_stdout
 from io import StringIO
 
 import pytest
-from helpers import PLAIN_PROMPT
+from cli_runs import PLAIN_PROMPT
 
 from specsched.runtime.cli import main
 from specsched.runtime.core.events import VERIFIER, Event

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import types
 
-from helpers import render_text
+from rendering import render_text
 
 from specsched.runtime.bench.measure import ArmResult, Sample
 from specsched.runtime.core import device as device_module

@@ -18,7 +18,9 @@ from collections import Counter
 
 import psutil
 import pytest
-from helpers import Watched, draft_model, greedy_reference, read_json, run_ok, sim_config, stderr_lines, words
+from cli_runs import read_json, stderr_lines
+from helpers import draft_model, greedy_reference, run_ok, sim_config, words
+from process_watch import Watched
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import ConfigError

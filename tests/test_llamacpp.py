@@ -14,8 +14,9 @@ import os
 import numpy as np
 import pytest
 from chi2 import chi2_goodness_of_fit
+from cli_runs import specsched
 from fp32 import assert_close, assert_greedy_equal
-from helpers import outputs, specsched
+from helpers import outputs
 
 from specsched.policies.loader import BUILTIN
 from specsched.runtime.core.config import RunConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from helpers import assert_one_error_line, specsched
+from cli_runs import assert_one_error_line, specsched
 
 
 def run_llamacpp(*flags: str, **kwargs):

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import specsched
+from cli_runs import specsched
 
 from specsched.runtime.cli import main
 from specsched.runtime.models import pull as pull_mod

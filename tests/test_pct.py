@@ -152,7 +152,8 @@ def test_the_drafter_learns_its_calibration_from_its_verdicts():
 def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
     from dataclasses import replace
 
-    from helpers import _LoopbackSocket, _NoTelemetry, sim_config
+    from helpers import sim_config
+    from loopback_decode import _LoopbackSocket, _NoTelemetry
 
     from specsched.runtime.backends.backend import get_backend
     from specsched.scheduler.jobs import JobState

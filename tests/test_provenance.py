@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from helpers import REPO, specsched
+from cli_runs import REPO, specsched
 
 from specsched.runtime import provenance as prov
 from specsched.runtime.core.config import RunConfig

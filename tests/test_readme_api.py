@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from helpers import REPO
+from cli_runs import REPO
 
 
 def test_the_engine_example_in_readme_runs_as_written(tmp_path):

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
-from helpers import assert_one_error_line, outputs, run_ok, sim_config, specsched, stderr_lines, words
+from cli_runs import assert_one_error_line, specsched, stderr_lines
+from helpers import outputs, run_ok, sim_config, words
 
 from specsched.runtime.core.security import Keys, load_keys, write_keys
 from specsched.runtime.core.wire import pack

@@ -15,7 +15,8 @@ from collections import Counter
 import numpy as np
 import pytest
 from chi2 import chi2_goodness_of_fit, chi2_sf, markov_chi2
-from helpers import decode_in_process, draft_model, outcome_probabilities, sim_config, target_model, transition_table
+from helpers import draft_model, outcome_probabilities, sim_config, target_model, transition_table
+from loopback_decode import decode_in_process
 
 from specsched.runtime.backends.sim import EOS
 from specsched.runtime.core.draft_q import DraftQ

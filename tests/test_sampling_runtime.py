@@ -23,7 +23,8 @@ from collections import Counter
 
 import pytest
 from chi2 import markov_chi2
-from helpers import decode_in_process, outputs, run_ok, sim_config, target_model, transition_table, words
+from helpers import outputs, run_ok, sim_config, target_model, transition_table, words
+from loopback_decode import decode_in_process
 
 from specsched.runtime.backends.sim import SimTokenizer
 from specsched.runtime.core.sampling import SamplingParams

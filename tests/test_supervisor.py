@@ -10,17 +10,10 @@ import time
 import numpy as np
 import psutil
 import pytest
-from helpers import (
-    _NoTelemetry,
-    greedy_reference,
-    kill_one,
-    kill_the_verifier_once_it_commits,
-    run_cli,
-    sim_config,
-    stderr_lines,
-    target_model,
-    words,
-)
+from cli_runs import run_cli, stderr_lines
+from helpers import greedy_reference, sim_config, target_model, words
+from loopback_decode import _NoTelemetry
+from process_watch import kill_one, kill_the_verifier_once_it_commits
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import specsched
+from cli_runs import specsched
 
 
 def answer(*args: str) -> tuple[str, dict[str, tuple[int, int]]]:

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from helpers import assert_one_error_line
+from cli_runs import assert_one_error_line
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import RunConfig

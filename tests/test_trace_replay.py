@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 from io import StringIO
 
 import pytest
-from helpers import PLAIN_PROMPT
+from cli_runs import PLAIN_PROMPT
 
 from specsched.runtime.cli import main
 from specsched.runtime.trace import ReplayClock, TraceError, load_trace, replay

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from helpers import PLAIN_PROMPT
+from cli_runs import PLAIN_PROMPT
 from rich.console import Console
 
 from specsched.runtime.core.config import RunConfig

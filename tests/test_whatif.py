@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import run_cli, specsched
+from cli_runs import run_cli, specsched
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.whatif import Recorded, Round, simulate

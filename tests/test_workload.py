@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from helpers import read_json, specsched
+from cli_runs import read_json, specsched
 
 from specsched.policies.base import ReadyDraft
 from specsched.policies.priority import Priority

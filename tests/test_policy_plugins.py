@@ -1,0 +1,140 @@
+"""The seam a scheduling policy plugs into: what the run queue tells a policy about each ready draft,
+what it takes back (a draft it handed over, or up to max_batch of them; anything else, or an exception,
+is a PolicyFailure naming the policy), and loading a policy by name, module:class or file:class (a spec
+that cannot be loaded is a PolicyError)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from policy_drafts import drain, queue_with, ready
+
+from specsched.policies import Policy, PolicyError, PolicySettings, ReadyDraft, load_policy
+from specsched.policies.batch import Batch
+from specsched.policies.fcfs import FCFS
+from specsched.policies.priority import Priority
+from specsched.policies.rr import RoundRobin
+from specsched.runtime.core.messages import Draft
+from specsched.scheduler.run_queue import PolicyFailure, RunQueue
+
+# -- the run queue ----------------------------------------------------------------------------------
+
+def test_run_queue_describes_each_draft_to_the_policy():
+    seen: list[list[ReadyDraft]] = []
+
+    class Spy(Policy):
+        name = "spy"
+
+        def pick(self, ready_drafts):
+            seen.append(list(ready_drafts))
+            return ready_drafts[-1]
+
+    q = RunQueue(Spy())
+    q.push(Draft.chain(4, 1, 2, [7, 8, 9]), b"w1", arrival=10.0, verified_tokens=12, priority=3, round=2)
+    q.push(Draft.chain(5, 2, 0, [7]), b"w2", arrival=11.0, verified_tokens=0, priority=1, round=0)
+    (entry,) = q.pick()
+    assert entry.reply_to == b"w2" and entry.draft.seq == 5
+    assert seen[0] == [
+        ReadyDraft(worker=1, seq=4, arrival=10.0, order=0, length=3, verified_tokens=12, priority=3, round=2),
+        ReadyDraft(worker=2, seq=5, arrival=11.0, order=1, length=1, verified_tokens=0, priority=1, round=0),
+    ]
+    assert len(q) == 1
+    (entry,) = q.pick()
+    assert entry.draft.seq == 4 and len(q) == 0
+
+
+class _Bad(Policy):
+    """Returns whatever the test puts in ``answer`` (or raises it)."""
+
+    name = "bad-policy"
+
+    def __init__(self, answer, settings=None):
+        super().__init__(settings)
+        self.answer = answer
+
+    def pick(self, ready_drafts):
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer(ready_drafts) if callable(self.answer) else self.answer
+
+
+@pytest.mark.parametrize("answer, message", [
+    (RuntimeError("scheduler exploded"), "raised RuntimeError: scheduler exploded"),
+    (SystemExit(3), "raised SystemExit: 3"),                                # must not end the verifier
+    (42, "returned 42 (int), which is not one of the ready drafts: pick must return a ReadyDraft"),
+    ({"w0"}, "returned {'w0'} (set)"),
+    (None, "not one of the ready drafts"),
+    ([], "not one of the ready drafts"),
+    ("w0", "not one of the ready drafts"),
+    (lambda r: ready(9, 0.0, 99), "not one of the ready drafts"),        # a draft that is not queued
+    (lambda r: ready(r[0].worker, r[0].arrival + 1, r[0].order), "not one of the ready drafts"),  # forged
+    (lambda r: [r[0], r[0]], "picked"),                                     # twice (and over max_batch)
+    (lambda r: list(r), "picked 2 drafts"),                                 # batch larger than allowed
+])
+def test_a_policy_that_raises_or_returns_something_else_is_a_policy_failure_naming_it(answer, message):
+    q = queue_with(_Bad(answer), [(0, 1.0, 0), (1, 2.0, 0)])
+    with pytest.raises(PolicyFailure, match="bad-policy") as info:
+        q.pick()
+    assert message in str(info.value)
+    assert len(q) == 2  # nothing was taken out of the queue
+
+
+def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():
+    q = queue_with(_Bad(lambda r: [r[2], r[0]], PolicySettings(max_batch=2)), [(0, 1.0, 0), (1, 2.0, 0), (2, 3.0, 0)])
+    assert [e.draft.worker for e in q.pick()] == [2, 0]
+    assert len(q) == 1
+
+
+# -- loading ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, cls", [("fcfs", FCFS), ("priority", Priority), ("rr", RoundRobin), ("batch", Batch)])
+def test_builtin_names_load_their_policy(name, cls):
+    assert load_policy(name) is cls
+    assert cls.name == name
+
+
+def test_module_colon_class_loads_a_policy():
+    assert load_policy("specsched.policies.rr:RoundRobin") is RoundRobin
+
+
+def test_file_colon_class_loads_a_policy(tmp_path):
+    path = tmp_path / "newest.py"
+    path.write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Newest(Policy):
+            name = "newest"
+            def pick(self, ready):
+                return max(ready, key=lambda d: d.order)
+    """))
+    cls = load_policy(f"{path}:Newest")
+    assert drain(cls(), [ready(0, 1.0, 0), ready(1, 2.0, 1), ready(2, 3.0, 2)]) == [2, 1, 0]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("lotto", "unknown policy 'lotto'"),
+    ("{tmp}/missing.py:X", "policy file not found"),
+    ("{tmp}/p.py:Missing", "policy class 'Missing' not found"),
+    ("{tmp}/p.py:NotAPolicy", "is not a subclass"),
+    ("{tmp}/p.py:Abstract", "does not implement pick()"),
+    ("{tmp}/broken.py:X", "failed to import"),
+    ("{tmp}/exits.py:X", "exits.py failed to import: SystemExit: 5"),
+    ("no_such_module_xyz:X", "cannot import policy module"),
+    ("..relative:X", "policy module '..relative' failed to import: TypeError"),
+    (":X", "the module part before ':' is empty"),
+    ("{tmp}/p.py:", "the class name after ':' is empty"),
+])
+def test_bad_policy_specs_raise_policy_error(tmp_path, spec, message):
+    (tmp_path / "p.py").write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+        class NotAPolicy:
+            def pick(self, ready):
+                return ready[0]
+        class Abstract(Policy):
+            pass
+    """))
+    (tmp_path / "broken.py").write_text("raise ImportError('nope')\n")
+    (tmp_path / "exits.py").write_text("raise SystemExit(5)\n")
+    with pytest.raises(PolicyError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_policy(spec.format(tmp=tmp_path))
