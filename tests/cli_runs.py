@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import FAST
+
 REPO = Path(__file__).resolve().parents[1]  # the checkout: its launcher bin/specsched and its files
 
 PLAIN_PROMPT = "Write three short steps to make a cup of tea."
 
 # The sim backend with small simulated forward costs (helpers.FAST as flags): fast runs.
-FAST_FLAGS = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2"]
+FAST_FLAGS = ["--backend", "sim", *(a for k, v in FAST.items() for a in (f"--{k.replace('_', '-')}", f"{v:g}"))]
 
 
 def cli_command(*args: str) -> list[str]:

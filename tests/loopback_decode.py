@@ -15,7 +15,7 @@ from specsched.scheduler.verifier import Verifier
 from specsched.workers.draft_worker import DraftWorker
 
 
-class _NoTelemetry:
+class NoTelemetry:
     def send(self, *args, **kwargs):
         pass
 
@@ -23,7 +23,7 @@ class _NoTelemetry:
         pass
 
 
-class _LoopbackSocket:
+class LoopbackSocket:
     """Stands in for a worker's DEALER: every draft sent is verified at once by an in-process Verifier."""
 
     def __init__(self, verifier: Verifier) -> None:
@@ -52,9 +52,9 @@ def decode_in_process(config: RunConfig, prompt: list[int], seq: int) -> list[in
     """
     config = replace(config, mode="sd", workers=seq + 1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
-    verifier = Verifier(backend.target(), _NoTelemetry())
+    verifier = Verifier(backend.target(), NoTelemetry())
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
                                             "sequences": [[seq, seq, 0, list(prompt)]]}, verifier.target))
-    worker = DraftWorker(backend.draft(), 0, _LoopbackSocket(verifier), _NoTelemetry())
+    worker = DraftWorker(backend.draft(), 0, LoopbackSocket(verifier), NoTelemetry())
     worker.run_sequence(config, seq, seq, list(prompt))
     return verifier.seqs[seq].generated

@@ -12,7 +12,7 @@ import numpy as np
 import psutil
 import pytest
 from helpers import draft_model, sim_config, target_model, words
-from loopback_decode import _NoTelemetry
+from loopback_decode import NoTelemetry
 from process_watch import kill_one
 
 from specsched.runtime.backends.sim import EOS
@@ -48,7 +48,7 @@ def desk() -> Verifier:
     """A verifier holding one sampled dsbd sequence (7) of two slots, drafted by workers 10 and 11."""
     config = RunConfig(backend="sim", mode="dsbd", sim_vocab=VOCAB, beams=2, gamma=2, temperature=1.0, seed=SEED,
                        prompts=["x"])
-    v = Verifier(target_model(VOCAB), _NoTelemetry())
+    v = Verifier(target_model(VOCAB), NoTelemetry())
     v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[7, 0, 10, [1, 2]]],
                                      "beam_workers": [[10, 11]]}, v.target))
     return v

@@ -153,7 +153,7 @@ def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
     from dataclasses import replace
 
     from helpers import sim_config
-    from loopback_decode import _LoopbackSocket, _NoTelemetry
+    from loopback_decode import LoopbackSocket, NoTelemetry
 
     from specsched.runtime.backends.backend import get_backend
     from specsched.scheduler.jobs import JobState
@@ -163,10 +163,10 @@ def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
     config = replace(sim_config(tree="pct", sim_vocab=64, max_new_tokens=12), mode="sd", workers=2, prompts=[],
                      sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
-    verifier = Verifier(backend.target(), _NoTelemetry())
+    verifier = Verifier(backend.target(), NoTelemetry())
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
                                             "sequences": [[s, s, 0, [5, 7 + s]] for s in (0, 1)]}, verifier.target))
-    worker = DraftWorker(backend.draft(), 0, _LoopbackSocket(verifier), _NoTelemetry())
+    worker = DraftWorker(backend.draft(), 0, LoopbackSocket(verifier), NoTelemetry())
     worker.run_sequence(config, 0, 0, [5, 7])
     after_one = int(worker.calibrations[True].proposed.sum())
     worker.run_sequence(config, 1, 1, [5, 8])

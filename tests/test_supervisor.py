@@ -12,7 +12,7 @@ import psutil
 import pytest
 from cli_runs import run_cli, stderr_lines
 from helpers import greedy_reference, sim_config, target_model, words
-from loopback_decode import _NoTelemetry
+from loopback_decode import NoTelemetry
 from process_watch import kill_one, kill_the_verifier_once_it_commits
 
 from specsched.runtime.core.config import RunConfig
@@ -125,7 +125,7 @@ def test_restart_intensity_counts_within_a_sliding_window():
 
 def test_a_resume_drops_the_dead_workers_draft_and_only_the_new_epoch_may_draft():
     config = RunConfig(backend="sim", mode="seed", sim_vocab=VOCAB, prompts=["x"])
-    v = Verifier(target_model(VOCAB), _NoTelemetry())
+    v = Verifier(target_model(VOCAB), NoTelemetry())
     v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
                                     v.target))
     old = Draft.chain(5, 3, 0, [4, 4])
