@@ -135,11 +135,11 @@ def test_vocab_mismatch_is_one_clear_line_before_any_process(tmp_path):
 
 MISSING_MODEL = """
 import sys
-from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.engine.engine import Engine
 from specsched.runtime.models.errors import ModelError
 try:
-    get_backend(RunConfig(backend=sys.argv[1], target=sys.argv[2], draft="tiny")).check()
+    Engine(RunConfig(backend=sys.argv[1], target=sys.argv[2], draft="tiny"))
 except (ConfigError, ModelError) as exc:  # the CLI's one line
     print(exc)
 print(sorted({"torch", "transformers"} & sys.modules.keys()))

@@ -68,6 +68,18 @@ def test_bad_network_flags_are_one_line_and_exit_2(args, says):
     assert done.returncode == 2 and len(stderr_lines(done.stderr)) == 1 and says in done.stderr
 
 
+def test_a_listen_address_another_process_holds_is_one_line_and_exit_2(tmp_path):
+    """It used to hang: the engine's thread failed to bind and the job waited for ever."""
+    write_keys(tmp_path)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = specsched("run", "--backend", "sim", "--prompt", "x", "--max-new-tokens", "4", "--transport", "tcp",
+                         "--listen", f"127.0.0.1:{port}", "--keys", str(tmp_path), timeout=60)
+    assert_one_error_line(done, 2, f"--listen 127.0.0.1:{port}: cannot listen there: Address already in use")
+
+
 def test_a_worker_with_no_engine_to_join_gives_up_in_one_line(tmp_path):
     write_keys(tmp_path)
     done = specsched("worker", "--connect", f"tcp://127.0.0.1:{free_port('127.0.0.1')}", "--key",

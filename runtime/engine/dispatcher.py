@@ -20,7 +20,7 @@ from pathlib import Path
 import zmq
 
 from specsched.runtime.backends.backend import preload_modules
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.security import Keys, curve_server
 from specsched.runtime.core.transport import make_endpoints
@@ -39,13 +39,13 @@ DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float,
-                 keys: Keys | None = None, hold: bool = False) -> None:
-        """With `hold`, only the zygote starts (it imports the backend's modules) until `go()`: the engine
-        finishes checking its input meanwhile, and a `stop()` before `go()` starts nothing else."""
+                 keys: Keys | None = None) -> None:
+        """It starts held: the sockets are bound and the zygote imports the backend's modules, but no child
+        starts until `go()`. The engine finishes checking its input meanwhile; `stop()` instead starts
+        nothing else."""
         self.config, self.finish = config, finish   # finish(job): build its record, wake its waiters
-        self.released = threading.Event()
-        if not hold:
-            self.released.set()
+        self.held = threading.Event()              # the thread waits for go() (or has ended)
+        self.released = threading.Event()          # go() was called
         self.max_workers, self.idle_timeout_s = max_workers, idle_timeout_s
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.wake_r, self.wake_w = os.pipe()
@@ -64,6 +64,7 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
         self.resyncing: set[int] = set()           # jobs whose workers resync once the new verifier has them
         self.broken: str | None = None             # set once the verifier is gone: no job can run
         self.started = threading.Event()
+        self.failure: Exception | None = None      # why the engine's thread ended early: go() raises it
         self.table: ProcessTable | None = None
         self.endpoints = None                      # where the children connect, once started
         self.rejected_telemetry = 0                # telemetry messages refused (reports.py)
@@ -93,9 +94,14 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             os.write(self.wake_w, b".")
 
     def go(self) -> None:
-        """Start the verifier and take jobs (a dispatcher made with `hold`)."""
-        self.released.set()
-        os.write(self.wake_w, b"g")
+        """Start the verifier and take jobs. If the engine's thread has ended instead, raise why: ConfigError
+        for an address it could not listen on, RuntimeError otherwise."""
+        self.held.wait()
+        with self.gate:
+            if self.closing:
+                raise self.failure or RuntimeError("the engine stopped before it started")
+            self.released.set()
+            os.write(self.wake_w, b"g")
 
     def stop(self, reason: str | None) -> None:
         """Stop every process; unfinished jobs end interrupted, with `reason` ("interrupted (Ctrl-C)") as error."""
@@ -123,8 +129,7 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
                     curve_server(sock, self.keys)
                     self.gatekeeper.watch(sock)
                 self.gatekeeper.start()
-            self.sink.bind(endpoints.bind(endpoints.telemetry))
-            self.control.bind(endpoints.bind(endpoints.control))
+            self._bind(endpoints)
             base = {"config": self.config.to_dict(), "endpoints": endpoints.to_dict(), "ppid": os.getpid(),
                     "keys": self.keys.to_dict() if self.keys is not None else None}
             self.table = ProcessTable(run_dir, base, preload_modules(self.config),
@@ -135,12 +140,16 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             self.table.spawn("verifier", self.config.verifier_threads or os.cpu_count() or 1)
             self.started.set()
             reason = self._loop()
+        except ConfigError as exc:  # bad input found here (an address in use): go() says it, in one line
+            reason, status, self.failure = str(exc), "failed", exc
         except BaseException as exc:  # the loop itself broke: no job may hang on it
             reason, status = f"engine failure: {type(exc).__name__}: {exc}", "failed"
+            self.failure = RuntimeError(reason)
             raise
         finally:
             with self.gate:  # from here on submit refuses: nothing queued later could ever run
                 self.closing = True
+            self.held.set()
             while not self.inbox.empty():
                 kind, arg = self.inbox.get()
                 if kind == "submit":
@@ -155,8 +164,17 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             os.close(self.wake_w)
             shutil.rmtree(run_dir, ignore_errors=True)
 
+    def _bind(self, endpoints) -> None:
+        for sock, address in ((self.sink, endpoints.telemetry), (self.control, endpoints.control)):
+            try:
+                sock.bind(endpoints.bind(address))
+            except zmq.ZMQError as exc:  # --listen HOST:PORT that another process holds, say
+                where = f"--listen {self.config.listen}" if self.config.listen and sock is self.control else address
+                raise ConfigError(f"{where}: cannot listen there: {zmq.strerror(exc.errno)}") from None
+
     def _released(self) -> bool:
         """Wait for `go()` (True) or a `stop()` (False); anything else posted meanwhile waits for the loop."""
+        self.held.set()
         kept = []
         try:
             while not self.released.is_set():

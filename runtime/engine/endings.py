@@ -56,9 +56,10 @@ class Endings:
 
     def _complete(self, job: JobRun) -> None:
         job.phase, job.collected.finished = Phase.DONE, time.monotonic()
-        job.history = {name: [[t, state] for t, state, j in self.table.by_name(pool).history
-                              if job.submitted <= t <= job.collected.finished and (j in (None, job.id))]
-                       for name, pool in job.process_names().items()}
+        job.history = {} if self.table is None else \
+            {name: [[t, state] for t, state, j in self.table.by_name(pool).history
+                    if job.submitted <= t <= job.collected.finished and (j in (None, job.id))]
+             for name, pool in job.process_names().items()}
         for i in range(job.n):
             self.by_seq.pop(job.first_seq + i, None)
         if job in self.jobs:
@@ -78,7 +79,8 @@ class Endings:
             while time.monotonic() < deadline and any(c.proc.poll() is None for c in self.table.children.values()):
                 self._salvage(0.02)
             self.table.teardown()
-        self._salvage(0.2)
+        if self.table is not None and self.table.children:  # none ever started: nothing can be in flight
+            self._salvage(0.2)
         for job in list(self.jobs):
             job.status, job.error = status, reason
             self._complete(job)

@@ -94,19 +94,19 @@ class Engine:
         # held: the zygote imports torch and transformers (seconds) while this process checks what needs them;
         # on a 2-core machine the two imports overlap. Refused input stops it before any model loads.
         self._dispatcher = Dispatcher(self.config, self._finish, max_workers=max_workers,
-                                      idle_timeout_s=idle_timeout_s, keys=keys, hold=True)
+                                      idle_timeout_s=idle_timeout_s, keys=keys)
+        # an engine nobody closed still stops its processes and removes its sockets at interpreter exit
+        weakref.finalize(self, self._dispatcher.stop, "interrupted (the engine was never closed)")
         try:
             self._backend.check()
             # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
             self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
             self._check_drafter(self.config)
             self.tokenizer = self._backend.tokenizer()
+            self._dispatcher.go()
         except BaseException:
             self._dispatcher.stop("refused")
             raise
-        self._dispatcher.go()
-        # an engine nobody closed still stops its processes and removes its sockets at interpreter exit
-        weakref.finalize(self, self._dispatcher.stop, "interrupted (the engine was never closed)")
 
     # -- jobs ----------------------------------------------------------------------------------------
     def submit(self, prompts: str | list[str] | None = None, *, config: RunConfig | None = None, priority: int = 0,
