@@ -66,7 +66,9 @@ def main() -> int:
                 for pid in children:
                     _signal(pid, signal.SIGKILL)
                 _reap(children, reply, block=True)
-                return 0
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)  # no interpreter teardown: with torch and transformers loaded it takes ~1.8 s
             pending += data
             *lines, pending = pending.split(b"\n")
             for line in lines:
