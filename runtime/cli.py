@@ -7,8 +7,8 @@ import contextlib
 import dataclasses
 import inspect
 import signal
-import sys
 import threading
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -20,6 +20,7 @@ from specsched.runtime.exits import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    exit_now,
     fail,
     finish,
     stopped_status,
@@ -222,5 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+def entry() -> NoReturn:
+    """The `specsched` command: main(), then a quick exit (exits.exit_now)."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

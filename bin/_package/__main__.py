@@ -1,5 +1,5 @@
 """`python -m specsched` is the `specsched` command."""
 
-from specsched.runtime.cli import main
+from specsched.runtime.cli import entry
 
-raise SystemExit(main())
+entry()
