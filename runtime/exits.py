@@ -19,11 +19,17 @@ EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143 
 def exit_now(code: int) -> NoReturn:
     """End the command with `code`, skipping the interpreter's teardown (with torch and transformers
     loaded it takes ~1 s of a 2-core CPU): the exit handlers still run (atexit: an engine nobody closed
-    stops its processes) and the streams are flushed. Every thread the runtime starts is a daemon, so
-    none is cut short that a normal exit would have waited for."""
+    stops its processes) and Python's streams are flushed.
+
+    What a normal exit does and this does not: wait for non-daemon threads (and run threading's own exit
+    hooks, e.g. concurrent.futures'), and flush C stdio buffers. Every thread the runtime starts is a
+    daemon and it uses no executor; a thread or pool that must finish needs joining before main returns."""
     atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # a reader that has gone (`| head`), a closed stream
+            pass
     os._exit(code)
 
 

@@ -142,3 +142,17 @@ def test_a_view_that_raises_is_dropped_and_the_job_goes_on():
         record = e.generate(PROMPTS[:2], max_new_tokens=300, on_update=broken_view)  # long enough for a tick
         assert record.status == "ok" and record.extra["engine"]["view_error"] == "SystemExit: the view gave up"
         assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"  # the engine's thread lives
+
+
+def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeypatch):
+    """A temporary folder it cannot make (a full disk, say): Engine() raises the cause and leaves no child."""
+    from specsched.runtime.engine import dispatcher
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(dispatcher.tempfile, "mkdtemp", full)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(RuntimeError, match="No space left on device"):
+        Engine(sim_config())
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()

@@ -3,14 +3,14 @@
 One loop, like a kernel's: take submissions and cancellations (woken through a pipe), hear the children
 (reports.py), notice the dead and restart what can resume (supervisor.py), admit pending jobs and retire
 idle workers (admission.py), refresh the live views. How a job ends - complete, failed, cancelled, or at
-shutdown - is endings.py; workers from other hosts, joining.py.
+shutdown - is endings.py; workers from other hosts, joining.py; the start, held until the engine's checks
+pass, held_start.py.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import select
 import shutil
 import tempfile
 import threading
@@ -27,6 +27,7 @@ from specsched.runtime.core.transport import make_endpoints
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.endings import Endings
+from specsched.runtime.engine.held_start import HeldStart
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.joining import Joining
 from specsched.runtime.engine.process_table import Child, ProcessTable
@@ -37,7 +38,7 @@ TICK_S = 0.1          # longest wait between two looks at the children and the v
 DRAIN_MAX = 1000      # telemetry messages read per turn of the loop
 
 
-class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
+class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
     def __init__(self, config: RunConfig, finish, *, max_workers: int, idle_timeout_s: float,
                  keys: Keys | None = None) -> None:
         """It starts held: the sockets are bound and the zygote imports the backend's modules, but no child
@@ -73,7 +74,7 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
         self.verifier_refused: dict[int, int] = {} # each verifier's own count, by its pid
         self.refused_joins = 0                     # workers from other hosts refused at hello (vocabulary, room)
         self.vocabulary: dict | None = None        # the target's, once a worker asks to join
-        self.thread = threading.Thread(target=self._main, name="specsched-engine", daemon=True)
+        self.thread = threading.Thread(target=self._thread, name="specsched-engine", daemon=True)  # held_start.py
         self.thread.start()
 
     # -- called from other threads ------------------------------------------------------------------
@@ -92,16 +93,6 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
                 raise RuntimeError(self.broken or "the engine is closed")
             self.inbox.put((kind, arg))
             os.write(self.wake_w, b".")
-
-    def go(self) -> None:
-        """Start the verifier and take jobs. If the engine's thread has ended instead, raise why: ConfigError
-        for an address it could not listen on, RuntimeError otherwise."""
-        self.held.wait()
-        with self.gate:
-            if self.closing:
-                raise self.failure or RuntimeError("the engine stopped before it started")
-            self.released.set()
-            os.write(self.wake_w, b"g")
 
     def stop(self, reason: str | None) -> None:
         """Stop every process; unfinished jobs end interrupted, with `reason` ("interrupted (Ctrl-C)") as error."""
@@ -149,7 +140,6 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
         finally:
             with self.gate:  # from here on submit refuses: nothing queued later could ever run
                 self.closing = True
-            self.held.set()
             while not self.inbox.empty():
                 kind, arg = self.inbox.get()
                 if kind == "submit":
@@ -163,32 +153,6 @@ class Dispatcher(Admission, Reports, Supervision, Joining, Endings):
             os.close(self.wake_r)
             os.close(self.wake_w)
             shutil.rmtree(run_dir, ignore_errors=True)
-
-    def _bind(self, endpoints) -> None:
-        for sock, address in ((self.sink, endpoints.telemetry), (self.control, endpoints.control)):
-            try:
-                sock.bind(endpoints.bind(address))
-            except zmq.ZMQError as exc:  # --listen HOST:PORT that another process holds, say
-                where = f"--listen {self.config.listen}" if self.config.listen and sock is self.control else address
-                raise ConfigError(f"{where}: cannot listen there: {zmq.strerror(exc.errno)}") from None
-
-    def _released(self) -> bool:
-        """Wait for `go()` (True) or a `stop()` (False); anything else posted meanwhile waits for the loop."""
-        self.held.set()
-        kept = []
-        try:
-            while not self.released.is_set():
-                if select.select([self.wake_r], [], [], TICK_S)[0]:
-                    os.read(self.wake_r, 4096)
-                while not self.inbox.empty():
-                    message = self.inbox.get()
-                    if message[0] == "stop":
-                        return False
-                    kept.append(message)
-            return True
-        finally:
-            for message in kept:
-                self.inbox.put(message)
 
     def _loop(self) -> str | None:
         poller = zmq.Poller()
