@@ -9,10 +9,9 @@ import subprocess
 import textwrap
 
 import pytest
-from cli_runs import assert_one_error_line, run_cli, specsched, stderr_lines
+from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched, stderr_lines
 
-FAST = ["--backend", "sim", "--sim-draft-ms", "1", "--sim-verify-ms", "2", "--workers", "2",
-        "--max-new-tokens", "6"]
+FAST = [*FAST_FLAGS, "--workers", "2", "--max-new-tokens", "6"]
 
 
 @pytest.fixture
