@@ -23,21 +23,16 @@ import time
 import weakref
 from collections.abc import Callable
 
-from specsched.policies.loader import load_policy
 from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.device import is_cuda, mps_daemon_running
 from specsched.runtime.core.security import Keys, load_keys
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
+from specsched.runtime.engine.job_checks import JobChecks
 from specsched.runtime.engine.jobs import JobMeta, JobRun
-from specsched.runtime.models import corpus_cache
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
-
-ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "verifier_threads",
-                 "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
-                 "heartbeat_timeout_s", "listen", "keys")
 
 
 class Job:
@@ -70,7 +65,7 @@ class Job:
         return self._run.record
 
 
-class Engine:
+class Engine(JobChecks):
     def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
                  **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
@@ -131,52 +126,9 @@ class Engine:
         self._dispatcher.submit(run)
         return Job(run)
 
-    def _check_job(self, cfg: RunConfig) -> None:
-        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError)."""
-        self._check_plan(cfg)
-        self._check_drafter(cfg)
-
-    def _check_plan(self, cfg: RunConfig) -> None:
-        """A policy that does not load, a corpus cache file that is not there, more draft workers than the
-        engine runs."""
-        load_policy(cfg.policy)
-        if cfg.drafter != "model" and cfg.corpus_cache not in ("auto", "off"):
-            corpus_cache.given_file(cfg.corpus_cache)
-        if cfg.draft_workers > self.max_workers:
-            raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
-                              f"runs at most {self.max_workers}")
-
-    def _check_drafter(self, cfg: RunConfig) -> None:
-        """A corpus cache that is missing or damaged (it reads the target's tokenizer)."""
-        if cfg.drafter != "model":
-            self._corpus_cache(cfg.corpus_cache)
-
-    def _corpus_cache(self, setting: str) -> str:
-        """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
-        if setting not in self._corpus_caches:
-            self._corpus_caches[setting] = corpus_cache.resolve(setting, self._backend)
-        return self._corpus_caches[setting]
-
     def generate(self, prompts: str | list[str] | None = None, **kwargs) -> RunRecord:
         """Run one job and return its record (``submit(...).result()``)."""
         return self.submit(prompts, **kwargs).result()
-
-    def _job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
-        if isinstance(prompts, str):
-            prompts = [prompts]
-        cfg = config if config is not None else self.config
-        changes = dict(settings)
-        if prompts is not None:
-            changes["prompts"] = list(prompts)
-        try:
-            cfg = dataclasses.replace(cfg, **changes)
-        except TypeError as exc:
-            raise ConfigError(f"unknown job setting: {exc}") from None
-        for f in ENGINE_FIELDS:
-            if getattr(cfg, f) != getattr(self.config, f):
-                raise ConfigError(f"this engine runs {f}={getattr(self.config, f)!r}; a job cannot change it "
-                                  f"(asked for {getattr(cfg, f)!r}): start another Engine")
-        return cfg
 
     def _finish(self, run: JobRun) -> None:
         """In the engine's thread: the job's record, then its waiters wake."""

@@ -1,0 +1,65 @@
+"""What a job must pass before it runs, and what makes a job's settings: bad input refused in one line
+(ConfigError/PolicyError) before any of its processes starts. A mixin of the Engine: it reads the engine's
+settings, its backend and its resolved corpus caches.
+
+The cheap checks (``_check_plan``) come before the engine's zygote starts; the corpus cache, which reads
+the target's tokenizer, once the model libraries are imported (``_check_drafter``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from specsched.policies.loader import load_policy
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.models import corpus_cache
+
+# the engine's own settings: the models it loads, how its processes talk, how it supervises them
+ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "verifier_threads",
+                 "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
+                 "heartbeat_timeout_s", "listen", "keys")
+
+
+class JobChecks:
+    def _job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        cfg = config if config is not None else self.config
+        changes = dict(settings)
+        if prompts is not None:
+            changes["prompts"] = list(prompts)
+        try:
+            cfg = dataclasses.replace(cfg, **changes)
+        except TypeError as exc:
+            raise ConfigError(f"unknown job setting: {exc}") from None
+        for f in ENGINE_FIELDS:
+            if getattr(cfg, f) != getattr(self.config, f):
+                raise ConfigError(f"this engine runs {f}={getattr(self.config, f)!r}; a job cannot change it "
+                                  f"(asked for {getattr(cfg, f)!r}): start another Engine")
+        return cfg
+
+    def _check_job(self, cfg: RunConfig) -> None:
+        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError)."""
+        self._check_plan(cfg)
+        self._check_drafter(cfg)
+
+    def _check_plan(self, cfg: RunConfig) -> None:
+        """A policy that does not load, a corpus cache file that is not there, more draft workers than the
+        engine runs."""
+        load_policy(cfg.policy)
+        if cfg.drafter != "model" and cfg.corpus_cache not in ("auto", "off"):
+            corpus_cache.given_file(cfg.corpus_cache)
+        if cfg.draft_workers > self.max_workers:
+            raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
+                              f"runs at most {self.max_workers}")
+
+    def _check_drafter(self, cfg: RunConfig) -> None:
+        """A corpus cache that is missing or damaged (it reads the target's tokenizer)."""
+        if cfg.drafter != "model":
+            self._corpus_cache(cfg.corpus_cache)
+
+    def _corpus_cache(self, setting: str) -> str:
+        """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
+        if setting not in self._corpus_caches:
+            self._corpus_caches[setting] = corpus_cache.resolve(setting, self._backend)
+        return self._corpus_caches[setting]
