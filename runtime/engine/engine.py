@@ -70,7 +70,8 @@ class Engine(JobChecks):
                  **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
         Bad input - unknown models, vocabularies that differ, a default job that could not run (`submit`)
-        - raises ConfigError/PolicyError here, before any process starts."""
+        - raises ConfigError/PolicyError here, before any model loads (the zygote, started meanwhile to import
+        the model libraries, is stopped)."""
         self.config = config if config is not None else RunConfig(**settings)
         if config is not None and settings:
             self.config = dataclasses.replace(config, **settings)
@@ -96,7 +97,7 @@ class Engine(JobChecks):
             self._backend.check()
             # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
             self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
-            self._check_drafter(self.config)
+            self._drafter_corpus(self.config)  # a corpus cache that is missing or damaged: refused now
             self.tokenizer = self._backend.tokenizer()
             self._dispatcher.go()
         except BaseException:
@@ -110,9 +111,8 @@ class Engine(JobChecks):
         """Queue a job and return at once. `prompts` (or `config.prompts`) as for `specsched run`: one
         prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
         cfg = self._job_config(prompts, config, settings)
-        self._check_job(cfg)
-        if cfg.drafter != "model":  # the file its workers load, or off
-            cfg.corpus_cache = self._corpus_cache(cfg.corpus_cache)
+        self._check_plan(cfg)  # a job that cannot run is bad input, refused before it runs
+        cfg.corpus_cache = self._drafter_corpus(cfg)
         if not cfg.prompts:
             cfg.prompts = [self._backend.default_prompt()]
             RunConfig.__post_init__(cfg)

@@ -3,7 +3,7 @@
 settings, its backend and its resolved corpus caches.
 
 The cheap checks (``_check_plan``) come before the engine's zygote starts; the corpus cache, which reads
-the target's tokenizer, once the model libraries are imported (``_check_drafter``).
+the target's tokenizer, once the model libraries are imported (``_drafter_corpus``).
 """
 
 from __future__ import annotations
@@ -38,11 +38,6 @@ class JobChecks:
                                   f"(asked for {getattr(cfg, f)!r}): start another Engine")
         return cfg
 
-    def _check_job(self, cfg: RunConfig) -> None:
-        """A job that cannot run is bad input, refused before it runs (ConfigError/PolicyError)."""
-        self._check_plan(cfg)
-        self._check_drafter(cfg)
-
     def _check_plan(self, cfg: RunConfig) -> None:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
@@ -53,10 +48,10 @@ class JobChecks:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
 
-    def _check_drafter(self, cfg: RunConfig) -> None:
-        """A corpus cache that is missing or damaged (it reads the target's tokenizer)."""
-        if cfg.drafter != "model":
-            self._corpus_cache(cfg.corpus_cache)
+    def _drafter_corpus(self, cfg: RunConfig) -> str:
+        """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off
+        (ConfigError for one that is missing or damaged); for the draft model, the setting as given."""
+        return self._corpus_cache(cfg.corpus_cache) if cfg.drafter != "model" else cfg.corpus_cache
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
