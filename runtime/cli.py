@@ -26,6 +26,7 @@ from specsched.runtime.exits import (
     stopped_status,
 )
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
+from specsched.runtime.help_text import DefaultsHelp
 from specsched.runtime.output_paths import check_outputs
 from specsched.runtime.remote_cli import check_remote_workers
 from specsched.runtime.view.console import make_console
@@ -35,6 +36,10 @@ from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 class OneLineParser(argparse.ArgumentParser):
     """Bad flags get one line, like every other bad input (argparse prints the whole usage first)."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelp)  # subcommands' parsers are OneLineParsers too
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):
         self.exit(EXIT_BAD_INPUT, f"specsched: error: {message} (see `{self.prog} --help`)\n")
 
@@ -42,8 +47,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specsched", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding")
     add_run_flags(run)
     from specsched.runtime.tot.cli import add_tot_flags
 
@@ -84,8 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_compare_parser(sub) -> None:
     """`compare`: the same seeded workload under several policies, side by side."""
-    compare = sub.add_parser("compare", help="the same seeded workload under several policies",
-                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    compare = sub.add_parser("compare", help="the same seeded workload under several policies")
     compare.add_argument("--policies", type=name_list, default=["fcfs", "priority", "rr"],
                          metavar="P1,P2,...", help="policies to compare")
     add_run_flags(compare, policy=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from specsched.runtime.core.config import BACKENDS, MODES, ConfigError, RunConfig
+from specsched.runtime.models.registry import DEFAULT as DEFAULT_PAIR
 
 BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
 
@@ -52,6 +53,27 @@ def add_device_flags(p: argparse.ArgumentParser) -> None:
                         "on llamacpp the draft's only")
 
 
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The model pair: `run`, `compare` and `bench` take the same flags."""
+    p.add_argument("--target", default=None, metavar="NAME|DIR",
+                   help="hf: a preset (`specsched models list`), a model directory or a cached id; llamacpp: also "
+                        f"a .gguf file (default: the {DEFAULT_PAIR} preset's target)")
+    p.add_argument("--draft", default=None, metavar="NAME|DIR",
+                   help="hf, llamacpp: draft model directory or cached id (default: the target preset's draft)")
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
+    differs between them)."""
+    d = RunConfig()
+    p.add_argument("--top-k", type=int, default=d.top_k, metavar="K",
+                   help="sample from the K likeliest tokens; 0 = off")
+    p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
+                   help="sample from the likeliest tokens whose mass reaches P; 1 = off")
+    p.add_argument("--seed", type=int, default=d.seed, metavar="S",
+                   help="the random seed of the sampling, of --arrivals and of the sim models: same seed, same run")
+
+
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
@@ -90,13 +112,14 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
                         "by the target alone, one more row in the verifier's forwards, and probes again later "
                         f"(default {d.step_aside})")
-    p.add_argument("--max-batch", type=int, default=None,
+    p.add_argument("--max-batch", type=int, default=None, metavar="N",
                    help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
                         f"0 with --policy batch or goodput, else {d.max_batch})")
     p.add_argument("--lockstep", action="store_true",
                    help="verify only when every worker that still owes a draft has one queued (synchronous "
                         "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M",
+                   help="tokens each sequence generates at most")
     p.add_argument("--beams", type=int, default=d.beams, metavar="W",
                    help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
     p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
@@ -114,9 +137,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         "(DSBD §3.4: one cache, but no longer the law of beam sampling)")
     p.add_argument("--temperature", type=float, default=None, metavar="T",
                    help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
-    p.add_argument("--top-k", type=int, default=d.top_k, help="0 = off")
-    p.add_argument("--top-p", type=float, default=d.top_p, help="1 = off")
-    p.add_argument("--seed", type=int, default=d.seed, metavar="S")
+    add_sampling_flags(p)
     p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
     if policy:
         p.add_argument("--policy", default=d.policy,
@@ -127,9 +148,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
                    help="per-worker shares for --policy lottery / stride (default 100 each)")
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
-    p.add_argument("--target", default=None,
-                   help="hf: target model directory or cached id; llamacpp: also a .gguf file")
-    p.add_argument("--draft", default=None, help="hf, llamacpp: draft model directory or cached id")
+    add_model_flags(p)
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     add_device_flags(p)
     p.add_argument("--transport", default=d.transport,
@@ -147,17 +166,18 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, metavar="S",
                    help=f"supervision: a child silent this long (stopped, hung) is killed and restarted "
                         f"(default {d.heartbeat_timeout_s:g})")
-    p.add_argument("--verifier-threads", type=int, default=0,
+    p.add_argument("--verifier-threads", type=int, default=0, metavar="N",
                    help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
                         "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
     # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
-    p.add_argument("--sim-vocab", type=int, default=None, help=f"sim: vocabulary size (default {d.sim_vocab})")
-    p.add_argument("--sim-agreement", type=float, default=None,
+    p.add_argument("--sim-vocab", type=int, default=None, metavar="V",
+                   help=f"sim: vocabulary size (default {d.sim_vocab})")
+    p.add_argument("--sim-agreement", type=float, default=None, metavar="A",
                    help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
-    p.add_argument("--sim-draft-ms", type=float, default=None,
-                   help=f"sim: simulated draft forward (default {d.sim_draft_ms:g})")
-    p.add_argument("--sim-verify-ms", type=float, default=None,
-                   help=f"sim: simulated target forward (default {d.sim_verify_ms:g})")
+    p.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated draft forward, in ms (default {d.sim_draft_ms:g})")
+    p.add_argument("--sim-verify-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated target forward, in ms (default {d.sim_verify_ms:g})")
     p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
 

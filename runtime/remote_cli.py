@@ -26,10 +26,12 @@ def add_remote_parsers(sub) -> None:
                         help="hf: this host's draft model (default: the engine's draft, resolved on this host)")
     worker.add_argument("--target", default=None, metavar="DIR",
                         help="hf: this host's copy of the target (the shipped draft reads its tokenizer)")
-    worker.add_argument("--sim-vocab", type=int, default=None, help="sim: this worker's vocabulary (default: "
-                                                                    "the engine's)")
-    worker.add_argument("--sim-agreement", type=float, default=None, help="sim: this worker's draft agreement")
-    worker.add_argument("--sim-draft-ms", type=float, default=None, help="sim: this worker's draft forward")
+    worker.add_argument("--sim-vocab", type=int, default=None, metavar="V",
+                        help="sim: this worker's vocabulary (default: the engine's)")
+    worker.add_argument("--sim-agreement", type=float, default=None, metavar="A",
+                        help="sim: this worker's draft agreement (default: the engine's)")
+    worker.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
+                        help="sim: this worker's draft forward, in ms (default: the engine's)")
     worker.add_argument("--join-timeout", type=float, default=30.0, metavar="S",
                         help="give up when the engine has not answered within S seconds")
     worker.set_defaults(func=cmd_worker)

@@ -34,22 +34,28 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help=f"arms to measure (default: all, or {SWEEP_ARMS} in a sweep, "
                         + ", ".join(f"{v} in --sweep {a}" for a, v in AXIS_ARMS.items())
                         + f"; ar is always added): {', '.join(ARM_NAMES)}")
-    p.add_argument("--repeats", type=int, default=None, help=f"measured runs per arm (default {DEFAULTS['repeats']})")
-    p.add_argument("--warmup", type=int, default=None, help="discarded runs per arm first (default 1)")
+    p.add_argument("--repeats", type=int, default=None, metavar="R",
+                   help=f"measured runs per arm (default {DEFAULTS['repeats']})")
+    p.add_argument("--warmup", type=int, default=None, metavar="W",
+                   help="discarded runs per arm first (default 1)")
     p.add_argument("--workers", "--thoughts", dest="workers", type=int, default=None, metavar="N",
                    help="thoughts n = draft workers = sequences (default 3)")
     p.add_argument("--k", type=int, default=RunConfig().k, help="draft tokens per round")
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
-    from specsched.runtime.flags import add_branch_flags, add_device_flags, int_list  # the same parsers as `run`
+    from specsched.runtime.flags import (  # the same parsers as `run`
+        add_branch_flags,
+        add_device_flags,
+        add_model_flags,
+        add_sampling_flags,
+        int_list,
+    )
 
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
     add_branch_flags(p)  # the Self-Draft arms' lanes and corpus cache, as `run` takes them
     p.add_argument("--temperature", type=float, default=0.0, metavar="T", help="0 = greedy (outputs checked)")
-    p.add_argument("--top-k", type=int, default=0, help="0 = off")
-    p.add_argument("--top-p", type=float, default=1.0, help="1 = off")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    add_sampling_flags(p)
     p.add_argument("--max-new-tokens", type=int, default=None, metavar="M",
                    help=f"tokens per sequence (default {DEFAULTS['max_new_tokens']})")
     p.add_argument("--prompts", type=int, default=None, metavar="N",
@@ -63,8 +69,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "(defaults: "
                         + "; ".join(f"{a}: {v}" for a, v in DEFAULT_VALUES.items()) + ")")
     p.add_argument("--backend", default=None, help=f"one of {', '.join(BACKENDS)} (default {DEFAULTS['backend']})")
-    p.add_argument("--target", default=None, help="hf: target model directory or cached id")
-    p.add_argument("--draft", default=None, help="hf: draft model directory or cached id")
+    add_model_flags(p)
     add_device_flags(p)
     p.add_argument("--threads", type=int, default=0, metavar="N",
                    help="torch threads of every arm's target (verifier, HF peers); 0 = all cores for the "

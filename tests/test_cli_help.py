@@ -1,0 +1,53 @@
+"""`--help` reads cleanly: every flag explained, its default said once and only where it means something."""
+
+import argparse
+import re
+
+import pytest
+
+from specsched.runtime.cli import build_parser
+from specsched.runtime.help_text import DefaultsHelp, default_words
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(`specsched` words, parser) for every command and subcommand."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+COMMANDS = dict(_commands(build_parser()))
+
+
+@pytest.mark.parametrize("words", [w for w in COMMANDS if w], ids=" ".join)
+def test_every_flag_is_explained_and_its_default_said_once(words):
+    parser = COMMANDS[words]
+    text = parser.format_help()
+    for junk in ("(default: None)", "(default: False)", "(default: [])", "(default: ==SUPPRESS==)"):
+        assert junk not in text
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        flag = "/".join(action.option_strings)
+        assert action.help and action.help.strip(), f"specsched {' '.join(words)} {flag} has no help text"
+        shown = DefaultsHelp("specsched")._get_help_string(action) % {"default": action.default}
+        assert len(re.findall(r"\(default\b", shown)) <= 1, f"{flag}: {shown}"
+        if action.metavar is None and action.nargs != 0 and not action.choices:
+            assert not re.search(r"[A-Z]+_[A-Z]+", action.dest.upper()), f"{flag} shows its dest as a metavar"
+
+
+def test_run_help_names_the_defaults_a_user_looks_for():
+    text = " ".join(COMMANDS[("run",)].format_help().split())
+    assert "--k K draft tokens per round (default: 4)" in text
+    assert "(default: the smollm2 preset's target)" in text
+    assert "--max-new-tokens M tokens each sequence generates at most (default: 32)" in text
+    assert "--policies" not in text and "(default: fcfs)" in text
+    assert "(default: fcfs,priority,rr)" in " ".join(COMMANDS[("compare",)].format_help().split())
+
+
+@pytest.mark.parametrize("value, words", [(None, None), (False, None), ([], None), (0, "0"), (1.0, "1"),
+                                          (0.02, "0.02"), (["a", "b"], "a,b"), ("auto", "auto")])
+def test_default_words(value, words):
+    assert default_words(value) == words
