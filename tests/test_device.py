@@ -17,6 +17,7 @@ from cli_runs import REPO, assert_one_error_line, specsched
 from rendering import render_text
 
 from specsched.runtime.backends.placement import Placement
+from specsched.runtime.core import device
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.device import default_dtype, resolve_device
 from specsched.runtime.engine.child import error_line
@@ -32,6 +33,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refus
 def gpus(monkeypatch):
     """Pretend torch sees `n` CUDA GPUs (0 = none), so that resolution is tested the same everywhere."""
     def see(n: int) -> None:
+        monkeypatch.setattr(device, "gpu_device_files", lambda: ["/dev/nvidia0"])  # so torch is asked
         monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
     return see
@@ -56,6 +58,37 @@ def test_cuda_without_a_gpu_or_beyond_the_count_is_a_config_error(gpus):
     gpus(2)
     with pytest.raises(ConfigError, match=r"--device cuda:2: torch sees 2 CUDA GPU\(s\), cuda:0..cuda:1"):
         resolve_device("cuda:2")
+
+
+def test_without_a_gpu_device_file_torch_is_not_asked(monkeypatch):
+    """No /dev/nvidiaN (nor ROCm's or WSL's file): no GPU can be seen, so the answer needs no torch."""
+    monkeypatch.setattr(device, "gpu_device_files", list)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: pytest.fail("torch was asked"))
+    assert resolve_device("auto") == "cpu" and resolve_device("cpu") == "cpu"
+    for spec in ("cuda", "cuda:1"):
+        with pytest.raises(ConfigError, match=rf"--device {spec}: no CUDA GPU on this machine"):
+            resolve_device(spec)
+
+
+CUDA_ASKED = """
+import sys
+from specsched.runtime.core.config import ConfigError
+from specsched.runtime.engine.engine import Engine
+try:
+    Engine(backend="hf", target="tiny", device="cuda")
+except ConfigError as exc:  # the CLI's one line
+    print(exc)
+print(sorted({"torch", "transformers"} & sys.modules.keys()))
+"""
+
+
+@pytest.mark.skipif(bool(device.gpu_device_files()), reason="this machine has a GPU device file")
+def test_cuda_on_a_machine_without_a_gpu_is_refused_before_torch_is_imported():
+    """--device cuda where no GPU can be costs a second, not the ~5 s of importing torch to ask it."""
+    out = subprocess.run([sys.executable, "-c", CUDA_ASKED], capture_output=True, text=True, timeout=120)
+    message, imported = out.stdout.strip().splitlines()
+    assert message.startswith("--device cuda: no CUDA GPU on this machine")
+    assert imported == "[]"
 
 
 @pytest.mark.parametrize("spec", ["gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1", ""])
@@ -93,7 +126,7 @@ def test_device_is_refused_where_it_means_nothing():
     pytest.param(["bench", "--arms", "ar", "--repeats", "1"], marks=pytest.mark.slow)])
 def test_the_cli_refuses_cuda_without_a_gpu_in_one_line_and_exit_2(command):
     result = specsched(*command, "--backend", "hf", "--target", "tiny", "--device", "cuda")
-    assert_one_error_line(result, 2, "--device cuda: no CUDA GPU is visible to torch")
+    assert_one_error_line(result, 2, "--device cuda: no CUDA GPU")  # on this machine, or visible to torch
 
 
 @no_cuda

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from specsched.runtime.backends.backend import Backend, Tokenizer
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.device import refuse_absent_gpu
 from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class HFBackend(Backend):
         return resolve_pair(c.target, c.draft)
 
     def check_paths(self) -> None:
+        """The cheap checks: no torch, no transformers."""
+        refuse_absent_gpu(self.config.device)
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
 

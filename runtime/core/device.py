@@ -1,13 +1,16 @@
 """Where the models of a run live: ``--device auto|cpu|cuda|cuda:N`` resolved on this machine, the dtype
 that goes with it, and whether NVIDIA's MPS control daemon is running.
 
-Resolution imports torch lazily (a sim run never pays for it) and asks only ``torch.cuda.is_available()``
-and ``device_count()``; the engine resolves once to refuse a missing GPU before any process starts, and
-each child resolves again after its fork, creating its own CUDA context (the zygote never touches CUDA).
+Resolution imports torch lazily (a sim run never pays for it), and only on a machine with a GPU device file
+(without one, no GPU can be seen: `auto` is the CPU and `cuda` is refused at once); it asks only
+``torch.cuda.is_available()`` and ``device_count()``. The engine resolves once to refuse a missing GPU before
+any model loads, and each child resolves again after its fork, creating its own CUDA context (the zygote
+never touches CUDA).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 from pathlib import Path
@@ -25,11 +28,28 @@ def check_device(spec: str) -> None:
         raise ConfigError(f"unknown --device {spec!r}; choose {DEVICE_CHOICES}")
 
 
+# The device files a GPU torch can drive appears as: NVIDIA's, ROCm's (torch.cuda on AMD) and WSL's
+GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_device_files() -> list[str]:
+    """This machine's GPU device files. Without one, torch cannot see a GPU: asking it costs its import (~5 s)."""
+    return [path for pattern in GPU_DEVICE_FILES for path in glob.glob(pattern)]
+
+
+def refuse_absent_gpu(spec: str) -> None:
+    """--device cuda or cuda:N on a machine with no GPU device file: bad input, answered without torch."""
+    check_device(spec)
+    if spec not in ("auto", "cpu") and not gpu_device_files():
+        raise ConfigError(f"--device {spec}: no CUDA GPU on this machine (no /dev/nvidiaN, /dev/kfd or /dev/dxg); "
+                          "use --device cpu or auto")
+
+
 def resolve_device(spec: str) -> str:
     """"cpu" or "cuda:N" for this machine. auto = the first CUDA GPU torch sees, else the CPU; cuda or
     cuda:N without such a GPU is bad input (ConfigError: one line, exit 2)."""
-    check_device(spec)
-    if spec == "cpu":
+    refuse_absent_gpu(spec)
+    if spec == "cpu" or (spec == "auto" and not gpu_device_files()):
         return "cpu"
     import torch
 
