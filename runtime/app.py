@@ -16,6 +16,7 @@ from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected, Interrupted
 from specsched.runtime.engine.engine import Engine
+from specsched.runtime.engine.stopping import handles_stops
 from specsched.runtime.record import RunRecord, SequenceResult, build_record, measure, worker_of
 
 __all__ = ["RunRecord", "SequenceResult", "measure", "prepare", "run", "sigterm_interrupts", "worker_of"]
@@ -37,8 +38,9 @@ def prepare(config: RunConfig):
 
 @contextlib.contextmanager
 def sigterm_interrupts():
-    """SIGTERM raises Interrupted in the main thread while the block runs, so teardown happens (exit 143)."""
-    if threading.current_thread() is not threading.main_thread():
+    """SIGTERM raises Interrupted in the main thread while the block runs, so teardown happens (exit 143).
+    Under the command line's handlers (engine/stopping.py), which already do so, it changes nothing."""
+    if threading.current_thread() is not threading.main_thread() or handles_stops():
         yield
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)

@@ -6,8 +6,6 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
-import signal
-import threading
 from typing import NoReturn
 
 from rich.console import Console
@@ -178,32 +176,14 @@ def prepare_check(config: RunConfig) -> None:
     load_policy(config.policy)
 
 
-@contextlib.contextmanager
-def _sigint_enabled():
-    """Ctrl-C (SIGINT) interrupts the CLI even if it was started with SIGINT ignored - which is how a
-    shell without job control starts a background job (``specsched run ... &`` in a script), and a
-    child inherits it: a run owns process trees, and without this SIGINT would leave it running.
-    Only from the main thread (the only one that may set handlers); the ignore is put back on
-    return, so calling ``main()`` from a program that ignores SIGINT changes nothing for it."""
-    ignored = (threading.current_thread() is threading.main_thread()
-               and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
-    if ignored:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = make_console()
-    from specsched.runtime.app import sigterm_interrupts
+    from specsched.runtime.engine.stopping import stop_signals
     from specsched.runtime.models.errors import ModelError, UnknownModel
 
-    with _sigint_enabled(), sigterm_interrupts():  # SIGTERM: every command tears down and exits 143
+    with stop_signals():  # Ctrl-C 130, SIGTERM 143: every command tears down; a second signal loses nothing
         try:
             # `models` handlers take (args); the others (args, console)
             check_outputs(args)

@@ -17,7 +17,8 @@ from cli_runs import FAST_FLAGS, REPO, read_json, run_cli, specsched, stderr_lin
 from helpers import greedy_reference, words
 
 from specsched.runtime.backends.sim import EOS, SimTokenizer
-from specsched.runtime.cli import _sigint_enabled
+from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.engine.stopping import STOPPING_LINE, StopSignals, handles_stops, stop_signals
 
 VOCAB = 64
 PROMPTS = [(5, 7), (1, 48)]  # the second ends early at EOS under greedy decoding
@@ -104,23 +105,32 @@ def test_quiet_prints_only_the_summary(tmp_path):
     assert "tokens/s" in result.stdout
 
 
-def test_the_cli_takes_sigint_back_while_it_runs_and_leaves_other_handlers_alone():
-    # started with SIGINT ignored (a background job of a script), Ctrl-C still interrupts the CLI;
-    # the lifecycle tests send the signal to a real run
+def test_the_cli_takes_sigint_and_sigterm_while_it_runs_and_puts_the_handlers_back():
+    # started with SIGINT ignored (a background job of a script), Ctrl-C still interrupts the CLI; an
+    # in-process caller gets its own handlers back. The lifecycle tests send the signals to a real run.
     def own(signum, frame):
         pass
 
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, own)
     try:
-        with _sigint_enabled():
-            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN   # put back for an in-process caller
-        signal.signal(signal.SIGINT, own)
-        with _sigint_enabled():
-            assert signal.getsignal(signal.SIGINT) is own
-        assert signal.getsignal(signal.SIGINT) is own
+        with stop_signals():
+            assert isinstance(signal.getsignal(signal.SIGINT), StopSignals) and handles_stops()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is own
+        assert not handles_stops()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+@pytest.mark.parametrize("signum, raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Interrupted)])
+def test_the_first_signal_stops_the_run_the_second_only_says_so_the_third_abandons_it(signum, raised, capsys):
+    handler = StopSignals()
+    with pytest.raises(raised):
+        handler(signum, None)
+    handler(signal.SIGINT, None)  # while the run stops: one line, and the teardown goes on
+    assert capsys.readouterr().err == STOPPING_LINE + "\n"
+    with pytest.raises(KeyboardInterrupt):
+        handler(signal.SIGINT, None)
 
 
 def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, monkeypatch, capsys):

@@ -25,6 +25,7 @@ from process_watch import Watched
 from specsched.runtime.app import run
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.engine.engine import Engine
+from specsched.runtime.engine.stopping import STOPPING_LINE
 
 VOCAB = 64
 # Greedy decoding from these prompts never reaches EOS: the run goes on until it is stopped.
@@ -92,9 +93,9 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path):
     assert w.survivors() == []
 
 
-def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False):
-    """Start a long run, let it verify for a while, send ``signum``; retry with a longer wait if the
-    machine was so busy that nothing had been verified yet."""
+def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False, then: int | None = None):
+    """Start a long run, let it verify for a while, send ``signum`` (and ``then``, 50 ms later, while it
+    stops); retry with a longer wait if the machine was so busy that nothing had been verified yet."""
     for attempt in range(attempts):
         out = tmp_path / f"record-{attempt}.json"
         w = Watched(*LONG_RUN, "--json", str(out), sigint_ignored=sigint_ignored)
@@ -105,6 +106,9 @@ def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: 
                 w.poll_children()
                 time.sleep(0.05)
             w.signal(signum)
+            if then is not None:
+                time.sleep(0.05)
+                w.signal(then)
             code, stdout, stderr = w.finish(timeout=60)
         finally:
             if w.proc.poll() is None:
@@ -143,6 +147,21 @@ def test_an_interrupted_run_exits_non_zero_keeps_what_was_verified_and_leaves_no
         assert len(s["tokens"]) in (ends[-2], ends[-1]), (seq, len(s["tokens"]), verifies[seq], ends[-3:])
         cut += len(s["tokens"]) == ends[-1]
     assert cut <= 1
+
+
+@pytest.mark.parametrize("first, second", [
+    (signal.SIGINT, signal.SIGINT),  # Ctrl-C twice
+    pytest.param(signal.SIGTERM, signal.SIGINT, marks=pytest.mark.slow)], ids=["SIGINT-SIGINT", "SIGTERM-SIGINT"])
+def test_a_second_signal_while_the_run_stops_loses_nothing(tmp_path, first, second):
+    # a user pressing Ctrl-C twice, or `timeout`, which signals the CLI and its process group: the second
+    # signal used to cut the teardown short, and every token verified was lost with the record
+    code, stderr, record = interrupt_mid_run(tmp_path, first, then=second)
+    assert code == {signal.SIGINT: 130, signal.SIGTERM: 143}[first]
+    lines = stderr_lines(stderr)
+    assert lines[-1].startswith("specsched: error: interrupted") and "Traceback" not in stderr, stderr
+    assert set(lines[:-1]) <= {STOPPING_LINE}  # said once, unless both signals came before the teardown
+    assert record["status"] == "interrupted"
+    assert any(s["tokens"] for s in record["sequences"]), "nothing was verified before the signal"
 
 
 def test_ctrl_c_stops_a_run_started_with_sigint_ignored(tmp_path):

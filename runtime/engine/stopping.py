@@ -1,0 +1,60 @@
+"""Ctrl-C and SIGTERM for the command line: the first stops the run, the second cannot lose what it verified.
+
+The first Ctrl-C (or SIGTERM) raises KeyboardInterrupt (or Interrupted) in the main thread. The run then
+stops every process, and its record keeps every token verified so far: it is printed and written to
+`--json`. A second signal used to cut that short and lose the record. It comes from a user who presses
+Ctrl-C twice, and from `timeout`, which signals both its child and the child's process group. Now the
+second one says, in one line, what is happening and is otherwise ignored. A third one raises again, so a
+teardown that hangs can still be left (the record is then lost, as the line said).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+from specsched.runtime.engine.collected import Interrupted
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOPPING_LINE = ("specsched: stopping: every process is being stopped and the tokens verified so far kept; "
+                 "one more Ctrl-C abandons them")
+
+
+class StopSignals:
+    """The handler of SIGINT and SIGTERM while `stop_signals()` is on (the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame) -> None:
+        self.count += 1
+        if self.count == 2:
+            print(STOPPING_LINE, file=sys.stderr, flush=True)
+            return
+        raise Interrupted() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def handles_stops() -> bool:
+    """Whether `stop_signals()` is on: then nothing below it installs signal handlers of its own."""
+    return isinstance(signal.getsignal(signal.SIGTERM), StopSignals)
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM handled as the module's docstring says while the block runs, then the handlers
+    before it are put back. That includes an ignored SIGINT: a shell without job control starts a
+    background job (`specsched run ... &` in a script) with SIGINT ignored, and a run owns process trees, so
+    Ctrl-C must reach it all the same. Only from the main thread, the only one that may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = StopSignals()
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, signal.SIG_DFL if before is None else before)  # None: set outside Python
