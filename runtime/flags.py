@@ -214,6 +214,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         _refuse(sim, "--backend sim only", f"--backend {args.backend}")
     if args.drafter == "model":  # lanes and caches are Self-Draft's
         _refuse(branch, "--drafter branches or both", "--drafter model")
+    if args.priorities and (getattr(args, "workload", None) or getattr(args, "arrivals", None)):
+        # a workload's jobs share a pool of workers: a job's priority is its own ("priority" in the workload)
+        raise ConfigError("--priorities applies to a --prompt run; a workload's jobs carry their own priority")
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import MAX_NEW_TOKENS
+from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.record import RunRecord
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
@@ -113,22 +114,42 @@ def job_config(base: RunConfig, job: WorkloadJob, index: int) -> RunConfig:
                (base.workers or 1), "seed": base.seed + index}
     if job.max_new_tokens is not None:
         changes["max_new_tokens"] = job.max_new_tokens
-    if base.priorities:
-        changes["priorities"] = []  # per-worker priorities mean nothing across jobs: the job's own rule
+    if base.priorities:  # compare's per-worker default for `priority` (the CLI refuses --priorities here):
+        changes["priorities"] = []  # they mean nothing across jobs that share workers; the job's own rule
     return dataclasses.replace(base, **changes)
 
 
 def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> list[RunRecord]:
-    """Submit each job at its arrival time (relative to now) and wait for all; records in workload order."""
+    """Submit each job at its arrival time (relative to now) and wait for all; records in workload order.
+
+    Ctrl-C or SIGTERM meanwhile closes the engine: the jobs that had arrived end, those unfinished
+    interrupted with every token they verified (their records name the signal), and the ones still to
+    arrive are left out. Only the jobs that had arrived are returned."""
     start = time.monotonic()
     handles = []
-    for i, job in enumerate(jobs):
-        delay = start + job.arrival - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
-                                     deadline_s=job.deadline, name=job.name))
-    return [h.result() for h in handles]
+    try:
+        for i, job in enumerate(jobs):
+            delay = start + job.arrival - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
+                                         deadline_s=job.deadline, name=job.name))
+        return [h.result() for h in handles]
+    except KeyboardInterrupt:
+        reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
+    except Interrupted:
+        reason, signal_name = "interrupted (SIGTERM)", "SIGTERM"
+    engine.close(reason)
+    records = [h.result() for h in handles]
+    for record in records:
+        if record.status == "interrupted":
+            record.stopped_by = signal_name
+    return records
+
+
+def stopped(records: list[RunRecord]) -> RunRecord | None:
+    """The first record of a job that a signal interrupted, if any (its error and `stopped_by` say which)."""
+    return next((r for r in records if r.stopped_by), None)
 
 
 @dataclass(slots=True)
@@ -145,7 +166,7 @@ class JobMetrics:
 
 def job_metrics(records: list[RunRecord]) -> list[JobMetrics]:
     """Each job's OSTEP measures from its own arrival (the record's `collected.started`)."""
-    t0 = min(r.collected.started for r in records)
+    t0 = min((r.collected.started for r in records), default=0.0)
     out = []
     for r in records:
         c, e = r.collected, r.extra.get("engine", {})

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
+from specsched.runtime.exits import fail, stopped_status
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord
 from specsched.runtime.workload import (
@@ -28,6 +29,7 @@ from specsched.runtime.workload import (
     load_workload,
     play,
     poisson_workload,
+    stopped,
 )
 
 JOBS = 8  # --arrivals draws this many jobs unless --jobs says
@@ -76,7 +78,7 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
     console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}"))
     if args.json:
         Path(args.json).write_text(json.dumps(_json(config, jobs, {config.policy: (records, metrics)}), indent=1))
-    return 0 if all(r.status == "ok" for r in records) else 1
+    return _status(records, len(jobs))
 
 
 def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: list[RunConfig]) -> int:
@@ -88,15 +90,29 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
             console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))
             records = play(engine, c, jobs)
             results[c.policy] = (records, job_metrics(records))
+            if stopped(records):  # the engine is closed: the policies after this one are not played
+                break
     console.print(response_table(jobs, results))
     if args.json:
         Path(args.json).write_text(json.dumps(_json(configs[0], jobs, results), indent=1))
+    records = [r for recs, _ in results.values() for r in recs]
+    if stopped(records):
+        return _status(records, len(jobs))
     texts = [[s.tokens for r in recs for s in r.sequences] for recs, _ in results.values()]
     if any(t != texts[0] for t in texts[1:]):
         console.print("[bold red]✗ the jobs' texts differ between policies: a runtime bug[/]")
         return 1
     console.print(f"[green]✓ every job's text is identical across {', '.join(results)}[/]")
     return 0 if all(r.status == "ok" for recs, _ in results.values() for r in recs) else 1
+
+
+def _status(records: list[RunRecord], jobs: int) -> int:
+    """The exit status of a played workload: 128 + the signal that stopped it (with one line), else 0 if every
+    job ended well, else 1."""
+    if (first := stopped(records)) is not None:
+        fail(f"{first.error}; what the {len(records)} of {jobs} jobs that had arrived verified is shown above")
+        return stopped_status(first.stopped_by)
+    return 0 if all(r.status == "ok" for r in records) else 1
 
 
 def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:
@@ -132,9 +148,10 @@ def response_table(jobs: list[WorkloadJob], results: dict) -> Table:
     table.add_column("priority", justify="right")
     for policy in results:
         table.add_column(Text(policy), justify="right")
-    for i, job in enumerate(jobs):
+    arrived = max((len(ms) for _, ms in results.values()), default=0)  # all, unless a signal stopped the play
+    for i, job in enumerate(jobs[:arrived]):
         table.add_row(Text(job.name), _s(job.arrival), str(job.priority),
-                      *(_s(ms[i].response_s) for _, ms in results.values()))
+                      *(_s(ms[i].response_s if i < len(ms) else None) for _, ms in results.values()))
     for label, key in (("mean response", "response_s"), ("mean turnaround", "turnaround_s"),
                        ("mean waiting", "waiting_s")):
         table.add_row(label, "", "", *(_s(_mean([getattr(m, key) for m in ms])) for _, ms in results.values()),

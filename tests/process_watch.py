@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -105,3 +106,13 @@ class Watched:
                 pass
         self.proc.kill()
         self.proc.wait()
+
+
+class WatchedCommand(Watched):
+    """Watched, for a subcommand other than `run`: `specsched ARGS`."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "specsched", *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        self.seen = {}
+        self.stdout = self.stderr = ""

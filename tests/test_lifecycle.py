@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import _thread
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -20,7 +18,7 @@ import psutil
 import pytest
 from cli_runs import read_json, stderr_lines
 from helpers import draft_model, greedy_reference, run_ok, sim_config, words
-from process_watch import Watched
+from process_watch import Watched, WatchedCommand
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import ConfigError
@@ -187,16 +185,6 @@ def test_sigint_during_start_up_leaves_no_process_behind():
     assert code == 130
     assert "Traceback" not in stderr
     assert w.survivors() == []
-
-
-class WatchedCommand(Watched):
-    """Watched, for a subcommand other than `run`: `specsched ARGS`."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "specsched", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        self.seen = {}
-        self.stdout = self.stderr = ""
 
 
 @pytest.mark.parametrize("args", [

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import time
 
 import pytest
 from cli_runs import read_json, specsched
+from process_watch import WatchedCommand
 
 from specsched.policies.base import ReadyDraft
 from specsched.policies.priority import Priority
@@ -70,7 +73,7 @@ def test_compare_plays_the_workload_under_each_policy_with_identical_texts(tmp_p
     workload = _write(tmp_path / "w.jsonl", {"arrival": 0.0, "prompt": "lo mi", "priority": 2, "name": "first"},
                       {"arrival": 0.0, "prompt": "ka ri", "priority": 2},
                       {"arrival": 0.1, "prompts": ["su te", "na ko"], "priority": 0, "deadline": 30})
-    out = specsched("compare", "--workload", workload, "--workers", "1", "--max-new-tokens", "24", *FAST,
+    out = specsched("compare", "--workload", workload, "--max-new-tokens", "24", *FAST,  # priority: its own rule
                     "--json", str(tmp_path / "c.json"), timeout=300)
     assert out.returncode == 0, out.stderr
     assert "every job's text is identical across fcfs, priority, rr" in out.stdout
@@ -100,6 +103,36 @@ def test_workload_flags_refuse_what_they_cannot_mean(tmp_path):
                             (["--workload", workload, "--prompt", "x"], "drop --prompt"),
                             (["--workload", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
                             (["--arrivals", "poisson:-1"], "poisson:RATE"),
+                            (["--workload", workload, "--policy", "priority", "--priorities", "3,0"],
+                             "--priorities applies to a --prompt run"),
                             (["--workload", _garbage(tmp_path)], "not a text file")):
         out = specsched("run", *flags, *FAST)
         assert out.returncode == 2 and fragment in out.stderr, (flags, out.stderr)
+
+
+@pytest.mark.parametrize("command", ["run", pytest.param("compare", marks=pytest.mark.slow)])
+def test_ctrl_c_during_a_workload_keeps_what_the_jobs_that_had_arrived_verified(tmp_path, command):
+    # README: after an interruption the tokens verified so far are printed and written to --json; a
+    # workload used to lose every job's record
+    workload = _write(tmp_path / "w.jsonl", {"arrival": 0.0, "prompt": "lo mi", "name": "first"},
+                      {"arrival": 0.0, "prompt": "ka ri"}, {"arrival": 3600.0, "prompt": "su te", "name": "late"})
+    out = tmp_path / "w.json"
+    w = WatchedCommand(command, "--workload", workload, "--workers", "1", "--max-new-tokens", "1000000", *FAST,
+                       "--json", str(out))
+    try:
+        w.wait_for_children(3)  # the verifier and the two jobs' workers
+        time.sleep(2.0)
+        w.signal(signal.SIGINT)
+        code, stdout, stderr = w.finish(timeout=60)
+    finally:
+        if w.proc.poll() is None:
+            w.kill_all()
+    assert w.survivors() == []
+    assert code == 130, stderr
+    assert stderr.strip().splitlines()[-1] == ("specsched: error: interrupted (Ctrl-C); what the 2 of 3 jobs that "
+                                               "had arrived verified is shown above")
+    assert "first" in stdout and "late" not in stdout.split("…", 1)[1]
+    (result,) = read_json(out)["policies"].values()  # compare: the policies after the stopped one never ran
+    assert [j["name"] for j in result["jobs"]] == ["first", "job 1"]
+    assert [(r["status"], r["stopped_by"]) for r in result["records"]] == [("interrupted", "SIGINT")] * 2
+    assert sum(len(s["tokens"]) for r in result["records"] for s in r["sequences"]) > 0
