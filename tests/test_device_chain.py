@@ -5,11 +5,13 @@ with the path forced on (SPECSCHED_DEVICE_CHAINS=1). On CUDA it is the default; 
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from cli_runs import assert_one_error_line, specsched
 
 from specsched.runtime.app import run
 from specsched.runtime.backends import device_chain
@@ -165,6 +167,13 @@ def test_a_setting_of_the_switch_that_is_no_choice_is_refused(monkeypatch):
     for setting, cuda, want in (("", True, True), ("", False, False), ("0", True, False), ("1", False, True)):
         monkeypatch.setenv("SPECSCHED_DEVICE_CHAINS", setting)
         assert device_chain.wanted(cuda) is want
+
+
+def test_the_engine_refuses_a_bad_switch_in_one_line_before_any_model_loads():
+    # it was refused by each draft worker in turn, restarted until --max-restarts gave up: exit 1, 10 s
+    env = {**os.environ, "SPECSCHED_DEVICE_CHAINS": "yes"}
+    result = specsched("run", "--backend", "hf", "--target", "tiny", "--prompt", "x", "--max-new-tokens", "4", env=env)
+    assert_one_error_line(result, 2, "SPECSCHED_DEVICE_CHAINS=yes: choose 0")
 
 
 @pytest.mark.slow

@@ -15,7 +15,6 @@ token is the guide's when it names one (q = δ, a point mass), else the model's 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,7 +22,7 @@ import torch
 
 from specsched.runtime.backends import device_sampling as ds
 from specsched.runtime.backends.backend import ChainPlan, DraftedChain
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.device import device_chains
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.growing_cache import GrowingCache
@@ -32,10 +31,7 @@ from specsched.runtime.models.growing_cache import GrowingCache
 def wanted(cuda: bool) -> bool:
     """Whether a model draws its chains here: on CUDA, unless SPECSCHED_DEVICE_CHAINS=0 (the host path, to
     time one against the other); =1 takes this path on the CPU too (the tests; README "GPU")."""
-    setting = os.environ.get("SPECSCHED_DEVICE_CHAINS", "")
-    if setting not in ("", "0", "1"):
-        raise ConfigError(f"SPECSCHED_DEVICE_CHAINS={setting}: choose 0 (chains through the host) or 1 "
-                          "(drawn where the draft model runs)")
+    setting = device_chains()
     return cuda if setting == "" else setting == "1"
 
 

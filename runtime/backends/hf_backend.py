@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from specsched.runtime.backends.backend import Backend, Tokenizer
 from specsched.runtime.core.config import ConfigError
-from specsched.runtime.core.device import refuse_absent_gpu
+from specsched.runtime.core.device import device_chains, refuse_absent_gpu
 from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ class HFBackend(Backend):
     def check_paths(self) -> None:
         """The cheap checks: no torch, no transformers."""
         refuse_absent_gpu(self.config.device)
+        device_chains()  # each draft model reads it: a bad value is refused here, not by every worker in turn
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
 
