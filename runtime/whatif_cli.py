@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.flags import BATCHING
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
 
@@ -29,6 +30,9 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
 
     if not args.policies:
         raise ConfigError("name at least one --policy to re-simulate under")
+    if batching := [name for name in args.policies if name in BATCHING]:  # before any is re-simulated
+        raise ConfigError(f"what-if cannot re-simulate --policy {batching[0]}: it verifies several drafts in one "
+                          "forward, and a verification's recorded time is one draft's (batching is not modelled)")
     data, events = load_events(args.path)
     commits = (data.get("trace") or {}).get("commits")
     if commits is None:

@@ -59,6 +59,8 @@ RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
 @pytest.mark.parametrize("args, message", [
     ([], "name at least one --policy"),
     (["--policy", "{dir}/all.py:All"], "batching is not modelled"),
+    (["--policy", "rr", "--policy", "batch"], "cannot re-simulate --policy batch"),  # it was rr's prediction
+    (["--policy", "goodput"], "cannot re-simulate --policy goodput"),
     (["--policy", "{dir}/boom.py:Boom"], "raised RuntimeError: no"),
     (["--policy", "nosuch"], "unknown policy 'nosuch'"),
 ])
