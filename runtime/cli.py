@@ -26,7 +26,7 @@ from specsched.runtime.exits import (
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
 from specsched.runtime.help_text import DefaultsHelp
 from specsched.runtime.output_paths import check_outputs
-from specsched.runtime.remote_cli import check_remote_workers
+from specsched.runtime.remote_cli import JOIN_TIMEOUT_S, check_remote_workers
 from specsched.runtime.view.console import make_console
 from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 
@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="no live view (on a terminal) and no progress lines (elsewhere)")
     run.add_argument("--remote-workers", type=int, default=0, metavar="N",
                      help="with --listen: wait for N workers from other hosts to join; they draft first")
-    run.add_argument("--join-timeout", type=float, default=120.0, metavar="S",
-                     help="with --remote-workers: how long to wait for them")
+    run.add_argument("--join-timeout", type=float, default=None, metavar="S",
+                     help=f"with --remote-workers: how long to wait for them, in seconds (default {JOIN_TIMEOUT_S:g})")
     run.set_defaults(func=cmd_run)
     from specsched.runtime.remote_cli import add_remote_parsers
 

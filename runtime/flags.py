@@ -102,11 +102,11 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--tree", default=d.tree, metavar="SHAPE",
                    help="fixed (--k / --k-config) | pct: a tree shaped by expected time gain from the measured "
                         "costs (top-k children per node, depth, leaf floor: --pct-top-k, --pct-depth, --pct-floor)")
-    p.add_argument("--pct-top-k", type=int, default=d.pct_top_k, metavar="K",
+    p.add_argument("--pct-top-k", type=int, default=None, metavar="K",
                    help=f"pct: children tried per node (default {d.pct_top_k})")
-    p.add_argument("--pct-depth", type=int, default=d.pct_depth, metavar="D",
+    p.add_argument("--pct-depth", type=int, default=None, metavar="D",
                    help=f"pct: deepest draft (default {d.pct_depth})")
-    p.add_argument("--pct-floor", type=float, default=d.pct_floor, metavar="P",
+    p.add_argument("--pct-floor", type=float, default=None, metavar="P",
                    help=f"pct: no node whose estimated acceptance is below P (default {d.pct_floor:g})")
     p.add_argument("--step-aside", default=d.step_aside, metavar="on|off",
                    help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
@@ -204,14 +204,17 @@ def max_batch(args: argparse.Namespace) -> int:
 
 
 SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
+PCT_FLAGS = ("pct_top_k", "pct_depth", "pct_floor")  # None unless given: without --tree pct, each is refused
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
-    sim, branch = given(args, SIM_FLAGS), branch_settings(args)
+    sim, branch, pct = given(args, SIM_FLAGS), branch_settings(args), given(args, PCT_FLAGS)
     if args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         _refuse(sim, "--backend sim only", f"--backend {args.backend}")
+    if args.tree == "fixed":  # an unknown --tree: RunConfig says so
+        _refuse(pct, "--tree pct", "--tree fixed")
     if args.drafter == "model":  # lanes and caches are Self-Draft's
         _refuse(branch, "--drafter branches or both", "--drafter model")
     if args.priorities and (getattr(args, "workload", None) or getattr(args, "arrivals", None)):
@@ -220,8 +223,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig(
         workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
         lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
-        **branch, branch_processes=args.branch_processes, pct_top_k=args.pct_top_k, pct_depth=args.pct_depth,
-        pct_floor=args.pct_floor, step_aside=args.step_aside,
+        **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.seed,

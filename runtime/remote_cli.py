@@ -72,9 +72,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return exc.code
 
 
+JOIN_TIMEOUT_S = 120.0  # run --remote-workers: how long the job waits for them to join
+
+
 def check_remote_workers(args: argparse.Namespace, config: RunConfig) -> int:
     """--remote-workers N as given (0 if none), or one clear line; says how to start them."""
     n = getattr(args, "remote_workers", 0)
+    if args.join_timeout is None:  # not given: refused without --remote-workers, not ignored
+        args.join_timeout = JOIN_TIMEOUT_S
+    elif not n:
+        raise ConfigError("--join-timeout applies to --remote-workers N (how long to wait for them)")
     if not args.join_timeout > 0:
         raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
     if not n:

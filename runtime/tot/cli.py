@@ -24,12 +24,17 @@ DEFAULT_TASK = "gsm8k"
 TOT_TEMPERATURE = 1.0  # SEED App. C: thoughts sampled at T = 1 ("identical thoughts are useless")
 
 
+TREE_DEFAULTS = {"problem": 0, "limit": 1, "breadth": 1}
+
+
 def add_tot_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Tree-of-Thoughts (the default workload when no --prompt is given)")
     g.add_argument("--task", default=None, help="gsm8k | creative | blocksworld (default gsm8k without --prompt)")
     g.add_argument("--data", default=None, metavar="FILE.jsonl", help="problems in the set's usual format")
-    g.add_argument("--problem", type=int, default=0, metavar="I", help="index of the first problem to solve")
-    g.add_argument("--limit", type=int, default=1, metavar="N", help="how many problems, from --problem on")
+    g.add_argument("--problem", type=int, default=None, metavar="I",
+                   help=f"index of the first problem to solve (default {TREE_DEFAULTS['problem']})")
+    g.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"how many problems, from --problem on (default {TREE_DEFAULTS['limit']})")
     g.add_argument(
         "--thoughts",
         type=int,
@@ -38,7 +43,8 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
         help="thoughts per kept state = draft workers (default --workers, or 3)",
     )
     g.add_argument("--steps", type=int, default=None, metavar="T", help="thought steps (default: the task's)")
-    g.add_argument("--breadth", type=int, default=1, metavar="b", help="states kept per level")
+    g.add_argument("--breadth", type=int, default=None, metavar="b",
+                   help=f"states kept per level (default {TREE_DEFAULTS['breadth']})")
     g.add_argument("--thought-decoding", default=None, metavar="sample|beam|dsbd",
                    help="sample (default): n sampled thoughts per state; beam / dsbd: the n beams of one beam "
                         "sampling of the state's prompt, target only or with a draft worker per beam")
@@ -52,7 +58,14 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
         )
 
 
-TREE_FLAGS = ("data", "thoughts", "steps", "thought_tokens", "eval_tokens", "answer_tokens", "thought_decoding")
+TREE_FLAGS = ("data", "problem", "limit", "thoughts", "steps", "breadth", "thought_tokens", "eval_tokens",
+              "answer_tokens", "thought_decoding")  # None unless given: with --prompt, each is refused
+
+
+def _tree_flag(args: argparse.Namespace, name: str) -> int:
+    """A tree flag of TREE_DEFAULTS: as given, else its default."""
+    value = getattr(args, name)
+    return TREE_DEFAULTS[name] if value is None else value
 
 
 def wants_tot(args: argparse.Namespace) -> bool:
@@ -71,12 +84,13 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
         raise ConfigError(f"--thoughts {args.thoughts} and --workers {args.workers} disagree: a tree runs one "
                           "draft worker per thought; give one of them")
     thoughts = args.thoughts if args.thoughts is not None else args.workers or 3
-    for flag, value in (("--thoughts", thoughts), ("--breadth", args.breadth), ("--limit", args.limit)):
+    breadth, limit = _tree_flag(args, "breadth"), _tree_flag(args, "limit")
+    for flag, value in (("--thoughts", thoughts), ("--breadth", breadth), ("--limit", limit)):
         if value < 1:
             raise ConfigError(f"{flag} must be at least 1, got {value}")
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps must be at least 1, got {args.steps}")
-    if args.problem < 0:
+    if _tree_flag(args, "problem") < 0:
         raise ConfigError(f"--problem must be >= 0, got {args.problem}")
     for what in ("thought", "eval", "answer"):
         value = getattr(args, f"{what}_tokens")
@@ -85,7 +99,7 @@ def search_config(args: argparse.Namespace) -> SearchConfig:
     decoding = args.thought_decoding or "sample"
     if decoding not in ("sample", "beam", "dsbd"):
         raise ConfigError(f"--thought-decoding must be sample, beam or dsbd, got {decoding!r}")
-    return SearchConfig(thoughts, args.steps, args.breadth, args.thought_tokens, args.eval_tokens, args.answer_tokens,
+    return SearchConfig(thoughts, args.steps, breadth, args.thought_tokens, args.eval_tokens, args.answer_tokens,
                         decoding)
 
 
@@ -93,9 +107,10 @@ def problems(task: Task, args: argparse.Namespace) -> list[Problem]:
     from specsched.runtime.tot.tasks import load_problems
 
     pool = load_problems(task, Path(args.data)) if args.data else task.samples()
-    chosen = pool[args.problem : args.problem + args.limit]
+    first = _tree_flag(args, "problem")
+    chosen = pool[first : first + _tree_flag(args, "limit")]
     if not chosen:
-        raise ConfigError(f"--problem {args.problem} is out of range: {len(pool)} problem(s) available")
+        raise ConfigError(f"--problem {first} is out of range: {len(pool)} problem(s) available")
     return chosen
 
 
