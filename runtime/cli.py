@@ -30,6 +30,19 @@ from specsched.runtime.remote_cli import JOIN_TIMEOUT_S, check_remote_workers
 from specsched.runtime.view.console import make_console
 from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 
+ABOUT = """Speculative decoding, scheduled the way an operating system schedules processes: draft-worker
+processes draft tokens in parallel and one target-verifier process verifies them, under a scheduling
+policy (fcfs, priority, rr, batch, ... or your own). Lossless: greedy output is the target's own."""
+EXAMPLES = """examples:
+  specsched run --policy fcfs                       a Tree-of-Thoughts tree on the default pair (SmolLM2-135M)
+  specsched run --prompt "Name three colours."      one prompt, three draft workers, the live Gantt view
+  specsched run --backend sim --prompt "lo mi"      simulated models: no download, seconds
+  specsched compare --backend sim --prompt "lo mi"  the same run under fcfs, priority and rr
+  specsched bench --smoke                           the benchmark harness, end to end
+  specsched teach                                   a scheduling exercise
+
+`specsched COMMAND --help` lists a command's flags; README.md says everything."""
+
 
 class OneLineParser(argparse.ArgumentParser):
     """Bad flags get one line, like every other bad input (argparse prints the whole usage first)."""
@@ -43,9 +56,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="specsched", description=__doc__)
+    parser = OneLineParser(prog="specsched", description=ABOUT, epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding")
+    run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding (none: a Tree-of-Thoughts "
+                                     "tree, the main job)")
     add_run_flags(run)
     from specsched.runtime.tot.cli import add_tot_flags
 
@@ -60,13 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--join-timeout", type=float, default=None, metavar="S",
                      help=f"with --remote-workers: how long to wait for them, in seconds (default {JOIN_TIMEOUT_S:g})")
     run.set_defaults(func=cmd_run)
-    from specsched.runtime.remote_cli import add_remote_parsers
+    # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
+    add_compare_parser(sub)
+    from specsched.runtime.bench.cli import add_bench_parser
 
-    add_remote_parsers(sub)
+    add_bench_parser(sub)
     from specsched.runtime.watch_cli import add_watch_parsers
 
     add_watch_parsers(sub)
-    add_compare_parser(sub)
     from specsched.runtime.teach import add_teach_parser
     from specsched.runtime.whatif_cli import add_whatif_parser
 
@@ -78,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_models_parser(sub)
-    from specsched.runtime.bench.cli import add_bench_parser
+    from specsched.runtime.remote_cli import add_remote_parsers
 
-    add_bench_parser(sub)
+    add_remote_parsers(sub)
     return parser
 
 

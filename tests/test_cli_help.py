@@ -51,3 +51,9 @@ def test_run_help_names_the_defaults_a_user_looks_for():
                                           (0.02, "0.02"), (["a", "b"], "a,b"), ("auto", "auto")])
 def test_default_words(value, words):
     assert default_words(value) == words
+
+
+def test_the_top_level_help_says_what_specsched_is_and_starts_with_the_main_job():
+    text = COMMANDS[()].format_help()
+    assert "{run,compare,bench," in text and "operating system" in text
+    assert "examples:\n  specsched run --policy fcfs" in text
