@@ -22,7 +22,7 @@ from specsched.runtime.app import run
 from specsched.runtime.bench import plot, runner, targets
 from specsched.runtime.bench.arms import ARM_NAMES, PEER_ARMS, other_numerics, runtime_config
 from specsched.runtime.bench.cli import settings_from_args
-from specsched.runtime.bench.measure import ArmResult, Sample, compare_with_baseline, measure
+from specsched.runtime.bench.measure import ArmResult, Sample, Stop, compare_with_baseline, measure
 from specsched.runtime.bench.overhead import verifier_overhead
 from specsched.runtime.bench.report import markdown, print_report
 from specsched.runtime.bench.runner import run_bench
@@ -289,11 +289,20 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
     with pytest.raises(Interrupted):  # SIGTERM keeps its identity up to the exit status (143)
         sample_of(SimpleNamespace(status="interrupted", error="interrupted (SIGTERM)", stopped_by="SIGTERM"))
 
-    class Stopped:
+    class Stopped:  # the third run, repeat 2/3, is cut short by the signal
         name, description, skipped = "ar", "", None
 
-        def run(self):
-            raise KeyboardInterrupt
+        def __init__(self, signal):
+            self.signal, self.runs = signal, 0
 
-    with pytest.raises(KeyboardInterrupt):  # measure() catches a broken arm's errors, not Ctrl-C
-        measure([Stopped()], warmup=0, repeats=2, greedy=True)
+        def run(self):
+            self.runs += 1
+            if self.runs == 3:
+                raise self.signal
+            return Sample(10.0 + self.runs, 1.0, [[1]])
+
+    for signal, name in ((KeyboardInterrupt, "SIGINT"), (Interrupted, "SIGTERM")):
+        stop = Stop()  # the benchmark ends; what it measured before is kept, not lost
+        (ar,) = measure([Stopped(signal)], warmup=1, repeats=3, greedy=True, stop=stop)
+        assert (stop.signal, stop.at) == (name, "repeat 2/3 · ar")
+        assert [s.tokens_per_s for s in ar.samples] == [12.0] and not ar.errors

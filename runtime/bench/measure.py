@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from specsched.runtime.bench.cpu import tree_cpu_seconds
+from specsched.runtime.engine.collected import Interrupted
 
 BASELINE = "ar"
 
@@ -103,19 +104,39 @@ class ArmResult:
         }
 
 
+@dataclass(slots=True)
+class Stop:
+    """Where a signal stopped the benchmark: the runs measured until then are kept (their medians reported)."""
+
+    signal: str | None = None   # "SIGINT" (Ctrl-C) or "SIGTERM" once stopped
+    at: str = ""                # the run it cut short: "repeat 2/5 · seed-fcfs"
+
+
 def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
-            progress: Callable[[str], None] | None = None, uncompared: frozenset[str] = frozenset()
-            ) -> list[ArmResult]:
+            progress: Callable[[str], None] | None = None, uncompared: frozenset[str] = frozenset(),
+            stop: Stop | None = None) -> list[ArmResult]:
     """Run every arm ``warmup + repeats`` times, interleaved; compare each with ``ar`` (but ``uncompared``:
-    arms that compute the target with other numerics than ``ar``'s, whose outputs prove nothing)."""
+    arms that compute the target with other numerics than ``ar``'s, whose outputs prove nothing). Ctrl-C or
+    SIGTERM ends the measuring: the run it cut short is dropped, the others are kept and ``stop`` says where."""
     results = [ArmResult(a.name, a.description, skipped=a.skipped) for a in arms]
     active = [(a, r) for a, r in zip(arms, results) if a.skipped is None]
-    rounds = warmup + repeats
-    for i in range(rounds):
+    stop = stop if stop is not None else Stop()
+    try:
+        _measure_rounds(active, warmup, repeats, progress, stop)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        stop.signal = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+    compare_with_baseline(results, greedy=greedy, uncompared=uncompared)
+    return results
+
+
+def _measure_rounds(active: list[tuple[Arm, ArmResult]], warmup: int, repeats: int,
+                    progress: Callable[[str], None] | None, stop: Stop) -> None:
+    for i in range(warmup + repeats):
         label = f"warm-up {i + 1}/{warmup}" if i < warmup else f"repeat {i - warmup + 1}/{repeats}"
         for arm, result in active:
+            stop.at = f"{label} · {arm.name}"
             if progress:
-                progress(f"{label} · {arm.name}")
+                progress(stop.at)
             try:
                 cpu = tree_cpu_seconds()
                 sample = arm.run()
@@ -127,8 +148,6 @@ def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
                 result.errors.append(f"{label}: {sample.error}")
             if i >= warmup:
                 result.samples.append(sample)
-    compare_with_baseline(results, greedy=greedy, uncompared=uncompared)
-    return results
 
 
 # Greedy beam arms decode by beam search, not by one argmax a step: their reference is `beam`, not `ar`

@@ -36,6 +36,8 @@ class BenchRecord:
     startup_s: float = 0.0               # starting them (loading every model), before the first arm
     total_s: float = 0.0                 # the whole benchmark, start-up included
     target_type: str | None = None       # llamacpp: the GGUF's weight type; not F32 = greedy flips expected
+    stopped_by: str | None = None        # "SIGINT" / "SIGTERM": a signal ended it early; the runs before are kept
+    stopped_at: str | None = None        # the run it cut short: "repeat 2/5 · seed-fcfs"
 
     @property
     def exact_target(self) -> bool:
@@ -76,6 +78,7 @@ class BenchRecord:
             "mismatches": [{"arm": a.name, "sequences": a.mismatched} for a in self.mismatched],
             "sweep": {"axis": self.sweep_axis, "points": [p.to_json() for p in self.sweep]} if self.sweep_axis
             else None,
+            **({"stopped_by": self.stopped_by, "stopped_at": self.stopped_at} if self.stopped_by else {}),
         }
 
     def write_json(self, path: str | Path) -> None:

@@ -130,7 +130,8 @@ def _title(record: BenchRecord) -> str:
              shape if axis not in ("k", "k-config") else "", f"lookup {c.draft_lookup}" if c.draft_lookup else "",
              f"N:L {c.branches}:{c.branch_length}" if lanes else "",
              f"T {c.temperature:g}" if axis != "temperature" else "",
-             f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}"]
+             f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}",
+             f"INTERRUPTED at {record.stopped_at}" if record.stopped_by else ""]
     return " · ".join(["specsched bench", *filter(None, parts)])
 
 

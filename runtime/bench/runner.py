@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specsched.runtime.bench.arms import build_arms, other_numerics
-from specsched.runtime.bench.measure import ArmResult, measure
+from specsched.runtime.bench.measure import ArmResult, Stop, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
 from specsched.runtime.core.config import ConfigError, RunConfig
@@ -53,10 +53,14 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
 
 
 def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None] | None) -> BenchRecord:
+    stop = Stop()  # Ctrl-C or SIGTERM: what was measured until then is the record (stopped_by says so)
+
     def measure_point(config: RunConfig) -> list[ArmResult]:
         arms = build_arms(s.arms, config, engine=engine)
-        return measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
-                       progress=progress, uncompared=other_numerics(config))
+        results = measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
+                          progress=progress, uncompared=other_numerics(config), stop=stop)
+        record.stopped_by, record.stopped_at = stop.signal, stop.at if stop.signal else None
+        return results
 
     record = BenchRecord(s.base, s.warmup, s.repeats, smoke=s.smoke, target_type=target_type(s.base))
     if s.sweep is None:
@@ -70,7 +74,8 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
         return measure_point(config)
 
     record.sweep_axis = s.sweep
-    record.sweep = run_sweep(s.sweep, s.values, s.base, at_point, n_prompts=s.n_prompts, task=s.task)
+    record.sweep = run_sweep(s.sweep, s.values, s.base, at_point, n_prompts=s.n_prompts, task=s.task,
+                             stopped=lambda: stop.signal is not None)
     return record
 
 

@@ -154,7 +154,14 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
 
 
 def run_sweep(axis: str, values: list[Value], base: RunConfig, measure_point: Callable[[RunConfig], list[ArmResult]],
-              *, n_prompts: int | None = None, task: str | None = None) -> list[SweepPoint]:
-    """Every point of the axis, measured by ``measure_point`` (which builds and runs the arms)."""
+              *, n_prompts: int | None = None, task: str | None = None,
+              stopped: Callable[[], bool] = lambda: False) -> list[SweepPoint]:
+    """Every point of the axis, measured by ``measure_point`` (which builds and runs the arms), up to the one
+    a signal stopped (``stopped()``)."""
     configs = [point_config(base, axis, v, n_prompts=n_prompts, task=task) for v in values]  # validate all first
-    return [SweepPoint(v, c, measure_point(c)) for v, c in zip(values, configs)]
+    points = []
+    for v, c in zip(values, configs):
+        points.append(SweepPoint(v, c, measure_point(c)))
+        if stopped():
+            break
+    return points
