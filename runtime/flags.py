@@ -71,7 +71,7 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
                    help="sample from the likeliest tokens whose mass reaches P; 1 = off")
     p.add_argument("--seed", type=int, default=d.seed, metavar="S",
-                   help="the random seed of the sampling, of --arrivals and of the sim models: same seed, same run")
+                   help="the random seed (sampling, sim models, arrivals): the same seed gives the same run")
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:

@@ -119,12 +119,21 @@ def job_config(base: RunConfig, job: WorkloadJob, index: int) -> RunConfig:
     return dataclasses.replace(base, **changes)
 
 
-def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> list[RunRecord]:
-    """Submit each job at its arrival time (relative to now) and wait for all; records in workload order.
+@dataclass(slots=True)
+class Played:
+    """A workload played under one policy: the records of the jobs that arrived, in workload order."""
 
-    Ctrl-C or SIGTERM meanwhile closes the engine: the jobs that had arrived end, those unfinished
-    interrupted with every token they verified (their records name the signal), and the ones still to
-    arrive are left out. Only the jobs that had arrived are returned."""
+    records: list[RunRecord]
+    stopped_by: str | None = None    # "SIGINT" / "SIGTERM": a signal ended the play (records may all be "ok")
+    reason: str = ""                 # "interrupted (Ctrl-C)", for the one line the command prints
+
+
+def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> Played:
+    """Submit each job at its arrival time (relative to now) and wait for all.
+
+    Ctrl-C or SIGTERM meanwhile, whether jobs are running or the play waits for the next arrival, closes the
+    engine: the jobs that had arrived end, those unfinished interrupted with every token they verified
+    (their records name the signal), and the ones still to arrive are left out."""
     start = time.monotonic()
     handles = []
     try:
@@ -134,7 +143,7 @@ def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> list[RunRecord]:
                 time.sleep(delay)
             handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
                                          deadline_s=job.deadline, name=job.name))
-        return [h.result() for h in handles]
+        return Played([h.result() for h in handles])
     except KeyboardInterrupt:
         reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
     except Interrupted:
@@ -144,12 +153,7 @@ def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> list[RunRecord]:
     for record in records:
         if record.status == "interrupted":
             record.stopped_by = signal_name
-    return records
-
-
-def stopped(records: list[RunRecord]) -> RunRecord | None:
-    """The first record of a job that a signal interrupted, if any (its error and `stopped_by` say which)."""
-    return next((r for r in records if r.stopped_by), None)
+    return Played(records, signal_name, reason)
 
 
 @dataclass(slots=True)

@@ -23,13 +23,13 @@ from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord
 from specsched.runtime.workload import (
     JobMetrics,
+    Played,
     WorkloadJob,
     job_config,
     job_metrics,
     load_workload,
     play,
     poisson_workload,
-    stopped,
 )
 
 JOBS = 8  # --arrivals draws this many jobs unless --jobs says
@@ -48,7 +48,13 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
 def wants_workload(args: argparse.Namespace) -> bool:
     if getattr(args, "jobs", None) is not None and not getattr(args, "arrivals", None):  # refused, not ignored
         raise ConfigError("--jobs applies to --arrivals (a --workload file lists its own jobs)")
-    return bool(getattr(args, "workload", None) or getattr(args, "arrivals", None))
+    wanted = bool(getattr(args, "workload", None) or getattr(args, "arrivals", None))
+    if wanted and hasattr(args, "task"):  # `run`: a workload's jobs are prompts, not a tree
+        from specsched.runtime.tot.cli import tree_flags_given
+
+        if tree := tree_flags_given(args):
+            raise ConfigError(f"{tree[0]} applies to a Tree-of-Thoughts run, not to a workload's jobs")
+    return wanted
 
 
 def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob]:
@@ -73,12 +79,13 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
     with Engine(_engine_config(config, jobs)) as engine:
         engine.start_workers(_pool(jobs, config))
         console.print(Text(f"playing {len(jobs)} jobs under policy {config.policy} …", style="dim"))
-        records = play(engine, config, jobs)
-    metrics = job_metrics(records)
-    console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}"))
+        played = play(engine, config, jobs)
+    records, metrics = played.records, job_metrics(played.records)
+    stopped = f" · {played.reason}: {len(records)} of {len(jobs)} jobs had arrived" if played.stopped_by else ""
+    console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}{stopped}"))
     if args.json:
         Path(args.json).write_text(json.dumps(_json(config, jobs, {config.policy: (records, metrics)}), indent=1))
-    return _status(records, len(jobs))
+    return _status(played, len(jobs))
 
 
 def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: list[RunConfig]) -> int:
@@ -88,16 +95,15 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
         engine.start_workers(_pool(jobs, configs[0]))
         for c in configs:
             console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))
-            records = play(engine, c, jobs)
-            results[c.policy] = (records, job_metrics(records))
-            if stopped(records):  # the engine is closed: the policies after this one are not played
+            played = play(engine, c, jobs)
+            results[c.policy] = (played.records, job_metrics(played.records))
+            if played.stopped_by:  # the engine is closed: the policies after this one are not played
                 break
-    console.print(response_table(jobs, results))
+    console.print(response_table(jobs, results, stopped=c.policy if played.stopped_by else None))
     if args.json:
         Path(args.json).write_text(json.dumps(_json(configs[0], jobs, results), indent=1))
-    records = [r for recs, _ in results.values() for r in recs]
-    if stopped(records):
-        return _status(records, len(jobs))
+    if played.stopped_by:
+        return _status(played, len(jobs))
     texts = [[s.tokens for r in recs for s in r.sequences] for recs, _ in results.values()]
     if any(t != texts[0] for t in texts[1:]):
         console.print("[bold red]✗ the jobs' texts differ between policies: a runtime bug[/]")
@@ -106,13 +112,13 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
     return 0 if all(r.status == "ok" for recs, _ in results.values() for r in recs) else 1
 
 
-def _status(records: list[RunRecord], jobs: int) -> int:
+def _status(played: Played, jobs: int) -> int:
     """The exit status of a played workload: 128 + the signal that stopped it (with one line), else 0 if every
     job ended well, else 1."""
-    if (first := stopped(records)) is not None:
-        fail(f"{first.error}; what the {len(records)} of {jobs} jobs that had arrived verified is shown above")
-        return stopped_status(first.stopped_by)
-    return 0 if all(r.status == "ok" for r in records) else 1
+    if played.stopped_by:
+        fail(f"{played.reason}; {len(played.records)} of {jobs} jobs had arrived: what they verified is shown above")
+        return stopped_status(played.stopped_by)
+    return 0 if all(r.status == "ok" for r in played.records) else 1
 
 
 def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:
@@ -134,20 +140,20 @@ def jobs_table(metrics: list[JobMetrics], *, title: str) -> Table:
         met = "—" if m.deadline_met is None else ("met" if m.deadline_met else "MISSED")
         table.add_row(Text(m.name), _s(m.arrival_s), str(m.priority), str(m.tokens), _s(m.response_s),
                       _s(m.turnaround_s), _s(m.waiting_s), met)
-    n = len(metrics)
     table.add_row("mean", "", "", "", _s(_mean([m.response_s for m in metrics])),
-                  _s(sum(m.turnaround_s for m in metrics) / n), _s(sum(m.waiting_s for m in metrics) / n), "",
-                  style="bold", end_section=True)
+                  _s(_mean([m.turnaround_s for m in metrics])), _s(_mean([m.waiting_s for m in metrics])), "",
+                  style="bold", end_section=True)  # no job arrived (a signal came first): no mean, "—"
     return table
 
 
-def response_table(jobs: list[WorkloadJob], results: dict) -> Table:
+def response_table(jobs: list[WorkloadJob], results: dict, *, stopped: str | None = None) -> Table:
+    """Each job's response under each policy; `stopped`: the policy a signal cut short (its column says so)."""
     table = Table(title="response time per job (from its arrival), by policy", title_justify="left")
     table.add_column("job")
     table.add_column("arrival", justify="right")
     table.add_column("priority", justify="right")
     for policy in results:
-        table.add_column(Text(policy), justify="right")
+        table.add_column(Text(policy + (" (interrupted)" if policy == stopped else "")), justify="right")
     arrived = max((len(ms) for _, ms in results.values()), default=0)  # all, unless a signal stopped the play
     for i, job in enumerate(jobs[:arrived]):
         table.add_row(Text(job.name), _s(job.arrival), str(job.priority),

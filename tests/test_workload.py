@@ -105,34 +105,62 @@ def test_workload_flags_refuse_what_they_cannot_mean(tmp_path):
                             (["--arrivals", "poisson:-1"], "poisson:RATE"),
                             (["--workload", workload, "--policy", "priority", "--priorities", "3,0"],
                              "--priorities applies to a --prompt run"),
+                            (["--workload", workload, "--breadth", "2"], "--breadth applies to a Tree-of-Thoughts"),
+                            (["--arrivals", "poisson:1", "--prompt", "x", "--task", "gsm8k"],
+                             "--task applies to a Tree-of-Thoughts run, not to a workload's jobs"),
                             (["--workload", _garbage(tmp_path)], "not a text file")):
         out = specsched("run", *flags, *FAST)
         assert out.returncode == 2 and fragment in out.stderr, (flags, out.stderr)
 
 
-@pytest.mark.parametrize("command", ["run", pytest.param("compare", marks=pytest.mark.slow)])
-def test_ctrl_c_during_a_workload_keeps_what_the_jobs_that_had_arrived_verified(tmp_path, command):
+ENDLESS = {"max_new_tokens": 1000000}   # still running when the signal comes
+SHORT = {"max_new_tokens": 4}          # done long before it: the play waits for the next arrival
+
+
+@pytest.mark.parametrize("command, budget, signum", [
+    ("run", ENDLESS, signal.SIGINT),
+    ("run", SHORT, signal.SIGINT),       # it exited 0, as if the play had ended
+    ("compare", SHORT, signal.SIGINT),   # it played the next policy on the closed engine: a traceback
+    pytest.param("compare", ENDLESS, signal.SIGTERM, marks=pytest.mark.slow)])
+def test_a_signal_during_a_workload_keeps_what_the_jobs_that_had_arrived_verified(tmp_path, command, budget, signum):
     # README: after an interruption the tokens verified so far are printed and written to --json; a
     # workload used to lose every job's record
-    workload = _write(tmp_path / "w.jsonl", {"arrival": 0.0, "prompt": "lo mi", "name": "first"},
-                      {"arrival": 0.0, "prompt": "ka ri"}, {"arrival": 3600.0, "prompt": "su te", "name": "late"})
+    workload = _write(tmp_path / "w.jsonl", {"arrival": 0.0, "prompt": "lo mi", "name": "first", **budget},
+                      {"arrival": 0.0, "prompt": "ka ri", **budget},
+                      {"arrival": 3600.0, "prompt": "su te", "name": "late"})
+    code, stdout, stderr, result = _signal_during(tmp_path, [command, "--workload", workload], signum)
+    assert code == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum], stderr
+    how = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}[signum]
+    assert stderr.strip().splitlines()[-1] == (f"specsched: error: interrupted ({how}); 2 of 3 jobs had arrived: "
+                                               "what they verified is shown above")
+    assert "first" in stdout and "late" not in stdout.split("…", 1)[1]
+    assert [j["name"] for j in result["jobs"]] == ["first", "job 1"]
+    status = ("interrupted", signal.Signals(signum).name) if budget is ENDLESS else ("ok", None)
+    assert [(r["status"], r.get("stopped_by")) for r in result["records"]] == [status] * 2
+    assert all(s["tokens"] for r in result["records"] for s in r["sequences"])
+
+
+def test_a_signal_before_the_first_arrival_ends_the_play_with_no_job(tmp_path):
+    workload = _write(tmp_path / "w.jsonl", {"arrival": 3600.0, "prompt": "su te"})
+    code, stdout, stderr, result = _signal_during(tmp_path, ["run", "--workload", workload], signal.SIGTERM)
+    assert code == 143, stderr  # it was a ZeroDivisionError in the jobs table
+    assert stderr.strip().splitlines()[-1].endswith("0 of 1 jobs had arrived: what they verified is shown above")
+    assert result["jobs"] == [] and result["records"] == []
+
+
+def _signal_during(tmp_path, args: list[str], signum: int):
+    """`specsched ARGS` on sim, `signum` once its processes have run for two seconds: exit status, stdout,
+    stderr, and the one policy's results in its --json (compare: the policies after it never ran)."""
     out = tmp_path / "w.json"
-    w = WatchedCommand(command, "--workload", workload, "--workers", "1", "--max-new-tokens", "1000000", *FAST,
-                       "--json", str(out))
+    w = WatchedCommand(*args, "--workers", "1", "--max-new-tokens", "1000000", *FAST, "--json", str(out))
     try:
-        w.wait_for_children(3)  # the verifier and the two jobs' workers
+        w.wait_for_children(2)  # the verifier and the workers started before the first arrival
         time.sleep(2.0)
-        w.signal(signal.SIGINT)
+        w.signal(signum)
         code, stdout, stderr = w.finish(timeout=60)
     finally:
         if w.proc.poll() is None:
             w.kill_all()
-    assert w.survivors() == []
-    assert code == 130, stderr
-    assert stderr.strip().splitlines()[-1] == ("specsched: error: interrupted (Ctrl-C); what the 2 of 3 jobs that "
-                                               "had arrived verified is shown above")
-    assert "first" in stdout and "late" not in stdout.split("…", 1)[1]
-    (result,) = read_json(out)["policies"].values()  # compare: the policies after the stopped one never ran
-    assert [j["name"] for j in result["jobs"]] == ["first", "job 1"]
-    assert [(r["status"], r["stopped_by"]) for r in result["records"]] == [("interrupted", "SIGINT")] * 2
-    assert sum(len(s["tokens"]) for r in result["records"] for s in r["sequences"]) > 0
+    assert w.survivors() == [] and "Traceback" not in stderr, stderr
+    (result,) = read_json(out)["policies"].values()
+    return code, stdout, stderr, result

@@ -28,8 +28,9 @@ def check_device(spec: str) -> None:
         raise ConfigError(f"unknown --device {spec!r}; choose {DEVICE_CHOICES}")
 
 
-# The device files a GPU torch can drive appears as: NVIDIA's, ROCm's (torch.cuda on AMD) and WSL's
-GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+# The device files a GPU torch can drive appears as: NVIDIA's, Jetson's (integrated, no /dev/nvidiaN), ROCm's
+# (torch.cuda on AMD) and WSL's
+GPU_DEVICE_FILES = ("/dev/nvidia[0-9]*", "/dev/nvmap", "/dev/nvhost-gpu", "/dev/kfd", "/dev/dxg")
 
 
 def gpu_device_files() -> list[str]:
@@ -41,8 +42,8 @@ def refuse_absent_gpu(spec: str) -> None:
     """--device cuda or cuda:N on a machine with no GPU device file: bad input, answered without torch."""
     check_device(spec)
     if spec not in ("auto", "cpu") and not gpu_device_files():
-        raise ConfigError(f"--device {spec}: no CUDA GPU on this machine (no /dev/nvidiaN, /dev/kfd or /dev/dxg); "
-                          "use --device cpu or auto")
+        raise ConfigError(f"--device {spec}: no CUDA GPU on this machine (no GPU device file: /dev/nvidiaN, "
+                          "Jetson's /dev/nvmap, /dev/kfd, /dev/dxg); use --device cpu or auto")
 
 
 def resolve_device(spec: str) -> str:

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from specsched.runtime.engine.collected import Interrupted
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-STOPPING_LINE = ("specsched: stopping: every process is being stopped and the tokens verified so far kept; "
-                 "one more Ctrl-C abandons them")
+STOPPING_LINE = "specsched: stopping, keeping what was done so far (one more Ctrl-C leaves at once and loses it)"
 
 
 class StopSignals:

@@ -68,13 +68,17 @@ def _tree_flag(args: argparse.Namespace, name: str) -> int:
     return TREE_DEFAULTS[name] if value is None else value
 
 
+def tree_flags_given(args: argparse.Namespace) -> list[str]:
+    """The tree's flags given on the command line (--task first), as typed."""
+    return [f"--{f.replace('_', '-')}" for f in ("task", *TREE_FLAGS) if getattr(args, f, None) is not None]
+
+
 def wants_tot(args: argparse.Namespace) -> bool:
     """A tree without --prompt (or with --task); --prompt with a tree's flags is refused, not ignored."""
     if args.prompts:
         if args.task:
             raise ConfigError("--prompt and --task are two workloads: give one (a --task builds its own prompts)")
-        extra = [f"--{f.replace('_', '-')}" for f in TREE_FLAGS if getattr(args, f, None) is not None]
-        if extra:
+        if extra := tree_flags_given(args):
             raise ConfigError(f"{extra[0]} applies to a Tree-of-Thoughts run (no --prompt, or --task)")
     return bool(args.task) or not args.prompts
 
