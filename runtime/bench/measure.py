@@ -111,6 +111,9 @@ class Stop:
     signal: str | None = None   # "SIGINT" (Ctrl-C) or "SIGTERM" once stopped
     at: str = ""                # the run it cut short: "repeat 2/5 · seed-fcfs"
 
+    def caught(self, exc: BaseException) -> None:
+        self.signal = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+
 
 def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
             progress: Callable[[str], None] | None = None, uncompared: frozenset[str] = frozenset(),
@@ -124,7 +127,7 @@ def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,
     try:
         _measure_rounds(active, warmup, repeats, progress, stop)
     except (KeyboardInterrupt, Interrupted) as exc:
-        stop.signal = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+        stop.caught(exc)
     compare_with_baseline(results, greedy=greedy, uncompared=uncompared)
     return results
 

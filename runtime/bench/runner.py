@@ -12,6 +12,7 @@ from specsched.runtime.bench.measure import ArmResult, Stop, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.engine.engine import Engine
 
 
@@ -56,7 +57,13 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
     stop = Stop()  # Ctrl-C or SIGTERM: what was measured until then is the record (stopped_by says so)
 
     def measure_point(config: RunConfig) -> list[ArmResult]:
-        arms = build_arms(s.arms, config, engine=engine)
+        try:
+            arms = build_arms(s.arms, config, engine=engine)  # loads the transformers peers' models
+        except (KeyboardInterrupt, Interrupted) as exc:
+            stop.caught(exc)
+            stop.at = "preparing the arms"
+            record.stopped_by, record.stopped_at = stop.signal, stop.at
+            return []
         results = measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
                           progress=progress, uncompared=other_numerics(config), stop=stop)
         record.stopped_by, record.stopped_at = stop.signal, stop.at if stop.signal else None
