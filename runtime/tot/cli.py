@@ -188,8 +188,9 @@ def _phase_runner(args: argparse.Namespace, console: Console, engine):
             record = run(config, on_update=on_update, engine=engine)
         m = record.metrics
         alpha = "" if m.acceptance_rate is None else f", α {m.acceptance_rate:.2f}"
-        console.print(f"{label}: {m.tokens} tokens in {m.wall_s:.1f} s ({m.tokens_per_s:.1f} tok/s{alpha}, "
-                      f"start-up {m.startup_s:.1f} s)", highlight=False, markup=False)
+        startup = f", start-up {m.startup_s:.1f} s" if m.startup_s >= 0.05 else ""  # models load once: a warm phase
+        console.print(f"{label}: {m.tokens} tokens in {m.wall_s:.1f} s ({m.tokens_per_s:.1f} tok/s{alpha}{startup})",
+                      highlight=False, markup=False)
         if args.trace:
             path = Path(args.trace)
             slug = label.split(" · ", 1)[-1].replace(" · ", "-").replace("/", "of").replace(" ", "")
