@@ -83,7 +83,8 @@ def device_rows(record: RunRecord) -> list[tuple[str, str]]:
     dtype = f" ({target['dtype']})" if target.get("dtype") else ""
     asked = sorted({placed.get("asked", "?") for placed in devices.values()})
     where = "; ".join(f"{device}{dtype}: {_processes(names)}" for device, names in sorted(by_device.items()))
-    rows = [("device", f"{where} · --device {', '.join(asked)}")]
+    flag = f" · --device {', '.join(asked)}" if record.config.backend == "hf" else ""  # sim, llamacpp: no such flag
+    rows = [("device", where + flag)]
     if not any(device.startswith("cuda") for device in by_device):
         return rows
     mps = record.extra.get("mps_daemon")

@@ -23,7 +23,7 @@ from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
 
 
 def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
-    config = RunConfig(backend="sim", prompts=["x"], workers=1)
+    config = RunConfig(backend="hf", prompts=["x"], workers=1)
     on_gpu = {"device": "cuda:0", "asked": "auto"}
     collected = Collected(devices={"verifier": on_gpu, "draft-0": on_gpu},
                           counters={"verifications": 4, "h2d_bytes": 4096, "d2h_bytes": 3 * 2**20})
@@ -37,6 +37,14 @@ def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
     assert "verifier 61 % 1.0 GiB" in text
     record.extra["mps_daemon"] = True
     assert "on: the processes' kernels run concurrently" in render_text(summary_table(record))
+
+
+def test_on_sim_the_device_row_names_no_device_flag():  # --device is refused there
+    on_cpu = {"device": "cpu", "asked": "auto"}
+    record = build_record(RunConfig(backend="sim", prompts=["x"], workers=1),
+                          Collected(devices={"verifier": on_cpu, "draft-0": on_cpu}), "ok", None)
+    text = render_text(summary_table(record))
+    assert "cpu: verifier + 1 draft worker" in text and "--device" not in text
 
 
 # -- MPS -----------------------------------------------------------------------------------------------
