@@ -28,7 +28,7 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {path} is a folder; give a file name")
         if not path.parent.is_dir():
             raise ConfigError(f"{flag} {path}: folder {path.parent} does not exist")
-        if not os.access(path if path.exists() else path.parent, os.W_OK):  # /dev/null needs no writable /dev
+        if not os.access(path if path.exists() else path.parent, os.W_OK) or not _opens(path):
             raise ConfigError(f"{flag} {path} is not writable")
     for name in dirs:  # an output folder is made now, so a run cannot end by failing to make it
         path, flag = Path(getattr(args, name)), "--" + name
@@ -44,3 +44,37 @@ def check_outputs(args: argparse.Namespace) -> None:
     for name in files:
         if source and Path(getattr(args, name)).resolve() == Path(source).resolve():
             raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the trace it reads")
+    inputs = {Path(p).resolve(): flag for flag, p in _inputs(args)}
+    written: dict[Path, str] = {}
+    for name in files:
+        path = Path(getattr(args, name)).resolve()
+        if path in inputs:
+            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the file {inputs[path]} reads")
+        if path in written and not path.is_char_device():  # /dev/null, twice, loses nothing
+            raise ConfigError(f"--{name} and {written[path]} name the same file {getattr(args, name)}: "
+                              "give each output its own")
+        written[path] = f"--{name}"
+
+
+def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(flag, path) of the files the command reads: a workload, a task's data, a corpus cache, policy files."""
+    found = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in ("workload", "data", "corpus_cache")
+             if getattr(args, name, None) not in (None, "auto", "off")]
+    policies = [getattr(args, "policy", None) or "", *(getattr(args, "policies", None) or [])]
+    found += [("--policy", p.rpartition(":")[0]) for p in policies if p.rpartition(":")[0].endswith(".py")]
+    return found
+
+
+def _opens(path: Path) -> bool:
+    """Whether the file can be opened for writing (os.access says yes to root everywhere, /proc included); a
+    file made by asking is removed again, one that was there is left as it was."""
+    try:
+        if path.exists():
+            with open(path, "a"):
+                return True
+        with open(path, "x"):
+            pass
+        path.unlink()
+        return True
+    except OSError:
+        return False

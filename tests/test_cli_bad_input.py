@@ -166,3 +166,28 @@ def test_an_existing_writable_output_file_is_accepted_in_a_folder_the_user_canno
     outputs.check_outputs(argparse.Namespace(json=str(target)))  # no error
     with pytest.raises(outputs.ConfigError, match="is not writable"):
         outputs.check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))
+
+
+def test_an_output_never_overwrites_an_input_or_another_output(tmp_path):
+    """The record used to replace the workload, data or policy file it was given, and one of two outputs
+    naming one file was lost; /proc passed the writability check (root may write anywhere else)."""
+    import argparse
+
+    from specsched.runtime.core.config import ConfigError
+    from specsched.runtime.output_paths import check_outputs
+
+    workload, policy = tmp_path / "jobs.jsonl", tmp_path / "mine.py"
+    workload.write_text('{"prompt": "a"}\n')
+    policy.write_text("")
+    cases = [(dict(workload=str(workload), json=str(workload)), "would overwrite the file --workload reads"),
+             (dict(data=str(workload), trace=str(workload)), "would overwrite the file --data reads"),
+             (dict(policy=f"{policy}:Mine", json=str(policy)), "would overwrite the file --policy reads"),
+             (dict(policies=["fcfs", f"{policy}:Mine"], json=str(policy)), "would overwrite the file --policy"),
+             (dict(json=str(tmp_path / "r"), trace=str(tmp_path / "r")), "name the same file"),
+             (dict(json="/proc/specsched-test.json"), "is not writable")]
+    for given, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            check_outputs(argparse.Namespace(**given))
+    check_outputs(argparse.Namespace(json="/dev/null", trace="/dev/null"))  # loses nothing
+    check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))
+    assert workload.read_text() == '{"prompt": "a"}\n' and not (tmp_path / "new.json").exists()
