@@ -58,6 +58,9 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specsched", description=ABOUT, epilog=EXAMPLES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    from specsched import __version__
+
+    parser.add_argument("--version", action="version", version=f"specsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding (none: a Tree-of-Thoughts "
                                      "tree, the main job)")

@@ -105,6 +105,9 @@ def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> lis
     for i in range(jobs):
         out.append(WorkloadJob(round(t, 6), [prompts[i % len(prompts)]], rng.randrange(3), name=f"job {i}"))
         t += rng.expovariate(rate)
+    if out[-1].arrival > MAX_ARRIVAL_S:  # the bound a workload file's arrivals have
+        raise ConfigError(f"--arrivals {spec!r} --jobs {jobs}: the last job would arrive after "
+                          f"{out[-1].arrival:,.0f} s, more than a day ({MAX_ARRIVAL_S:,} s); give a higher RATE")
     return out
 
 

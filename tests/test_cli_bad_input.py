@@ -51,7 +51,7 @@ def policy_files(tmp_path):
     (["--lookup", "1"], ["--lookup must be 0 (off) or at least 2"]),
     (["--min-confidence", "1.5"], ["--min-confidence must be in [0, 1)"]),
     (["--mode", "ar", "--lockstep"], ["--lockstep needs draft workers", "--mode ar"]),
-    (["--seed", "-1"], ["--seed must be >= 0, got -1"]),
+    (["--seed", "-1"], ["--seed must be in 0..4,611,686,018,427,387,904, got -1"]),
     (["--temperature", "nan"], ["--temperature must be a finite number"]),
     (["--prompt", " "], ["a --prompt is empty"]),
     (["--json", "{tmp}/no/such/folder/run.json"], ["--json", "does not exist"]),
@@ -63,13 +63,17 @@ def policy_files(tmp_path):
     (["--sim-verify-ms", "nan"], ["--sim-verify-ms must be a number >= 0"]),
     (["--target", "tiny"], ["--target applies to --backend hf or llamacpp"]),
     (["--dtype", "bf16"], ["--dtype applies to --backend hf or llamacpp"]),
-    (["--verifier-threads", "-1"], ["--verifier-threads must be >= 0"]),
+    (["--verifier-threads", "-1"], ["--verifier-threads must be in 0..1,024"]),
     (["--prompt", "x", "--task", "creative"], ["--prompt and --task are two workloads"]),
     (["--prompt", "x", "--thoughts", "2"], ["--thoughts applies to a Tree-of-Thoughts run"]),
     (["--prompt", "x", "--breadth", "2"], ["--breadth applies to a Tree-of-Thoughts run"]),
     (["--prompt", "x", "--limit", "2"], ["--limit applies to a Tree-of-Thoughts run"]),
     (["--pct-depth", "4"], ["--pct-depth applies to --tree pct (this run uses --tree fixed)"]),
     (["--join-timeout", "5"], ["--join-timeout applies to --remote-workers N"]),
+    (["--target", ""], ["--target is empty"]),  # it meant the default pair, in silence
+    (["--seed", str(2**64)], ["--seed must be in 0..4,611,686,018,427,387,904"]),  # it was a msgpack traceback
+    (["--verifier-threads", "100000"], ["--verifier-threads must be in 0..1,024"]),  # torch hung
+    (["--listen", "tcp://127.0.0.1:5555", "--keys", "k"], ["--listen takes HOST:PORT", "no scheme"]),
     (["--task", "gsm8k", "--thoughts", "2", "--workers", "5"], ["--thoughts 2 and --workers 5 disagree"]),
     (["--task", "gsm8k", "--thoughts", "0"], ["--thoughts must be at least 1, got 0"]),
     (["--max-new-tokens", "99999999999999999999"], ["--max-new-tokens must be in 1..1,000,000"]),

@@ -57,3 +57,12 @@ def test_the_top_level_help_says_what_specsched_is_and_starts_with_the_main_job(
     text = COMMANDS[()].format_help()
     assert "{run,compare,bench," in text and "operating system" in text
     assert "examples:\n  specsched run --policy fcfs" in text
+
+
+def test_version():
+    from cli_runs import specsched
+
+    from specsched import __version__
+
+    result = specsched("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"specsched {__version__}")

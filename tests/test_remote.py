@@ -80,6 +80,14 @@ def test_a_listen_address_another_process_holds_is_one_line_and_exit_2(tmp_path)
     assert_one_error_line(done, 2, f"--listen 127.0.0.1:{port}: cannot listen there: Address already in use")
 
 
+@pytest.mark.parametrize("where", ["nosuchhost.invalid:5712", "192.0.2.1:5555"])  # no such name; not ours
+def test_a_listen_address_this_machine_cannot_have_is_one_line_and_exit_2(tmp_path, where):
+    write_keys(tmp_path)  # it was a traceback from the engine's thread
+    done = specsched("run", "--backend", "sim", "--prompt", "x", "--max-new-tokens", "4", "--listen", where,
+                     "--keys", str(tmp_path), timeout=60)
+    assert_one_error_line(done, 2, f"--listen {where}: cannot listen there")
+
+
 def test_a_worker_with_no_engine_to_join_gives_up_in_one_line(tmp_path):
     write_keys(tmp_path)
     done = specsched("worker", "--connect", f"tcp://127.0.0.1:{free_port('127.0.0.1')}", "--key",

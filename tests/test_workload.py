@@ -103,6 +103,7 @@ def test_workload_flags_refuse_what_they_cannot_mean(tmp_path):
                             (["--workload", workload, "--prompt", "x"], "drop --prompt"),
                             (["--workload", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
                             (["--arrivals", "poisson:-1"], "poisson:RATE"),
+                            (["--arrivals", "poisson:1e-9", "--jobs", "2"], "more than a day"),
                             (["--workload", workload, "--policy", "priority", "--priorities", "3,0"],
                              "--priorities applies to a --prompt run"),
                             (["--workload", workload, "--breadth", "2"], "--breadth applies to a Tree-of-Thoughts"),

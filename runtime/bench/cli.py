@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specsched.runtime.core.config import BACKENDS, ConfigError, RunConfig
+from specsched.runtime.core.config_checks import MAX_THREADS
 
 # --smoke: the harness end to end on the sim backend in seconds (CI), not a speed measurement.
 SMOKE = {"backend": "sim", "workers": 3, "max_new_tokens": 16, "warmup": 1, "repeats": 1}
@@ -103,8 +104,8 @@ def settings_from_args(args: argparse.Namespace):
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if args.values is not None and not args.sweep:
         raise ConfigError("--values needs --sweep")
-    if args.threads < 0:
-        raise ConfigError(f"--threads must be at least 0, got {args.threads}")
+    if not 0 <= args.threads <= MAX_THREADS:
+        raise ConfigError(f"--threads must be in 0..{MAX_THREADS:,}, got {args.threads}")
     if args.prompts is not None and args.prompts < 1:
         raise ConfigError(f"--prompts must be at least 1, got {args.prompts}")
     if args.arms is not None and not args.arms.strip(","):

@@ -16,6 +16,8 @@ MAX_NEW_TOKENS = 1_000_000
 MAX_K = 64                # a chain's draft tokens, and a --k-config tree's depth and widths (as --pct-depth)
 MAX_TREE_NODES = 1024     # draft tokens one --k-config tree puts into one verification
 MAX_SIM_VOCAB = 262_144   # the largest real vocabularies' size; the sim tokenizer holds a word per token
+MAX_THREADS = 1024        # torch threads of one process: more hangs torch.set_num_threads, no machine has as many
+MAX_SEED = 2**62          # a job's seed is --seed + its index, and every seed crosses the wire as a 64-bit integer
 
 
 def check(c: RunConfig) -> None:
@@ -71,10 +73,10 @@ def check(c: RunConfig) -> None:
     for flag, ms in (("--sim-draft-ms", c.sim_draft_ms), ("--sim-verify-ms", c.sim_verify_ms)):
         if not (math.isfinite(ms) and ms >= 0):
             raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
-    if c.verifier_threads < 0:
-        raise ConfigError(f"--verifier-threads must be >= 0 (0 = all cores), got {c.verifier_threads}")
-    if c.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {c.seed}")
+    if not 0 <= c.verifier_threads <= MAX_THREADS:
+        raise ConfigError(f"--verifier-threads must be in 0..{MAX_THREADS:,} (0 = all cores), got {c.verifier_threads}")
+    if not 0 <= c.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in 0..{MAX_SEED:,}, got {c.seed}")
     if not math.isfinite(c.temperature):
         raise ConfigError(f"--temperature must be a finite number, got {c.temperature}")
     if any(not p.strip() for p in c.prompts):
@@ -110,6 +112,10 @@ def _check_models(c: RunConfig) -> None:
     if c.dtype not in DTYPES:
         raise ConfigError(f"unknown --dtype {c.dtype!r}; choose auto, fp32, bf16 or fp16")
     check_device(c.device)
+    for flag, name in (("--target", c.target), ("--draft", c.draft)):
+        if name is not None and not name.strip():  # it read as "not given": the default pair, in silence
+            raise ConfigError(f"{flag} is empty; give a preset (`specsched models list`), a model directory or a "
+                              "cached id")
     if c.backend == "sim":  # refused, not ignored: sim has no models to choose, load, prompt or place
         for flag, given in (("--target", c.target), ("--draft", c.draft), ("--raw-prompt", c.raw_prompt),
                             ("--dtype", c.dtype not in ("auto", "fp32"))):
@@ -130,6 +136,9 @@ def _check_listen(c: RunConfig) -> None:
         raise ConfigError("--listen needs --keys DIR: a worker on another host must hold the run's key "
                           "(make them with `specsched keys DIR`)")
     host, _, port = c.listen.rpartition(":")
+    if "://" in c.listen or "[" in host:  # the worker's --connect form, or IPv6 (the engine binds IPv4)
+        raise ConfigError(f"--listen takes HOST:PORT with an IPv4 address or a name, no scheme (e.g. 0.0.0.0:5555), "
+                          f"got {c.listen!r}")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ConfigError(f"--listen takes HOST:PORT (an address of this machine and a port 1..65535), "
                           f"got {c.listen!r}")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import zmq
 
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.security import Keys, curve_client
 from specsched.runtime.core.wire import pack
 
@@ -47,8 +48,12 @@ def make_endpoints(transport: str, run_dir: Path, listen: str | None = None) -> 
     host, port = split_host_port(listen) if listen else ("127.0.0.1", 0)
     bind_all = host in ("0.0.0.0", "*")
     host = "127.0.0.1" if bind_all else host
-    verify, telemetry = (f"tcp://{host}:{_free_port(host)}" for _ in range(2))
-    return Endpoints(verify, telemetry, f"tcp://{host}:{port or _free_port(host)}", bind_all)
+    try:
+        verify, telemetry = (f"tcp://{host}:{_free_port(host)}" for _ in range(2))
+        control = f"tcp://{host}:{port or _free_port(host)}"
+    except OSError as exc:  # a name that resolves to nothing, an address that is not this machine's
+        raise ConfigError(f"--listen {listen}: cannot listen there: {exc.strerror or exc}") from None
+    return Endpoints(verify, telemetry, control, bind_all)
 
 
 def split_host_port(text: str) -> tuple[str, int]:
