@@ -223,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             fail("interrupted")
             return EXIT_INTERRUPTED
+        except OSError as exc:  # an output the machine would not take after the work (a full disk): one line
+            fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            return EXIT_FAILED
 
 
 def entry() -> NoReturn:

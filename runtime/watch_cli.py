@@ -72,6 +72,8 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     if not MIN_WIDTH <= args.width <= MAX_WIDTH:
         raise ConfigError(f"--width must be in [{MIN_WIDTH}, {MAX_WIDTH}] columns, got {args.width}")
     data, events = load_events(args.path)
+    if args.reliability and not sum((data.get("calibration") or {}).get("proposed") or []):  # before any output
+        raise ConfigError(f"{args.path}: no calibration bins (a run that drafted, recorded by this version)")
     console.print(provenance_summary(data.get("provenance")), markup=False, highlight=False)
     if args.chrome:
         write_chrome(data, events, args.chrome)
@@ -84,8 +86,6 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     if args.reliability:
         from specsched.runtime.bench.plot import reliability
 
-        if not sum((data.get("calibration") or {}).get("proposed") or []):
-            raise ConfigError(f"{args.path}: no calibration bins (a run that drafted, recorded by this version)")
         Path(args.reliability).write_text(reliability(data["calibration"]))
         console.print(f"wrote {args.reliability}", highlight=False)
     return 0

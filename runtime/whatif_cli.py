@@ -46,8 +46,8 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     for column in ("policy", "makespan", "mean turnaround", "mean response", "mean waiting", "utilisation"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     table.add_row(f"{config.policy} (recorded)", *_cells(recorded.window_s, recorded))
-    for name in args.policies:
-        prediction = simulate(config, run, name)
+    predictions = {name: simulate(config, run, name) for name in args.policies}  # a policy that fails: no chart
+    for name, prediction in predictions.items():
         table.add_row(f"{name} (predicted)", *_cells(prediction.makespan_s, prediction.os))
         if args.svg:
             _write_chart(Path(args.svg) / f"{_file_name(name)}.svg", config, name, prediction, tokens)

@@ -124,8 +124,10 @@ def test_export_draws_the_reliability_diagram_of_a_run(tmp_path):
     assert "ECE" in (tmp_path / "rel.svg").read_text()
     ar = run_cli("--mode", "ar", "--max-new-tokens", "4", "--quiet", "--json", str(tmp_path / "ar.json"))
     assert ar.returncode == 0, ar.stderr
-    refused = specsched("export", str(tmp_path / "ar.json"), "--reliability", str(tmp_path / "x.svg"))
+    refused = specsched("export", str(tmp_path / "ar.json"), "--reliability", str(tmp_path / "x.svg"),
+                        "--chrome", str(tmp_path / "x.json"))
     assert refused.returncode == 2 and "no calibration bins" in refused.stderr
+    assert not (tmp_path / "x.json").exists()  # refused before any output was written
 
 
 def test_sampled_siblings_after_the_accepted_one_were_never_judged():
