@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.security import load_keys, write_keys
+from specsched.runtime.core.security import ENGINE_KEY, WORKER_KEY, load_keys, write_keys
 
 
 def add_remote_parsers(sub) -> None:
@@ -43,6 +43,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
         raise ConfigError("DIR is empty: give the folder to write engine.key and worker.key in")
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"{directory} exists and is not a directory")
+    if held := [name for name in (ENGINE_KEY, WORKER_KEY) if (directory / name).exists()]:
+        raise ConfigError(f"{directory} already holds {' and '.join(held)}: new keys would lock out every worker "
+                          "given the old ones; remove them first, or choose another DIR")
     try:
         engine, worker = write_keys(directory)
     except OSError as exc:

@@ -55,6 +55,12 @@ def test_keys_are_private_files_and_a_worker_never_holds_the_servers_secret(tmp_
     assert bad.returncode == 2 and stderr_lines(bad.stderr) == [
         f"specsched: error: {tmp_path / 'k' / 'worker.key'} is a worker's key; the engine needs engine.key "
         "(`specsched keys DIR`)"]
+    # the reverse mistake, at once (it waited out --join-timeout), and never new keys over the old ones
+    wrong = specsched("worker", "--connect", "tcp://127.0.0.1:5", "--key", str(tmp_path / "k" / "engine.key"))
+    assert_one_error_line(wrong, 2, "engine.key is the engine's key; a worker needs worker.key")
+    before = (tmp_path / "k" / "worker.key").read_text()
+    assert_one_error_line(specsched("keys", str(tmp_path / "k")), 2, "already holds engine.key and worker.key")
+    assert (tmp_path / "k" / "worker.key").read_text() == before
 
 
 @pytest.mark.parametrize("args, says", [

@@ -94,6 +94,9 @@ def load_keys(path: str | Path, *, engine: bool) -> Keys:
         raise ConfigError(f"{path} is not a specsched key file ({exc}); make one with `specsched keys DIR`") from None
     if engine and not keys.serves:
         raise ConfigError(f"{path} is a worker's key; the engine needs {ENGINE_KEY} (`specsched keys DIR`)")
+    if not engine and keys.serves:  # it holds the server's secret, which no worker host should have
+        raise ConfigError(f"{path} is the engine's key; a worker needs {WORKER_KEY} (and the engine's stays on "
+                          "the engine's host)")
     return keys
 
 
