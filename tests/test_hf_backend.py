@@ -215,3 +215,14 @@ def test_first_row_computes_only_the_rows_asked_for_and_still_reads_every_token(
     tree = model.forward(model.new_cache(), ctx[:4] + [12, 13], [-1, 0, 1, 2, 3, 3])
     assert got[1].shape[0] == 3
     assert_close(got[1], tree[3:], **SHAPE)
+
+
+def test_a_job_longer_than_the_targets_positions_is_refused_before_it_runs():
+    """The tiny target has 1,024 positions: past them it read positions it never learnt, and its text was
+    noise (accepted in silence before)."""
+    from specsched.runtime.core.config import ConfigError
+
+    with Engine(backend="hf", target="tiny", workers=1, max_new_tokens=4) as engine:
+        with pytest.raises(ConfigError, match=r"need 1,\d{3} positions; the target reads 1,024 at most"):
+            engine.submit("LEONTES.", max_new_tokens=1020)
+        assert engine.generate("LEONTES.", max_new_tokens=8).status == "ok"  # the engine goes on

@@ -149,6 +149,10 @@ class Backend(ABC):
         refused when its draft's differs from the engine's target's (same_vocabulary)."""
         return {"size": self.config.sim_vocab, "tokens": None}
 
+    def context_length(self) -> int | None:
+        """The most positions the target reads (a prompt and what is generated after it), where known."""
+        return None
+
     @abstractmethod
     def tokenizer(self) -> Tokenizer: ...
 

@@ -96,6 +96,15 @@ class HFBackend(Backend):
                 raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
         return {"size": size, "tokens": tokenizer_digest(path)}
 
+    def context_length(self) -> int | None:
+        """The target's max_position_embeddings (RoPE reads on past it, into positions it never learnt)."""
+        from transformers import AutoConfig
+
+        try:
+            return int(AutoConfig.from_pretrained(self.paths()[0]).max_position_embeddings)
+        except (OSError, ValueError, AttributeError, TypeError):
+            return None
+
     def tokenizer(self) -> HFTokenizer:
         return HFTokenizer(self.paths()[0])
 

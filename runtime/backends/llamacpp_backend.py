@@ -58,6 +58,9 @@ class LlamaCppBackend(HFBackend):
 
         return read_gguf(self.gguf)
 
+    def context_length(self) -> int | None:
+        return None  # the GGUF's cache cells bound it instead (llamacpp.py)
+
     def vocabulary(self, role: str) -> dict:
         if role != "target":
             return super().vocabulary(role)

@@ -99,6 +99,7 @@ class Engine(JobChecks):
             self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
             self._drafter_corpus(self.config)  # a corpus cache that is missing or damaged: refused now
             self.tokenizer = self._backend.tokenizer()
+            self._context_length = self._backend.context_length()
             self._dispatcher.go()
         except BaseException:
             self._dispatcher.stop("refused")
@@ -117,6 +118,7 @@ class Engine(JobChecks):
             cfg.prompts = [self._backend.default_prompt()]
             RunConfig.__post_init__(cfg)
         tokens = [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
+        self._check_length(cfg, tokens)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")

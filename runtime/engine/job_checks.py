@@ -48,6 +48,14 @@ class JobChecks:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
 
+    def _check_length(self, cfg: RunConfig, prompts: list[list[int]]) -> None:
+        """Every sequence fits the target's positions: its prompt's tokens and --max-new-tokens (past them the
+        target reads positions it never learnt, and its text stops meaning anything)."""
+        limit = self._context_length
+        if limit and (need := max(map(len, prompts)) + cfg.max_new_tokens) > limit:
+            raise ConfigError(f"a {need - cfg.max_new_tokens}-token prompt and --max-new-tokens {cfg.max_new_tokens} "
+                              f"need {need:,} positions; the target reads {limit:,} at most")
+
     def _drafter_corpus(self, cfg: RunConfig) -> str:
         """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off
         (ConfigError for one that is missing or damaged); for the draft model, the setting as given."""
