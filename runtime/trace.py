@@ -59,14 +59,24 @@ class Trace:
 def load_events(path: str | Path) -> tuple[dict, list[Event]]:
     """The events of a trace or of a ``--json`` record (all that ``export`` needs)."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict) and "events" not in data and ("policies" in data or "arms" in data or
+                                                               "trees" in data):
+            raise TraceError(f"{path} is a compare, bench, workload or tree record: it holds several runs, and "
+                             "this reads one run's record (`specsched run --json` or `--trace`)")
         events = [Event.from_row([e.get(k, -1) if k == "job" else e[k] for k in _EVENT_FIELDS])
                   for e in data["events"]]
         # every reader titles its output with the config and counts each sequence's tokens
         if not (isinstance(data["config"], dict) and all(isinstance(s["id"], int) and isinstance(s["tokens"], list)
                                                          for s in data["sequences"])):
             raise TypeError("its config or sequences are not what a record holds")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except TraceError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
         raise TraceError(f"{path}: not a specsched record ({type(exc).__name__}: {exc})") from None
     for i, e in enumerate(events):  # an edited or damaged file: its charts and metrics would be nonsense
         if not e.end >= e.start:
@@ -77,7 +87,10 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
 def load_trace(path: str | Path) -> Trace:
     data, events = load_events(path)
     t = data.get("trace")
-    if not isinstance(t, dict) or t.get("version") != TRACE_VERSION:
+    if isinstance(t, dict) and t.get("version") != TRACE_VERSION:
+        raise TraceError(f"{path}: a trace of version {t.get('version')!r}; this version of specsched reads version "
+                         f"{TRACE_VERSION}")
+    if not isinstance(t, dict):
         raise TraceError(f"{path}: no trace section (version {TRACE_VERSION}); record one with "
                          "`specsched run --trace PATH`")
     config = RunConfig.from_dict(data["config"])

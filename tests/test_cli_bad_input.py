@@ -141,10 +141,13 @@ def recorded(tmp_path_factory):
     (["replay", "{damaged}", "--final"], ["damaged.json: not a specsched record", "'config'"]),
     (["whatif", "{damaged}", "--policy", "fcfs"], ["damaged.json: not a specsched record", "'config'"]),
     (["whatif", "{trace}", "--policy", "fcfs", "--svg", "{tmp}/afile"], ["--svg", "is a file; give a folder"]),
+    (["replay", "{tmp}/missing.json"], ["cannot read", "missing.json: No such file or directory"]),
+    (["replay", "{several}"], ["several.json is a compare, bench, workload or tree record"]),
 ], ids=lambda x: " ".join(x[:1] + x[2:]) if isinstance(x, list) and x[0] in ("export", "replay", "whatif") else None)
 def test_watching_a_run_refuses_bad_files_and_outputs_in_one_line(recorded, tmp_path, command, fragments):
     (tmp_path / "afile").write_text("")
-    paths = {**recorded, "tmp": tmp_path}
+    (tmp_path / "several.json").write_text(json.dumps({"policies": {}}))  # compare --json's shape
+    paths = {**recorded, "tmp": tmp_path, "several": tmp_path / "several.json"}
     result = specsched(*(a.format(**paths) for a in command))
     assert_one_error_line(result, 2, *fragments)
 
