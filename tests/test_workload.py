@@ -47,6 +47,9 @@ def test_a_workload_file_is_read_in_arrival_order(tmp_path):
     ('{"prompt": "a", "max_new_tokens": 0}', '"max_new_tokens" must be an integer in 1..1,000,000, got 0'),
     ('{"prompt": "a", "max_new_tokens": 99999999999999999999}', '"max_new_tokens" must be an integer in 1..1,000,000'),
     ('{"prompt": "a", "deadline": 0}', '"deadline" must be seconds > 0'),
+    ('{"prompt": "a", "max_new_tokens": true}', '"max_new_tokens" must be an integer'),  # it read as 1
+    ('{"prompt": "a", "priority": false}', '"priority" must be an integer'),
+    ('{"prompt": "a", "prompts": ["b"]}', 'give "prompt" or "prompts", not both'),  # "prompt" was dropped
 ])
 def test_a_bad_job_line_is_named_by_file_and_line(tmp_path, line, fragment):
     with pytest.raises(ConfigError, match=re.escape(fragment)):
