@@ -44,6 +44,8 @@ def test_ar_is_always_measured_and_arms_keep_their_order():
     assert parse_arms("seed-rr,sd") == ["ar", "sd", "seed-rr"]
     assert parse_arms(None) == [n for n in ARM_NAMES if n != "ar-hf"]  # the hf reference of a llamacpp run
     assert parse_arms(None, "llamacpp") == list(ARM_NAMES)
+    with pytest.raises(ConfigError, match="has an empty name"):  # a typo, as compare --policies says
+        parse_arms("ar,,sd")
 
 
 def test_sweep_points_get_their_own_workload():

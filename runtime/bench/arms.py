@@ -75,7 +75,9 @@ def parse_arms(text: str | None, backend: str = "hf") -> list[str]:
     the canonical order, ``ar`` always included: every ratio is taken against it in the same run."""
     if not text:
         return [n for n in ARM_NAMES if n != "ar-hf" or backend == "llamacpp"]
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):  # as compare's --policies: an empty name is a typo, not a value to skip
+        raise ConfigError(f"--arms {text!r} has an empty name (give A,B,...)")
     unknown = [n for n in names if n not in ARM_NAMES]
     if unknown:
         raise ConfigError(f"unknown arm {unknown[0]!r}; choose from {', '.join(ARM_NAMES)}")
