@@ -144,7 +144,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                        help="fcfs | priority | rr | batch | goodput | commit-first | sjf | srtf | mlfq | lottery | "
                             "stride | edf | cfs | path/file.py:Class | module:Class | entry-point name")
     p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
-                   help="static per-worker priorities for --policy priority (lower = more urgent)")
+                   help="static per-worker priorities for --policy priority (lower = more urgent; a negative first "
+                        "one needs '=': --priorities=-1,0,1)")
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
                    help="per-worker shares for --policy lottery / stride (default 100 each)")
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
