@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             fail("interrupted")
             return EXIT_INTERRUPTED
         except OSError as exc:  # an output the machine would not take after the work (a full disk): one line
-            fail(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+            fail(f"{exc.strerror or exc or type(exc).__name__}" + (f": {exc.filename}" if exc.filename else ""))
             return EXIT_FAILED
 
 

@@ -60,6 +60,9 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(flag, path) of the files the command reads: a workload, a task's data, a corpus cache, policy files."""
     found = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in ("workload", "data", "corpus_cache")
              if getattr(args, name, None) not in (None, "auto", "off")]
+    if keys := getattr(args, "keys", None):  # a folder of keys, or the engine's key file
+        found += [("--keys", Path(keys) / name) for name in ("engine.key", "worker.key")] if Path(keys).is_dir() \
+            else [("--keys", keys)]
     policies = [getattr(args, "policy", None) or "", *(getattr(args, "policies", None) or [])]
     found += [("--policy", p.rpartition(":")[0]) for p in policies if p.rpartition(":")[0].endswith(".py")]
     return found
@@ -68,6 +71,8 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
 def _opens(path: Path) -> bool:
     """Whether the file can be opened for writing (os.access says yes to root everywhere, /proc included); a
     file made by asking is removed again, one that was there is left as it was."""
+    if os.path.lexists(path) and not path.is_file():  # a device, a FIFO (opening it would block, or end its
+        return True                                  # reader early), a dangling link: os.access decides
     try:
         if path.exists():
             with open(path, "a"):

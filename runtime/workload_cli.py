@@ -77,6 +77,7 @@ def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob
 def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConfig) -> int:
     jobs = workload_of(args, config)
     with Engine(_engine_config(config, jobs)) as engine:
+        _check_fits(engine, config, jobs)
         engine.start_workers(_pool(jobs, config))
         console.print(Text(f"playing {len(jobs)} jobs under policy {config.policy} …", style="dim"))
         played = play(engine, config, jobs)
@@ -92,6 +93,7 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
     jobs = workload_of(args, configs[0])
     results: dict[str, tuple[list[RunRecord], list[JobMetrics]]] = {}
     with Engine(_engine_config(configs[0], jobs)) as engine:
+        _check_fits(engine, configs[0], jobs)
         engine.start_workers(_pool(jobs, configs[0]))
         for c in configs:
             console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))
@@ -119,6 +121,16 @@ def _status(played: Played, jobs: int) -> int:
         fail(f"{played.reason}; {len(played.records)} of {jobs} jobs had arrived: what they verified is shown above")
         return stopped_status(played.stopped_by)
     return 0 if all(r.status == "ok" for r in played.records) else 1
+
+
+def _check_fits(engine: Engine, config: RunConfig, jobs: list[WorkloadJob]) -> None:
+    """Every job fits the target's positions, checked before the first plays: a late job refused mid-play would
+    take the records of the jobs before it."""
+    for i, job in enumerate(jobs):
+        try:
+            engine.check_fits(job_config(config, job, i))
+        except ConfigError as exc:
+            raise ConfigError(f"{job.name}: {exc}") from None
 
 
 def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:

@@ -196,5 +196,11 @@ def test_an_output_never_overwrites_an_input_or_another_output(tmp_path):
         with pytest.raises(ConfigError, match=message):
             check_outputs(argparse.Namespace(**given))
     check_outputs(argparse.Namespace(json="/dev/null", trace="/dev/null"))  # loses nothing
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    with pytest.raises(ConfigError, match="would overwrite the file --keys reads"):
+        check_outputs(argparse.Namespace(keys=str(keys), json=str(keys / "engine.key")))
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere.json")  # a dangling link: the write makes its target
+    check_outputs(argparse.Namespace(json=str(tmp_path / "link")))
     check_outputs(argparse.Namespace(json=str(tmp_path / "new.json")))
     assert workload.read_text() == '{"prompt": "a"}\n' and not (tmp_path / "new.json").exists()

@@ -223,6 +223,18 @@ def test_a_job_longer_than_the_targets_positions_is_refused_before_it_runs():
     from specsched.runtime.core.config import ConfigError
 
     with Engine(backend="hf", target="tiny", workers=1, max_new_tokens=4) as engine:
-        with pytest.raises(ConfigError, match=r"need 1,\d{3} positions; the target reads 1,024 at most"):
+        with pytest.raises(ConfigError, match=r"new tokens need 1,\d{3} positions; the target reads 1,024 at most"):
             engine.submit("LEONTES.", max_new_tokens=1020)
         assert engine.generate("LEONTES.", max_new_tokens=8).status == "ok"  # the engine goes on
+
+
+def test_a_workload_job_too_long_for_the_target_is_refused_before_the_first_job_plays(tmp_path):
+    """Refused by submit as it arrived, a late job took the records of the jobs before it."""
+    from cli_runs import assert_one_error_line, specsched
+
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text('{"prompt": "LEONTES."}\n{"arrival": 1, "prompt": "LEONTES.", "max_new_tokens": 1020, '
+                    '"name": "long"}\n')
+    result = specsched("run", "--backend", "hf", "--target", "tiny", "--workload", str(jobs), "--max-new-tokens", "4")
+    assert_one_error_line(result, 2, "long: a ", "new tokens need", "the target reads 1,024 at most")
+    assert "playing" not in result.stdout

@@ -158,7 +158,7 @@ class PeerArm:
             for seq, prompt in enumerate(p.prompts):
                 ids = torch.tensor([prompt], dtype=torch.long, device=p.device)
                 if not p.config.sampling.greedy:
-                    torch.manual_seed(p.config.seed * 1_000_003 + seq)   # a stream per (seed, sequence)
+                    torch.manual_seed((p.config.seed * 1_000_003 + seq) % 2**63)  # a stream per (seed, sequence)
                 counter.reset()
                 t0 = time.perf_counter()
                 out = p.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)

@@ -52,7 +52,8 @@ def make_endpoints(transport: str, run_dir: Path, listen: str | None = None) -> 
         verify, telemetry = (f"tcp://{host}:{_free_port(host)}" for _ in range(2))
         control = f"tcp://{host}:{port or _free_port(host)}"
     except OSError as exc:  # a name that resolves to nothing, an address that is not this machine's
-        raise ConfigError(f"--listen {listen}: cannot listen there: {exc.strerror or exc}") from None
+        where = f"--listen {listen}" if listen else f"tcp on {host}"
+        raise ConfigError(f"{where}: cannot listen there: {exc.strerror or exc}") from None
     return Endpoints(verify, telemetry, control, bind_all)
 
 

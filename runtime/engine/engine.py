@@ -67,15 +67,16 @@ class Job:
 
 class Engine(JobChecks):
     def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
-                 **settings) -> None:
+                 refuse_overlong: bool = True, **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
         Bad input - unknown models, vocabularies that differ, a default job that could not run (`submit`)
         - raises ConfigError/PolicyError here, before any model loads (the zygote, started meanwhile to import
-        the model libraries, is stopped)."""
+        the model libraries, is stopped). `refuse_overlong`: `submit` refuses a job that needs more positions
+        than the target has (a tree, whose prompts grow as it is built, runs them as the model reads them)."""
         self.config = config if config is not None else RunConfig(**settings)
         if config is not None and settings:
             self.config = dataclasses.replace(config, **settings)
-        self.max_workers = max_workers
+        self.max_workers, self.refuse_overlong = max_workers, refuse_overlong
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
         # the cheap checks first: a mistyped policy or path is one line before torch is imported
@@ -117,8 +118,9 @@ class Engine(JobChecks):
         if not cfg.prompts:
             cfg.prompts = [self._backend.default_prompt()]
             RunConfig.__post_init__(cfg)
-        tokens = [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
-        self._check_length(cfg, tokens)
+        tokens = self._encode(cfg)
+        if self.refuse_overlong:
+            self._check_length(cfg, tokens)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")

@@ -48,13 +48,21 @@ class JobChecks:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
 
+    def check_fits(self, cfg: RunConfig) -> None:
+        """ConfigError if a job of `cfg` needs more positions than the target has (what `submit` refuses): a
+        workload checks every job before the first one plays."""
+        self._check_length(cfg, self._encode(cfg))
+
+    def _encode(self, cfg: RunConfig) -> list[list[int]]:
+        return [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
+
     def _check_length(self, cfg: RunConfig, prompts: list[list[int]]) -> None:
-        """Every sequence fits the target's positions: its prompt's tokens and --max-new-tokens (past them the
-        target reads positions it never learnt, and its text stops meaning anything)."""
+        """Every sequence fits the target's positions: its prompt's tokens and the new tokens it may make (past
+        them the target reads positions it never learnt, and its text stops meaning anything)."""
         limit = self._context_length
         if limit and (need := max(map(len, prompts)) + cfg.max_new_tokens) > limit:
-            raise ConfigError(f"a {need - cfg.max_new_tokens}-token prompt and --max-new-tokens {cfg.max_new_tokens} "
-                              f"need {need:,} positions; the target reads {limit:,} at most")
+            raise ConfigError(f"a {need - cfg.max_new_tokens}-token prompt and {cfg.max_new_tokens} new tokens need "
+                              f"{need:,} positions; the target reads {limit:,} at most")
 
     def _drafter_corpus(self, cfg: RunConfig) -> str:
         """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off

@@ -132,7 +132,9 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     # policy, models, vocabularies, a phase's workers: checked before any process starts, then one engine
     # for every phase
     try:
-        engine = Engine(dataclasses.replace(base, prompts=["check"], workers=cfg.thoughts))
+        # a tree's prompts grow level by level: a phase past the target's positions runs as the model reads it
+        # (a small target's blocksworld evaluations do), rather than stopping a tree half built
+        engine = Engine(dataclasses.replace(base, prompts=["check"], workers=cfg.thoughts), refuse_overlong=False)
     except KeyboardInterrupt:
         fail("interrupted (Ctrl-C) before any process started")
         return EXIT_INTERRUPTED
