@@ -50,7 +50,8 @@ class Watched:
     """A CLI process started in the background, with every descendant it ever had recorded.
 
     ``sigint_ignored``: start it with SIGINT ignored, as a shell without job control starts a
-    background job (``specsched run ... &`` in a script)."""
+    background job (``specsched run ... &`` in a script). Used as ``with Watched(...) as w:``, whatever is
+    still running when the block ends (a step failed) is killed."""
 
     def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
         self.proc = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -97,6 +98,13 @@ class Watched:
         """Children recorded while the CLI ran that still exist after it exited (a few seconds' grace)."""
         _, alive = psutil.wait_procs(list(self.seen.values()), timeout=grace)
         return [p for p in alive if _still_running(p)]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:  # a step failed with the CLI still running: take it all down
+            self.kill_all()
 
     def kill_all(self) -> None:
         for p in [*self.seen.values()]:

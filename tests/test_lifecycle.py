@@ -96,8 +96,7 @@ def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: 
     stops); retry with a longer wait if the machine was so busy that nothing had been verified yet."""
     for attempt in range(attempts):
         out = tmp_path / f"record-{attempt}.json"
-        w = Watched(*LONG_RUN, "--json", str(out), sigint_ignored=sigint_ignored)
-        try:
+        with Watched(*LONG_RUN, "--json", str(out), sigint_ignored=sigint_ignored) as w:
             w.wait_for_children(1 + len(ENDLESS))
             deadline = time.monotonic() + 2.0 * 2 ** attempt
             while time.monotonic() < deadline:
@@ -108,9 +107,6 @@ def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: 
                 time.sleep(0.05)
                 w.signal(then)
             code, stdout, stderr = w.finish(timeout=60)
-        finally:
-            if w.proc.poll() is None:
-                w.kill_all()
         assert w.survivors() == []
         record = read_json(out)
         if any(s["tokens"] for s in record["sequences"]) or attempt == attempts - 1:
@@ -173,15 +169,11 @@ def test_ctrl_c_stops_a_run_started_with_sigint_ignored(tmp_path):
 
 
 def test_sigint_during_start_up_leaves_no_process_behind():
-    w = Watched(*LONG_RUN)
-    try:
+    with Watched(*LONG_RUN) as w:
         w.wait_for_children(1)  # the verifier is starting; the workers may not exist yet
         w.signal(signal.SIGINT)
         w.watch_until_exit()
         code, _, stderr = w.finish()
-    finally:
-        if w.proc.poll() is None:
-            w.kill_all()
     assert code == 130
     assert "Traceback" not in stderr
     assert w.survivors() == []
@@ -194,16 +186,12 @@ def test_sigint_during_start_up_leaves_no_process_behind():
 ], ids=["compare", "bench", "workload"])
 def test_sigterm_ends_compare_bench_and_a_workload_with_143_and_leaves_no_process(args):
     # README: 143 for SIGTERM whatever the command; the first run of either never ends by itself
-    w = WatchedCommand(*args)
-    try:
+    with WatchedCommand(*args) as w:
         w.wait_for_children(1)
         time.sleep(1.0)
         w.poll_children()
         w.signal(signal.SIGTERM)
         code, _, stderr = w.finish(timeout=60)
-    finally:
-        if w.proc.poll() is None:
-            w.kill_all()
     assert code == 143, stderr
     lines = stderr_lines(stderr)
     assert len(lines) == 1 and lines[0].startswith("specsched: error: ") and "interrupted" in lines[0], stderr
@@ -214,16 +202,12 @@ def test_sigterm_ends_compare_bench_and_a_workload_with_143_and_leaves_no_proces
 
 def test_children_die_with_a_killed_cli():
     # SIGKILL leaves the CLI no chance to clean up: the children must notice and go by themselves.
-    w = Watched(*LONG_RUN)
-    try:
+    with Watched(*LONG_RUN) as w:
         w.wait_for_children(1 + len(ENDLESS))
         time.sleep(1.0)
         w.poll_children()
         w.signal(signal.SIGKILL)
         w.finish()
-    finally:
-        if w.proc.poll() is None:
-            w.kill_all()
     assert w.proc.returncode == -signal.SIGKILL
     assert w.survivors(grace=15) == []
 

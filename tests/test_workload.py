@@ -156,15 +156,11 @@ def _signal_during(tmp_path, args: list[str], signum: int):
     """`specsched ARGS` on sim, `signum` once its processes have run for two seconds: exit status, stdout,
     stderr, and the one policy's results in its --json (compare: the policies after it never ran)."""
     out = tmp_path / "w.json"
-    w = WatchedCommand(*args, "--workers", "1", "--max-new-tokens", "1000000", *FAST, "--json", str(out))
-    try:
+    with WatchedCommand(*args, "--workers", "1", "--max-new-tokens", "1000000", *FAST, "--json", str(out)) as w:
         w.wait_for_children(2)  # the verifier and the workers started before the first arrival
         time.sleep(2.0)
         w.signal(signum)
         code, stdout, stderr = w.finish(timeout=60)
-    finally:
-        if w.proc.poll() is None:
-            w.kill_all()
     assert w.survivors() == [] and "Traceback" not in stderr, stderr
     (result,) = read_json(out)["policies"].values()
     return code, stdout, stderr, result
