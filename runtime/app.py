@@ -16,7 +16,7 @@ from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected, Interrupted
 from specsched.runtime.engine.engine import Engine
-from specsched.runtime.engine.stopping import handles_stops
+from specsched.runtime.engine.stopping import handles_stops, stopped_by
 from specsched.runtime.record import RunRecord, SequenceResult, build_record, measure, worker_of
 
 __all__ = ["RunRecord", "SequenceResult", "measure", "prepare", "run", "sigterm_interrupts", "worker_of"]
@@ -87,10 +87,8 @@ def _run_job(engine: Engine, config: RunConfig, on_update, *, close: bool, remot
             if close:
                 engine.close()
             return record
-        except KeyboardInterrupt:
-            reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
-        except Interrupted:
-            reason, signal_name = "interrupted (SIGTERM)", "SIGTERM"
+        except (KeyboardInterrupt, Interrupted) as exc:
+            signal_name, reason = stopped_by(exc)
     if close:
         engine.close(reason)  # stops every process; the job's record keeps what was verified
     elif job is not None:

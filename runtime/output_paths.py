@@ -40,16 +40,12 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise ConfigError(f"{flag} {path}: cannot create this folder ({exc.strerror})") from None
         if not os.access(path, os.W_OK):
             raise ConfigError(f"{flag} {path} is not writable")
-    source = getattr(args, "path", None)
-    for name in files:
-        if source and Path(getattr(args, name)).resolve() == Path(source).resolve():
-            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the trace it reads")
-    inputs = {Path(p).resolve(): flag for flag, p in _inputs(args)}
+    inputs = {Path(p).resolve(): what for what, p in _inputs(args)}
     written: dict[Path, str] = {}
     for name in files:
         path = Path(getattr(args, name)).resolve()
         if path in inputs:
-            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite the file {inputs[path]} reads")
+            raise ConfigError(f"--{name} {getattr(args, name)} would overwrite {inputs[path]}")
         if path in written and not path.is_char_device():  # /dev/null, twice, loses nothing
             raise ConfigError(f"--{name} and {written[path]} name the same file {getattr(args, name)}: "
                               "give each output its own")
@@ -57,15 +53,17 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """(flag, path) of the files the command reads: a workload, a task's data, a corpus cache, policy files."""
-    found = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in ("workload", "data", "corpus_cache")
-             if getattr(args, name, None) not in (None, "auto", "off")]
+    """(what, path) of the files the command reads: the trace of replay/export/whatif, a workload, a task's data,
+    a corpus cache, keys, policy files."""
+    found = [("the trace it reads", args.path)] if getattr(args, "path", None) else []
+    read = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in ("workload", "data", "corpus_cache")
+            if getattr(args, name, None) not in (None, "auto", "off")]
     if keys := getattr(args, "keys", None):  # a folder of keys, or the engine's key file
-        found += [("--keys", Path(keys) / name) for name in ("engine.key", "worker.key")] if Path(keys).is_dir() \
+        read += [("--keys", Path(keys) / name) for name in ("engine.key", "worker.key")] if Path(keys).is_dir() \
             else [("--keys", keys)]
     policies = [getattr(args, "policy", None) or "", *(getattr(args, "policies", None) or [])]
-    found += [("--policy", p.rpartition(":")[0]) for p in policies if p.rpartition(":")[0].endswith(".py")]
-    return found
+    read += [("--policy", p.rpartition(":")[0]) for p in policies if p.rpartition(":")[0].endswith(".py")]
+    return found + [(f"the file {flag} reads", path) for flag, path in read]
 
 
 def _opens(path: Path) -> bool:

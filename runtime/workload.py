@@ -30,6 +30,7 @@ from pathlib import Path
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import MAX_NEW_TOKENS
 from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.engine.stopping import stopped_by
 from specsched.runtime.record import RunRecord
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
@@ -157,10 +158,8 @@ def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> Played:
             handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
                                          deadline_s=job.deadline, name=job.name))
         return Played([h.result() for h in handles])
-    except KeyboardInterrupt:
-        reason, signal_name = "interrupted (Ctrl-C)", "SIGINT"
-    except Interrupted:
-        reason, signal_name = "interrupted (SIGTERM)", "SIGTERM"
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signal_name, reason = stopped_by(exc)
     engine.close(reason)
     records = [h.result() for h in handles]
     for record in records:

@@ -8,6 +8,7 @@ mistakes (a path that is not there, a GPU that is not there) answer before the ~
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -87,10 +88,8 @@ class HFBackend(Backend):
         if is_distilled_draft(Path(path)):
             size = distilled_vocab(Path(path))
         else:
-            from transformers import AutoConfig
-
             try:
-                size = int(AutoConfig.from_pretrained(path).vocab_size)
+                size = int(_model_config(path).vocab_size)
             except (OSError, ValueError) as exc:
                 reason = str(exc).splitlines()[0]
                 raise ConfigError(f"cannot read the {role} model at {path}: {reason}") from None
@@ -98,10 +97,8 @@ class HFBackend(Backend):
 
     def context_length(self) -> int | None:
         """The target's max_position_embeddings (RoPE reads on past it, into positions it never learnt)."""
-        from transformers import AutoConfig
-
         try:
-            return int(AutoConfig.from_pretrained(self.paths()[0]).max_position_embeddings)
+            return int(_model_config(self.paths()[0]).max_position_embeddings)
         except (OSError, ValueError, AttributeError, TypeError):
             return None
 
@@ -137,6 +134,14 @@ def tokenizer_digest(path: str) -> str | None:
     """sha256 of a tokenizer's vocabulary (token -> id, sorted); None when `path` has no tokenizer."""
     tokens = _tokenizer_vocab(path)
     return None if tokens is None else hashlib.sha256(json.dumps(sorted(tokens.items())).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _model_config(path: str):
+    """A model directory's transformers config, read once: the vocabulary check and the positions both need it."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(path)
 
 
 def _tokenizer_vocab(path: str) -> dict[str, int] | None:

@@ -173,9 +173,9 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     for path in written:
         console.print(f"wrote {path}", style="dim", highlight=False)
     if record.stopped_by:
+        from specsched.runtime.engine.stopping import REASONS
         from specsched.runtime.exits import fail, stopped_status
 
-        how = "Ctrl-C" if record.stopped_by == "SIGINT" else record.stopped_by
-        fail(f"interrupted ({how}) at {record.stopped_at}; the tables above hold the runs measured before")
+        fail(f"{REASONS[record.stopped_by]} at {record.stopped_at}; the tables above hold the runs measured before")
         return stopped_status(record.stopped_by)
     return 1 if (record.mismatched and record.exact_target) or record.failed else 0

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from specsched.runtime.bench.cpu import tree_cpu_seconds
 from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.engine.stopping import stopped_by
 
 BASELINE = "ar"
 
@@ -112,7 +113,7 @@ class Stop:
     at: str = ""                # the run it cut short: "repeat 2/5 · seed-fcfs"
 
     def caught(self, exc: BaseException) -> None:
-        self.signal = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+        self.signal = stopped_by(exc)[0]
 
 
 def measure(arms: Sequence[Arm], *, warmup: int, repeats: int, greedy: bool,

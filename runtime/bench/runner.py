@@ -61,11 +61,10 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
             arms = build_arms(s.arms, config, engine=engine)  # loads the transformers peers' models
         except (KeyboardInterrupt, Interrupted) as exc:
             stop.caught(exc)
-            stop.at = "preparing the arms"
-            record.stopped_by, record.stopped_at = stop.signal, stop.at
-            return []
-        results = measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
-                          progress=progress, uncompared=other_numerics(config), stop=stop)
+            stop.at, results = "preparing the arms", []
+        else:
+            results = measure(arms, warmup=s.warmup, repeats=s.repeats, greedy=config.sampling.greedy,
+                              progress=progress, uncompared=other_numerics(config), stop=stop)
         record.stopped_by, record.stopped_at = stop.signal, stop.at if stop.signal else None
         return results
 

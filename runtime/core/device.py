@@ -49,8 +49,11 @@ def refuse_absent_gpu(spec: str) -> None:
 def resolve_device(spec: str) -> str:
     """"cpu" or "cuda:N" for this machine. auto = the first CUDA GPU torch sees, else the CPU; cuda or
     cuda:N without such a GPU is bad input (ConfigError: one line, exit 2)."""
-    refuse_absent_gpu(spec)
-    if spec == "cpu" or (spec == "auto" and not gpu_device_files()):
+    check_device(spec)
+    if spec == "cpu":
+        return "cpu"
+    if not gpu_device_files():  # no GPU can be seen: auto is the CPU, cuda is refused, and torch is not asked
+        refuse_absent_gpu(spec)
         return "cpu"
     import torch
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from specsched.runtime.engine.collected import Interrupted
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REASONS = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "interrupted (SIGTERM)"}  # the error of a job it stops
 STOPPING_LINE = "specsched: stopping, keeping what was done so far (one more Ctrl-C leaves at once and loses it)"
 
 
@@ -34,6 +35,13 @@ class StopSignals:
             print(STOPPING_LINE, file=sys.stderr, flush=True)
             return
         raise Interrupted() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def stopped_by(exc: BaseException) -> tuple[str, str]:
+    """The signal a KeyboardInterrupt or Interrupted stands for, and the error of what it stopped:
+    ("SIGINT", "interrupted (Ctrl-C)") or ("SIGTERM", "interrupted (SIGTERM)")."""
+    name = "SIGTERM" if isinstance(exc, Interrupted) else "SIGINT"
+    return name, REASONS[name]
 
 
 def handles_stops() -> bool:
