@@ -27,7 +27,7 @@ class JobBook:
             if self.key != key:
                 if any(not j.target_only for j in self.jobs.values()):
                     raise ProtocolError(f"job {job.id} needs scheduling {key}, the running jobs {self.key}")
-                self.queue, self.key = RunQueue(start_policy(job.config)), key
+                self.queue, self.key = RunQueue(start_policy(job.config), job.config.policy_timeout_s), key
         job.rejected_before = self.counters.rejected_messages - self.rejected_unclaimed
         self.rejected_unclaimed = 0
         self.jobs[job.id] = job

@@ -12,10 +12,11 @@ from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.messages import Draft
+from specsched.scheduler.deadline import Overrun, deadline
 
 
 class PolicyFailure(RuntimeError):
-    """The scheduling policy raised or returned something that is not a ready draft."""
+    """The scheduling policy raised, returned something that is not a ready draft, or ran past its deadline."""
 
 
 @dataclass(slots=True)
@@ -34,8 +35,9 @@ class Reply:
 
 
 class RunQueue:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, timeout_s: float = 0.0) -> None:
         self.policy = policy
+        self.timeout_s = timeout_s  # --policy-timeout: the most one pick or served may take; 0 = no limit
         self._waiting: list[Queued] = []
         self._order = itertools.count()
 
@@ -71,9 +73,12 @@ class RunQueue:
         self.policy.cost = cost
         name = self.policy.name or type(self.policy).__name__
         try:
-            choice = self.policy.pick(ready)
+            with deadline(self.timeout_s):
+                choice = self.policy.pick(ready)
         except KeyboardInterrupt:
             raise
+        except Overrun:
+            raise PolicyFailure(_overran(name, "pick", self.timeout_s)) from None
         except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
             raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
         if isinstance(choice, ReadyDraft):
@@ -103,9 +108,12 @@ class RunQueue:
         name = self.policy.name or type(self.policy).__name__
         for entry, n in zip(picked, committed):
             try:
-                self.policy.served(entry.info, seconds, n)
+                with deadline(self.timeout_s):
+                    self.policy.served(entry.info, seconds, n)
             except KeyboardInterrupt:
                 raise
+            except Overrun:
+                raise PolicyFailure(_overran(name, "served", self.timeout_s)) from None
             except BaseException as exc:
                 raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__} in served: {exc}") from exc
 
@@ -121,14 +129,22 @@ def start_policy(config: RunConfig):
     policy_cls = load_policy(config.policy)
     name = policy_cls.name or policy_cls.__name__
     try:
-        policy = policy_cls(PolicySettings(max_batch=config.max_batch))
+        with deadline(config.policy_timeout_s):
+            policy = policy_cls(PolicySettings(max_batch=config.max_batch))
     except KeyboardInterrupt:
         raise
+    except Overrun:
+        raise PolicyFailure(_overran(name, "__init__", config.policy_timeout_s)) from None
     except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
         raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
     if not isinstance(getattr(policy, "settings", None), PolicySettings):
         raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
     return policy
+
+
+def _overran(name: str, method: str, seconds: float) -> str:
+    return (f"policy {name!r}: {method} did not return within {seconds:g} s (--policy-timeout), "
+            "so it was stopped")
 
 
 def _describe(value: object) -> str:

@@ -91,6 +91,59 @@ def test_a_failing_run_leaves_no_process_behind(tmp_path):
     assert w.survivors() == []
 
 
+def test_a_policy_stuck_in_pick_is_stopped_and_its_jobs_fail_with_what_they_verified(tmp_path):
+    """Heartbeats come from a thread, so a verifier stuck in a plug-in's loop still beats: the deadline on
+    policy code (--policy-timeout) stops it, the run ends with one line naming the policy, nothing is left."""
+    policy = tmp_path / "stuck.py"
+    policy.write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Stuck(Policy):
+            name = "stuck"
+            calls = 0
+
+            def pick(self, ready):
+                self.calls += 1
+                while self.calls > 20:   # once every process is up and busy: a loop that never returns
+                    pass
+                return ready[0]
+    """))
+    w = Watched(*LONG_RUN, "--policy", f"{policy}:Stuck", "--policy-timeout", "0.5")
+    w.watch_until_exit()
+    code, _, err = w.finish()
+    assert code == 1
+    assert stderr_lines(err) == [
+        "specsched: error: verifier: PolicyFailure: policy 'stuck': pick did not return within 0.5 s "
+        "(--policy-timeout), so it was stopped"]
+    assert w.survivors() == []
+
+
+def test_a_policy_asleep_in_pick_fails_its_job_and_the_verified_tokens_are_kept(tmp_path):
+    policy = tmp_path / "asleep.py"
+    policy.write_text(textwrap.dedent("""
+        import time
+        from specsched.policies import Policy
+
+        class Asleep(Policy):
+            name = "asleep"
+            calls = 0
+
+            def pick(self, ready):
+                self.calls += 1
+                if self.calls > 6:
+                    try:
+                        time.sleep(3600)
+                    except Exception:   # a policy's own handler does not swallow the deadline
+                        pass
+                return ready[0]
+    """))
+    started = time.monotonic()
+    record = run(sim_config(workers=2, max_new_tokens=1000, policy=f"{policy}:Asleep", policy_timeout_s=0.5))
+    assert time.monotonic() - started < 60
+    assert record.status == "failed" and "'asleep': pick did not return within 0.5 s" in record.error
+    assert sum(len(s.tokens) for s in record.sequences) >= 6   # six verifications, each commits a token or more
+
+
 def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False, then: int | None = None):
     """Start a long run, let it verify for a while, send ``signum`` (and ``then``, 50 ms later, while it
     stops); retry with a longer wait if the machine was so busy that nothing had been verified yet."""

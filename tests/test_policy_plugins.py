@@ -5,7 +5,10 @@ that cannot be loaded is a PolicyError)."""
 
 from __future__ import annotations
 
+import signal
 import textwrap
+import threading
+import time
 
 import pytest
 from policy_drafts import drain, queue_with, ready
@@ -15,8 +18,9 @@ from specsched.policies.batch import Batch
 from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
+from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
-from specsched.scheduler.run_queue import PolicyFailure, RunQueue
+from specsched.scheduler.run_queue import PolicyFailure, RunQueue, start_policy
 
 # -- the run queue ----------------------------------------------------------------------------------
 
@@ -78,6 +82,59 @@ def test_a_policy_that_raises_or_returns_something_else_is_a_policy_failure_nami
         q.pick()
     assert message in str(info.value)
     assert len(q) == 2  # nothing was taken out of the queue
+
+
+def _forever(ready_drafts):
+    while True:   # a plug-in's loop that never returns
+        pass
+
+
+@pytest.mark.parametrize("answer", [_forever, lambda r: time.sleep(3600)], ids=["busy loop", "sleep"])
+def test_a_pick_that_does_not_return_within_the_policy_timeout_is_stopped_and_named(answer):
+    q = RunQueue(_Bad(answer), timeout_s=0.2)
+    for worker in (0, 1):
+        q.push(Draft.chain(worker, worker, 0, [7]), b"w", arrival=1.0, verified_tokens=0, priority=0, round=0)
+    started = time.monotonic()
+    with pytest.raises(PolicyFailure, match=r"'bad-policy': pick did not return within 0.2 s \(--policy-timeout\)"):
+        q.pick()
+    assert time.monotonic() - started < 30 and len(q) == 2
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    q.policy.answer = lambda r: r[1]   # the queue goes on with a policy that answers
+    assert [e.draft.worker for e in q.pick()] == [1]
+
+
+def test_the_deadline_lets_a_quick_policy_through_and_stops_a_slow_served_or_constructor(tmp_path):
+    q = queue_with(_Bad(lambda r: r[0]), [(0, 1.0, 0)])
+    q.timeout_s = 0.2
+    picked = q.pick()
+    q.policy.served = lambda *a: time.sleep(3600)
+    with pytest.raises(PolicyFailure, match="served did not return within 0.2 s"):
+        q.served(picked, 0.01, [1])
+    (tmp_path / "slow_start.py").write_text(textwrap.dedent("""
+        import time
+        from specsched.policies import Policy
+
+        class SlowStart(Policy):
+            def __init__(self, settings=None):
+                super().__init__(settings)
+                time.sleep(3600)
+
+            def pick(self, ready):
+                return ready[0]
+    """))
+    config = RunConfig(backend="sim", policy=f"{tmp_path}/slow_start.py:SlowStart", policy_timeout_s=0.2)
+    with pytest.raises(PolicyFailure, match="'SlowStart': __init__ did not return within 0.2 s"):
+        start_policy(config)
+
+
+def test_the_deadline_is_a_no_op_off_the_main_thread():
+    q = queue_with(_Bad(lambda r: time.sleep(0.4) or r[0]), [(0, 1.0, 0)])
+    q.timeout_s = 0.1
+    picked = []
+    worker = threading.Thread(target=lambda: picked.extend(q.pick()))
+    worker.start()
+    worker.join()
+    assert len(picked) == 1   # a signal handler runs only in the main thread: no deadline there
 
 
 def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():

@@ -146,6 +146,8 @@ def test_a_resume_drops_the_dead_workers_draft_and_only_the_new_epoch_may_draft(
     (["--max-restarts", "-1"], "--max-restarts must be in 0..1000"),
     (["--restart-period", "0"], "--restart-period must be in (0, 86400]"),
     (["--heartbeat-timeout", "-1"], "--heartbeat-timeout must be in (0, 3600]"),
+    (["--policy-timeout", "0"], "--policy-timeout must be in (0, 3600]"),
+    (["--policy-timeout", "nan"], "--policy-timeout must be in (0, 3600]"),
 ])
 def test_bad_supervision_flags_are_one_line_and_exit_2(args, message):
     out = run_cli("--backend", "sim", *args)

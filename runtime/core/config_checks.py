@@ -179,3 +179,5 @@ def _check_supervision(c: RunConfig) -> None:
         raise ConfigError(f"--restart-period must be in (0, 86400] seconds, got {c.restart_period_s}")
     if not 0 < c.heartbeat_timeout_s <= 3600:
         raise ConfigError(f"--heartbeat-timeout must be in (0, 3600] seconds, got {c.heartbeat_timeout_s}")
+    if not 0 < c.policy_timeout_s <= 3600:
+        raise ConfigError(f"--policy-timeout must be in (0, 3600] seconds, got {c.policy_timeout_s}")

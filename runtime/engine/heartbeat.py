@@ -6,7 +6,8 @@ is inside a torch forward (torch releases the GIL) or waits on a socket, so a ch
 when the whole process stops: SIGSTOP, a debugger, a deadlock that holds the GIL. The engine kills a
 draft worker serving a job that has been silent for ``--heartbeat-timeout`` seconds (SIGKILL ends a
 stopped process too), and the supervisor restarts it like any other death (supervisor.py). A forward
-that runs on and on while the process beats is not caught by this.
+that runs on and on while the process beats is not caught by this; a policy's pick that does is stopped
+by its deadline (scheduler/deadline.py).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from specsched.runtime.models import corpus_cache
 # the engine's own settings: the models it loads, how its processes talk, how it supervises them
 ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "verifier_threads",
                  "sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms", "max_restarts", "restart_period_s",
-                 "heartbeat_timeout_s", "listen", "keys")
+                 "heartbeat_timeout_s", "policy_timeout_s", "listen", "keys")
 
 
 class JobChecks:
