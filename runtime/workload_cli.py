@@ -76,8 +76,7 @@ def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob
 
 def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConfig) -> int:
     jobs = workload_of(args, config)
-    with Engine(_engine_config(config, jobs)) as engine:
-        _check_fits(engine, config, jobs)
+    with Engine(_engine_config(config, jobs), planned=_planned(config, jobs)) as engine:
         engine.start_workers(_pool(jobs, config))
         console.print(Text(f"playing {len(jobs)} jobs under policy {config.policy} …", style="dim"))
         played = play(engine, config, jobs)
@@ -92,8 +91,7 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
 def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: list[RunConfig]) -> int:
     jobs = workload_of(args, configs[0])
     results: dict[str, tuple[list[RunRecord], list[JobMetrics]]] = {}
-    with Engine(_engine_config(configs[0], jobs)) as engine:
-        _check_fits(engine, configs[0], jobs)
+    with Engine(_engine_config(configs[0], jobs), planned=_planned(configs[0], jobs)) as engine:
         engine.start_workers(_pool(jobs, configs[0]))
         for c in configs:
             console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))
@@ -123,14 +121,9 @@ def _status(played: Played, jobs: int) -> int:
     return 0 if all(r.status == "ok" for r in played.records) else 1
 
 
-def _check_fits(engine: Engine, config: RunConfig, jobs: list[WorkloadJob]) -> None:
-    """Every job fits the target's positions, checked before the first plays: a late job refused mid-play would
-    take the records of the jobs before it."""
-    for i, job in enumerate(jobs):
-        try:
-            engine.check_fits(job_config(config, job, i))
-        except ConfigError as exc:
-            raise ConfigError(f"{job.name}: {exc}") from None
+def _planned(config: RunConfig, jobs: list[WorkloadJob]) -> list[tuple[str, RunConfig]]:
+    """Every job, for the engine to check against the target's positions before any model loads."""
+    return [(job.name, job_config(config, job, i)) for i, job in enumerate(jobs)]
 
 
 def _pool(jobs: list[WorkloadJob], config: RunConfig) -> int:

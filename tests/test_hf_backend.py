@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from specsched.runtime.app import run
@@ -230,11 +233,21 @@ def test_a_job_longer_than_the_targets_positions_is_refused_before_it_runs():
 
 def test_a_workload_job_too_long_for_the_target_is_refused_before_the_first_job_plays(tmp_path):
     """Refused by submit as it arrived, a late job took the records of the jobs before it."""
-    from cli_runs import assert_one_error_line, specsched
+    from cli_runs import assert_one_error_line
 
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_text('{"prompt": "LEONTES."}\n{"arrival": 1, "prompt": "LEONTES.", "max_new_tokens": 1020, '
                     '"name": "long"}\n')
-    result = specsched("run", "--backend", "hf", "--target", "tiny", "--workload", str(jobs), "--max-new-tokens", "4")
-    assert_one_error_line(result, 2, "long: a ", "new tokens need", "the target reads 1,024 at most")
-    assert "playing" not in result.stdout
+    command = [sys.executable, "-m", "specsched", "run", "--backend", "hf", "--target", "tiny", "--workload",
+               str(jobs), "--max-new-tokens", "4"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    seen = set()   # every descendant the CLI ever had: the zygote only, no verifier (no model loaded)
+    while proc.poll() is None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        time.sleep(0.005)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert_one_error_line(subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), 2,
+                          "long: a ", "new tokens need", "the target reads 1,024 at most")
+    assert "playing" not in stdout and len(seen) <= 1

@@ -21,7 +21,7 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
@@ -67,12 +67,14 @@ class Job:
 
 class Engine(JobChecks):
     def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
-                 refuse_overlong: bool = True, **settings) -> None:
+                 refuse_overlong: bool = True, planned: Sequence[tuple[str, RunConfig]] = (), **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
         Bad input - unknown models, vocabularies that differ, a default job that could not run (`submit`)
         - raises ConfigError/PolicyError here, before any model loads (the zygote, started meanwhile to import
         the model libraries, is stopped). `refuse_overlong`: `submit` refuses a job that needs more positions
-        than the target has (a tree, whose prompts grow as it is built, runs them as the model reads them)."""
+        than the target has (a tree, whose prompts grow as it is built, runs them as the model reads them).
+        `planned`: the jobs to come, as (name, config), each checked against the target's positions before
+        any model loads (a workload's: a late job refused mid-play would take the records before it)."""
         self.config = config if config is not None else RunConfig(**settings)
         if config is not None and settings:
             self.config = dataclasses.replace(config, **settings)
@@ -101,6 +103,8 @@ class Engine(JobChecks):
             self._drafter_corpus(self.config)  # a corpus cache that is missing or damaged: refused now
             self.tokenizer = self._backend.tokenizer()
             self._context_length = self._backend.context_length()
+            for name, cfg in planned:
+                self._check_planned(name, cfg)
             self._dispatcher.go()
         except BaseException:
             self._dispatcher.stop("refused")

@@ -48,10 +48,12 @@ class JobChecks:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
 
-    def check_fits(self, cfg: RunConfig) -> None:
-        """ConfigError if a job of `cfg` needs more positions than the target has (what `submit` refuses): a
-        workload checks every job before the first one plays."""
-        self._check_length(cfg, self._encode(cfg))
+    def _check_planned(self, name: str, cfg: RunConfig) -> None:
+        """A job to come fits the target's positions (what `submit` will refuse); the error names it."""
+        try:
+            self._check_length(cfg, self._encode(cfg))
+        except ConfigError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
 
     def _encode(self, cfg: RunConfig) -> list[list[int]]:
         return [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
