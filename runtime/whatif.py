@@ -30,6 +30,7 @@ from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
 from specsched.runtime.record import worker_of
+from specsched.scheduler.deadline import Overrun, deadline, overran
 
 
 @dataclass(slots=True)
@@ -102,9 +103,12 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     """The run queue replayed under `policy_name`, in virtual time starting at 0."""
     rounds = run.rounds
     try:
-        policy = load_policy(policy_name)(PolicySettings(max_batch=1))
+        with deadline(config.policy_timeout_s):
+            policy = load_policy(policy_name)(PolicySettings(max_batch=1))
     except PolicyError:
         raise
+    except Overrun:
+        raise ConfigError(overran(policy_name, "__init__", config.policy_timeout_s)) from None
     except Exception as exc:  # a plug-in that cannot even start: one line, as in a live run
         raise ConfigError(f"policy {policy_name!r} raised {type(exc).__name__}: {exc}") from exc
     events: list[Event] = []
@@ -127,7 +131,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
             now = max(now, t)
             waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq),
                                   (run.deadlines or {}).get(seq))
-        chosen = _ask(policy_name, policy.pick, list(waiting.values()))
+        chosen = _ask(policy_name, config.policy_timeout_s, policy.pick, list(waiting.values()))
         if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
             chosen = chosen[0]  # a batch of one is one draft
         if not isinstance(chosen, ReadyDraft) or chosen.seq not in waiting:
@@ -143,7 +147,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
         events += [Event(0, "verifier", VERIFIER, "verify", start, end, seq),
                    _worker_event(config, "queued", chosen.arrival, start, seq),
                    _worker_event(config, "verify", start, end, seq)]
-        _ask(policy_name, policy.served, chosen, r.verify_s, r.committed)
+        _ask(policy_name, config.policy_timeout_s, policy.served, chosen, r.verify_s, r.committed)
         done[seq] += 1
         committed[seq] += r.committed
         finished[seq] = end
@@ -161,12 +165,16 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     return Prediction(policy_name, events, now, measure_os(events, dict(per_worker)), finished, missed)
 
 
-def _ask(name: str, call, *args):
-    """A policy's pick or served; anything it raises becomes one line naming it."""
+def _ask(name: str, seconds: float, call, *args):
+    """A policy's pick or served, under the run's --policy-timeout (scheduler/deadline.py); anything it raises
+    becomes one line naming it."""
     try:
-        return call(*args)
+        with deadline(seconds):
+            return call(*args)
     except KeyboardInterrupt:
         raise
+    except Overrun:
+        raise ConfigError(overran(name, call.__name__, seconds)) from None
     except Exception as exc:
         raise ConfigError(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
 

@@ -20,6 +20,11 @@ class Overrun(BaseException):
     cannot swallow it."""
 
 
+def overran(policy: str, method: str, seconds: float) -> str:
+    """The error line of a policy stopped by its deadline."""
+    return f"policy {policy!r}: {method} did not return within {seconds:g} s (--policy-timeout), so it was stopped"
+
+
 @contextmanager
 def deadline(seconds: float):
     """Raise Overrun in the body once `seconds` of wall time have passed. A no-op off the main thread (a

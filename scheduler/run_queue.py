@@ -12,7 +12,7 @@ from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.messages import Draft
-from specsched.scheduler.deadline import Overrun, deadline
+from specsched.scheduler.deadline import Overrun, deadline, overran
 
 
 class PolicyFailure(RuntimeError):
@@ -78,7 +78,7 @@ class RunQueue:
         except KeyboardInterrupt:
             raise
         except Overrun:
-            raise PolicyFailure(_overran(name, "pick", self.timeout_s)) from None
+            raise PolicyFailure(overran(name, "pick", self.timeout_s)) from None
         except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
             raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
         if isinstance(choice, ReadyDraft):
@@ -113,7 +113,7 @@ class RunQueue:
             except KeyboardInterrupt:
                 raise
             except Overrun:
-                raise PolicyFailure(_overran(name, "served", self.timeout_s)) from None
+                raise PolicyFailure(overran(name, "served", self.timeout_s)) from None
             except BaseException as exc:
                 raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__} in served: {exc}") from exc
 
@@ -134,17 +134,12 @@ def start_policy(config: RunConfig):
     except KeyboardInterrupt:
         raise
     except Overrun:
-        raise PolicyFailure(_overran(name, "__init__", config.policy_timeout_s)) from None
+        raise PolicyFailure(overran(name, "__init__", config.policy_timeout_s)) from None
     except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
         raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
     if not isinstance(getattr(policy, "settings", None), PolicySettings):
         raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
     return policy
-
-
-def _overran(name: str, method: str, seconds: float) -> str:
-    return (f"policy {name!r}: {method} did not return within {seconds:g} s (--policy-timeout), "
-            "so it was stopped")
 
 
 def _describe(value: object) -> str:

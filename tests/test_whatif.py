@@ -74,6 +74,14 @@ def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, messag
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_a_replayed_policy_stuck_in_pick_is_stopped_by_the_runs_policy_timeout(tmp_path):
+    (tmp_path / "stuck.py").write_text(PLUGIN.format(name="Stuck", body="while True: pass"))
+    run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]}, dispatch_s=0.0)
+    config = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], policy_timeout_s=0.2)
+    with pytest.raises(ConfigError, match=r"'.*stuck.py:Stuck': pick did not return within 0.2 s"):
+        simulate(config, run, f"{tmp_path}/stuck.py:Stuck")
+
+
 def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):
     assert run_cli("--mode", "ar", "--max-new-tokens", "4", "--quiet", "--no-live", "--trace",
                    str(tmp_path / "ar.trace")).returncode == 0
