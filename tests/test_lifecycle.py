@@ -9,19 +9,23 @@ checks after it exits that none of them is still running.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
+import tempfile
 import textwrap
 import time
 from collections import Counter
+from pathlib import Path
 
 import psutil
 import pytest
-from cli_runs import read_json, stderr_lines
+from cli_runs import read_json, specsched, stderr_lines
 from helpers import draft_model, greedy_reference, run_ok, sim_config, words
 from process_watch import Watched, WatchedCommand
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.transport import SUN_PATH_MAX, private_dir
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.engine.stopping import STOPPING_LINE
 
@@ -142,6 +146,25 @@ def test_a_policy_asleep_in_pick_fails_its_job_and_the_verified_tokens_are_kept(
     assert time.monotonic() - started < 60
     assert record.status == "failed" and "'asleep': pick did not return within 0.5 s" in record.error
     assert sum(len(s.tokens) for s in record.sequences) >= 6   # six verifications, each commits a token or more
+
+
+def test_a_run_started_under_a_deep_tmpdir_puts_its_sockets_where_a_unix_socket_path_fits(tmp_path, monkeypatch):
+    """A Unix socket's path holds 107 bytes: under a deep TMPDIR the run (lanes as processes too) failed with
+    "File name too long"; now its private directory moves to /tmp."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    result = specsched("run", "--backend", "sim", "--prompt", "a b", "--max-new-tokens", "6", "--drafter", "branches",
+                       "--branch-processes", "--no-live", "--quiet", env={**os.environ, "TMPDIR": str(deep)})
+    assert result.returncode == 0, result.stderr
+    assert list(deep.iterdir()) == []
+    for where, expected in ((deep, Path("/tmp")), (tmp_path, tmp_path)):
+        monkeypatch.setattr(tempfile, "tempdir", str(where))
+        made = private_dir("specsched-", "telemetry.sock")
+        try:
+            assert made.parent == expected and made.stat().st_mode & 0o777 == 0o700
+            assert len(os.fsencode(made / "telemetry.sock")) <= SUN_PATH_MAX
+        finally:
+            made.rmdir()
 
 
 def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False, then: int | None = None):

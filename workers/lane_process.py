@@ -16,12 +16,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import zmq
 
 from specsched.runtime.core.process import die_with_parent, set_title
+from specsched.runtime.core.transport import private_dir
 from specsched.runtime.core.wire import pack, unpack
 from specsched.workers.branch_lanes import GRAM, Lanes
 
@@ -36,7 +36,7 @@ class LaneProcesses:
         self.windows = Lanes(prompt, n, length).windows  # the same initialisation as in-process lanes
         self.length = length
         self.ctx = zmq.Context()
-        self.dir = tempfile.mkdtemp(prefix="specsched-lanes-")  # 0700: only this user reaches the sockets
+        self.dir = private_dir("specsched-lanes-", f"lane-{n}")  # 0700: only this user reaches the sockets
         self.socks, self.procs = [], []
         try:  # every lane starts at once; then each gets its window
             for i in range(len(self.windows)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,6 +38,21 @@ class Endpoints:
 
     def bind(self, endpoint: str) -> str:
         return f"tcp://*:{port_of(endpoint)}" if self.bind_all else endpoint
+
+
+SUN_PATH_MAX = 107  # bytes of a Unix socket's path on Linux (sockaddr_un.sun_path: 108 with its NUL)
+
+
+def private_dir(prefix: str, longest_name: str) -> Path:
+    """A new directory only this user reaches (0700), for ipc sockets named at most like `longest_name`: in
+    the temp directory, or in /tmp when a socket there would have a longer path than a Unix socket may (a
+    deep TMPDIR), so that a run never fails for where it was started."""
+    where = tempfile.gettempdir()
+    if len(os.fsencode(os.path.join(where, f"{prefix}{'x' * 8}", longest_name))) > SUN_PATH_MAX:
+        where = "/tmp"
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+    os.chmod(path, 0o700)
+    return path
 
 
 def make_endpoints(transport: str, run_dir: Path, listen: str | None = None) -> Endpoints:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import zmq
 
@@ -23,7 +21,7 @@ from specsched.runtime.backends.backend import preload_modules
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.security import Keys, curve_server
-from specsched.runtime.core.transport import make_endpoints
+from specsched.runtime.core.transport import make_endpoints, private_dir
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
 from specsched.runtime.engine.endings import Endings
@@ -104,8 +102,7 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
 
     # -- the loop ------------------------------------------------------------------------------------
     def _main(self) -> None:
-        run_dir = Path(tempfile.mkdtemp(prefix="specsched-"))
-        os.chmod(run_dir, 0o700)  # private: the ipc sockets live here
+        run_dir = private_dir("specsched-", "telemetry.sock")  # the ipc sockets live here (and the logs)
         ctx = zmq.Context()
         self.sink, self.control = ctx.socket(zmq.PULL), ctx.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a child it cannot reach raises, never vanishes
