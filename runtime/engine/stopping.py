@@ -2,8 +2,8 @@
 
 The first Ctrl-C (or SIGTERM) raises KeyboardInterrupt (or Interrupted) in the main thread. The run then
 stops every process, and its record keeps every token verified so far: it is printed and written to
-`--json`. A second signal used to cut that short and lose the record. It comes from a user who presses
-Ctrl-C twice, and from `timeout`, which signals both its child and the child's process group. Now the
+`--json`. A second signal would cut that short and lose the record. It comes from a user who presses
+Ctrl-C twice, and from `timeout`, which signals both its child and the child's process group, so the
 second one says, in one line, what is happening and is otherwise ignored. A third one raises again, so a
 teardown that hangs can still be left (the record is then lost, as the line said).
 """
