@@ -10,11 +10,12 @@ from __future__ import annotations
 import subprocess
 import time
 
+import numpy as np
 import psutil
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 
 VOCAB = 64
@@ -156,3 +157,29 @@ def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeyp
     with pytest.raises(RuntimeError, match="No space left on device"):
         Engine(sim_config())
     assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+
+
+# A value a child would choke on (msgpack, numpy, range(), int()) or quietly misread: each is one ConfigError
+# naming the field and the value, when the RunConfig is made.
+@pytest.mark.parametrize("field, value, message", [
+    ("k", "3", r"k must be an int, got '3' \(str\)"),
+    ("workers", 2.0, r"workers must be an int, got 2.0 \(float\)"),        # range() in submit
+    ("max_new_tokens", True, r"max_new_tokens must be an int, got True \(bool\)"),
+    ("seed", np.int64(3), r"seed must be an int, got .*\(numpy.int64\)"),  # msgpack cannot pack it
+    ("temperature", None, "temperature must be a number, got None"),
+    ("lockstep", "no", "lockstep must be True or False, got 'no'"),         # was taken as True
+    ("prompts", "lo mi", r"prompts must be a list of str, got 'lo mi' \(str\)"),  # was read as 5 prompts
+    ("prompts", ["lo", 1], "prompts must be a list of str"),
+    ("k_config", [1.5], "k_config must be a list of ints"),
+    ("policy", None, "policy must be a str, got None"),
+    ("device", None, "device must be a str, got None"),
+    ("priorities", [10**30], "--priorities must be an integer in -2\\*\\*63..2\\*\\*63-1"),  # the engine's thread died
+    ("tickets", [2**63], r"--tickets needs 1 or 3 values, each in 1..2\*\*63-1"),
+    ("sim_draft_ms", 1e30, r"--sim-draft-ms must be in \[0, 60,000\] ms"),  # sleep() overflowed in each worker
+    ("workers", 10**7, "a job has at most 10,000 sequences"),              # submit encoded 10**7 prompts
+    ("keys", "", "--keys is empty"),                                        # was read as no keys
+])
+def test_a_run_config_refuses_a_bad_value_in_one_line_naming_it(field, value, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(backend="sim", **{field: value})
+
