@@ -7,6 +7,7 @@ left behind by close(), idle retirement or a failure.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 
@@ -15,6 +16,7 @@ import psutil
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
+from specsched.runtime.app import run
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 
@@ -183,3 +185,61 @@ def test_a_run_config_refuses_a_bad_value_in_one_line_naming_it(field, value, me
     with pytest.raises(ConfigError, match=message):
         RunConfig(backend="sim", **{field: value})
 
+
+def test_bad_job_options_are_refused_by_submit_before_any_process_and_the_engine_goes_on():
+    refused = [
+        (dict(priority="high"), "priority must be an integer .* got 'high' \\(str\\)"),  # killed the verifier
+        (dict(priority=1.5), "priority must be an integer"),                            # was truncated to 1
+        (dict(priority=10**30), "priority must be an integer"),                         # the engine's thread died
+        (dict(deadline_s="5"), "deadline_s must be seconds > 0 .* got '5'"),             # the engine's thread died
+        (dict(deadline_s=math.nan), "deadline_s must be seconds > 0"),
+        (dict(deadline_s=-1), "deadline_s must be seconds > 0"),
+        (dict(name=5), "name must be a str, got 5 \\(int\\)"),
+        (dict(on_update=5), "on_update must be callable"),                              # was dropped in silence
+        (dict(config="x"), "config must be a RunConfig, got 'x' \\(str\\)"),
+        (dict(prompts={"lo": 1}), "prompts must be a str or a list of str, got {'lo': 1} \\(dict\\)"),
+        (dict(prompts=b"lo mi"), "prompts must be a str or a list of str"),
+        (dict(foo=1), "unknown job setting 'foo'"),
+        (dict(k=np.int64(3)), "k must be an int"),                                      # the engine's thread died
+    ]
+    with engine() as e:
+        loaded = e.models_loaded
+        for kwargs, message in refused:
+            with pytest.raises(ConfigError, match=message):
+                e.submit(**{"prompts": PROMPTS[:1], "workers": 1, **kwargs})
+        assert e.models_loaded == loaded and e.broken is None
+        job = e.submit(PROMPTS[:1], workers=1, max_new_tokens=4, priority=-2, deadline_s=1.5, name="fine")
+        with pytest.raises(ValueError, match="timeout must be seconds >= 0 or None, got -1"):
+            job.result(timeout=-1)
+        with pytest.raises(ValueError, match="got nan"):
+            job.result(timeout=math.nan)  # waited forever
+        with pytest.raises(TypeError, match="timeout must be seconds or None, got '1'"):
+            job.result(timeout="1")
+        assert job.result(timeout=60).status == "ok"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_workers="3"), "max_workers must be an int >= 0, got '3' \\(str\\)"),
+    (dict(idle_timeout_s=math.nan), "idle_timeout_s must be seconds >= 0"),  # workers never retired
+    (dict(idle_timeout_s=None), "idle_timeout_s must be seconds >= 0"),      # the engine's thread died later
+    (dict(refuse_overlong="no"), "refuse_overlong must be True or False"),
+    (dict(planned=[("late", "cfg")]), "planned must be a list of \\(name, RunConfig\\) pairs"),
+    (dict(planned=[("late", sim_config(workers=65))]), "late: the job needs 65 draft workers"),
+    (dict(config="x"), "config must be a RunConfig, got 'x'"),
+    (dict(foo=1), "unknown engine setting 'foo'"),
+])
+def test_bad_engine_keywords_are_refused_before_any_process(kwargs, message):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=message):
+        Engine(**{"config": sim_config(), **kwargs})
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_a_planned_job_without_prompts_is_checked_with_the_default_prompt():
+    with Engine(sim_config(), planned=[("plain", sim_config(max_new_tokens=8))]) as e:  # was an IndexError
+        assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"
+
+
+def test_run_refuses_a_config_that_is_no_run_config():
+    with pytest.raises(ConfigError, match="config must be a RunConfig, got {'backend': 'sim'} \\(dict\\)"):
+        run({"backend": "sim"})
