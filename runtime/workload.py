@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.config_checks import MAX_NEW_TOKENS
+from specsched.runtime.core.config_checks import MAX_NEW_TOKENS, check_priority, is_int, is_number
 from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.engine.job_checks import check_deadline
 from specsched.runtime.engine.stopping import stopped_by
 from specsched.runtime.record import RunRecord
 
@@ -81,24 +82,14 @@ def _job(line: str, where: str, index: int) -> WorkloadJob:
     if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
         raise ConfigError(f"{where}: give a non-empty \"prompt\" or a list of them as \"prompts\"")
     arrival, deadline, budget = d.get("arrival", 0.0), d.get("deadline"), d.get("max_new_tokens")
-    if not (_is_number(arrival) and 0 <= arrival <= MAX_ARRIVAL_S):
+    if not (is_number(arrival) and 0 <= arrival <= MAX_ARRIVAL_S):
         raise ConfigError(f"{where}: \"arrival\" must be seconds in [0, {MAX_ARRIVAL_S}], got {arrival!r}")
-    if deadline is not None and not (_is_number(deadline) and deadline > 0):
-        raise ConfigError(f"{where}: \"deadline\" must be seconds > 0, got {deadline!r}")
-    if budget is not None and not (_is_int(budget) and 1 <= budget <= MAX_NEW_TOKENS):
+    check_deadline(f'{where}: "deadline"', deadline)
+    if budget is not None and not (is_int(budget) and 1 <= budget <= MAX_NEW_TOKENS):
         raise ConfigError(f"{where}: \"max_new_tokens\" must be an integer in 1..{MAX_NEW_TOKENS:,}, got {budget!r}")
-    if not _is_int(d.get("priority", 0)):
-        raise ConfigError(f"{where}: \"priority\" must be an integer, got {d['priority']!r}")
+    check_priority(f'{where}: "priority"', d.get("priority", 0))
     return WorkloadJob(float(arrival), prompts, d.get("priority", 0), deadline, budget, str(d.get("name", "")) or
                        f"job {index}")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # JSON's true is a Python int, and no number
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> list[WorkloadJob]:

@@ -7,14 +7,17 @@ left behind by close(), idle retirement or a failure.
 
 from __future__ import annotations
 
+import math
 import subprocess
 import time
 
+import numpy as np
 import psutil
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.app import run
+from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 
 VOCAB = 64
@@ -156,3 +159,87 @@ def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeyp
     with pytest.raises(RuntimeError, match="No space left on device"):
         Engine(sim_config())
     assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+
+
+# A value a child would choke on (msgpack, numpy, range(), int()) or quietly misread: each is one ConfigError
+# naming the field and the value, when the RunConfig is made.
+@pytest.mark.parametrize("field, value, message", [
+    ("k", "3", r"k must be an int, got '3' \(str\)"),
+    ("workers", 2.0, r"workers must be an int, got 2.0 \(float\)"),        # range() in submit
+    ("max_new_tokens", True, r"max_new_tokens must be an int, got True \(bool\)"),
+    ("seed", np.int64(3), r"seed must be an int, got .*\(numpy.int64\)"),  # msgpack cannot pack it
+    ("temperature", None, "temperature must be a number, got None"),
+    ("lockstep", "no", "lockstep must be True or False, got 'no'"),         # was taken as True
+    ("prompts", "lo mi", r"prompts must be a list of str, got 'lo mi' \(str\)"),  # was read as 5 prompts
+    ("prompts", ["lo", 1], "prompts must be a list of str"),
+    ("k_config", [1.5], "k_config must be a list of ints"),
+    ("policy", None, "policy must be a str, got None"),
+    ("device", None, "device must be a str, got None"),
+    ("priorities", [10**30], "--priorities must be an integer in -2\\*\\*63..2\\*\\*63-1"),  # the engine's thread died
+    ("tickets", [2**63], r"--tickets needs 1 or 3 values, each in 1..2\*\*63-1"),
+    ("sim_draft_ms", 1e30, r"--sim-draft-ms must be in \[0, 60,000\] ms"),  # sleep() overflowed in each worker
+    ("workers", 10**7, "a job has at most 10,000 sequences"),              # submit encoded 10**7 prompts
+    ("keys", "", "--keys is empty"),                                        # was read as no keys
+])
+def test_a_run_config_refuses_a_bad_value_in_one_line_naming_it(field, value, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(backend="sim", **{field: value})
+
+
+def test_bad_job_options_are_refused_by_submit_before_any_process_and_the_engine_goes_on():
+    refused = [
+        (dict(priority="high"), "priority must be an integer .* got 'high' \\(str\\)"),  # killed the verifier
+        (dict(priority=1.5), "priority must be an integer"),                            # was truncated to 1
+        (dict(priority=10**30), "priority must be an integer"),                         # the engine's thread died
+        (dict(deadline_s="5"), "deadline_s must be seconds > 0 .* got '5'"),             # the engine's thread died
+        (dict(deadline_s=math.nan), "deadline_s must be seconds > 0"),
+        (dict(deadline_s=-1), "deadline_s must be seconds > 0"),
+        (dict(name=5), "name must be a str, got 5 \\(int\\)"),
+        (dict(on_update=5), "on_update must be callable"),                              # was dropped in silence
+        (dict(config="x"), "config must be a RunConfig, got 'x' \\(str\\)"),
+        (dict(prompts={"lo": 1}), "prompts must be a str or a list of str, got {'lo': 1} \\(dict\\)"),
+        (dict(prompts=b"lo mi"), "prompts must be a str or a list of str"),
+        (dict(foo=1), "unknown job setting 'foo'"),
+        (dict(k=np.int64(3)), "k must be an int"),                                      # the engine's thread died
+    ]
+    with engine() as e:
+        loaded = e.models_loaded
+        for kwargs, message in refused:
+            with pytest.raises(ConfigError, match=message):
+                e.submit(**{"prompts": PROMPTS[:1], "workers": 1, **kwargs})
+        assert e.models_loaded == loaded and e.broken is None
+        job = e.submit(PROMPTS[:1], workers=1, max_new_tokens=4, priority=-2, deadline_s=1.5, name="fine")
+        with pytest.raises(ValueError, match="timeout must be seconds >= 0 or None, got -1"):
+            job.result(timeout=-1)
+        with pytest.raises(ValueError, match="got nan"):
+            job.result(timeout=math.nan)  # waited forever
+        with pytest.raises(TypeError, match="timeout must be seconds or None, got '1'"):
+            job.result(timeout="1")
+        assert job.result(timeout=60).status == "ok"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(max_workers="3"), "max_workers must be an int >= 0, got '3' \\(str\\)"),
+    (dict(idle_timeout_s=math.nan), "idle_timeout_s must be seconds >= 0"),  # workers never retired
+    (dict(idle_timeout_s=None), "idle_timeout_s must be seconds >= 0"),      # the engine's thread died later
+    (dict(refuse_overlong="no"), "refuse_overlong must be True or False"),
+    (dict(planned=[("late", "cfg")]), "planned must be a list of \\(name, RunConfig\\) pairs"),
+    (dict(planned=[("late", sim_config(workers=65))]), "late: the job needs 65 draft workers"),
+    (dict(config="x"), "config must be a RunConfig, got 'x'"),
+    (dict(foo=1), "unknown engine setting 'foo'"),
+])
+def test_bad_engine_keywords_are_refused_before_any_process(kwargs, message):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=message):
+        Engine(**{"config": sim_config(), **kwargs})
+    assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
+
+
+def test_a_planned_job_without_prompts_is_checked_with_the_default_prompt():
+    with Engine(sim_config(), planned=[("plain", sim_config(max_new_tokens=8))]) as e:  # was an IndexError
+        assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"
+
+
+def test_run_refuses_a_config_that_is_no_run_config():
+    with pytest.raises(ConfigError, match="config must be a RunConfig, got {'backend': 'sim'} \\(dict\\)"):
+        run({"backend": "sim"})

@@ -106,7 +106,7 @@ def test_a_worker_with_no_engine_to_join_gives_up_in_one_line(tmp_path):
     assert_one_error_line(never, 2, "--join-timeout must be > 0 seconds, got nan")
     for flag, value, says in (("--sim-vocab", "1", "--sim-vocab must be in 4..262,144, got 1"),
                               ("--sim-agreement", "7", "--sim-agreement must be in [0, 1], got 7.0"),
-                              ("--sim-draft-ms", "-1", "--sim-draft-ms must be a number >= 0, got -1.0")):
+                              ("--sim-draft-ms", "-1", "--sim-draft-ms must be in [0, 60,000] ms, got -1.0")):
         # refused at once, not after the join timeout
         out = specsched("worker", "--connect", "tcp://127.0.0.1:5", "--key", str(tmp_path / "worker.key"),
                         "--join-timeout", "300", flag, value, timeout=60)

@@ -49,6 +49,10 @@ def test_a_workload_file_is_read_in_arrival_order(tmp_path):
     ('{"prompt": "a", "deadline": 0}', '"deadline" must be seconds > 0'),
     ('{"prompt": "a", "max_new_tokens": true}', '"max_new_tokens" must be an integer'),  # it read as 1
     ('{"prompt": "a", "priority": false}', '"priority" must be an integer'),
+    # submit refuses these: found mid-play, they would end the workload; refused when it is read
+    ('{"prompt": "a", "priority": 1e30}', '"priority" must be an integer in -2**63..2**63-1'),
+    ('{"prompt": "a", "priority": 100000000000000000000}', '"priority" must be an integer in -2**63..2**63-1'),
+    ('{"prompt": "a", "deadline": Infinity}', 'line 2: "deadline" must be seconds > 0 after the job arrives'),
     ('{"prompt": "a", "prompts": ["b"]}', 'give "prompt" or "prompts", not both'),  # "prompt" was dropped
 ])
 def test_a_bad_job_line_is_named_by_file_and_line(tmp_path, line, fragment):

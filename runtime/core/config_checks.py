@@ -6,7 +6,9 @@ ignored: a flag that cannot apply to the run asked for is an error, never silent
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import reprlib
+from collections.abc import Callable, Sequence
+from dataclasses import fields
 
 from specsched.runtime.core.config import BACKENDS, BEAM_MODES, DRAFTERS, MODES, TRANSPORTS, ConfigError, RunConfig
 
@@ -18,10 +20,14 @@ MAX_TREE_NODES = 1024     # draft tokens one --k-config tree puts into one verif
 MAX_SIM_VOCAB = 262_144   # the largest real vocabularies' size; the sim tokenizer holds a word per token
 MAX_THREADS = 1024        # torch threads of one process: more hangs torch.set_num_threads, no machine has as many
 MAX_SEED = 2**62          # a job's seed is --seed + its index, and every seed crosses the wire as a 64-bit integer
+MAX_INT = 2**63 - 1       # a priority or a ticket count crosses the wire as a signed 64-bit integer
+MAX_SEQUENCES = 10_000    # sequences of one job: each a prompt encoded and a state kept before any check
+MAX_SIM_MS = 60_000       # a sim cost of more than a minute a step is a typo (and past ~1e11 s sleep() overflows)
 
 
 def check(c: RunConfig) -> None:
     """Every flag of a run, checked once: the first one that is off raises a one-line ConfigError."""
+    _check_types(c)
     if c.mode not in MODES:
         raise ConfigError(f"unknown --mode {c.mode!r}; choose one of {', '.join(MODES)}")
     if c.backend not in BACKENDS:
@@ -33,6 +39,9 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--k must be in 1..{MAX_K}, got {c.k}")
     if c.workers < 0:
         raise ConfigError(f"--workers must be at least 1, got {c.workers}")
+    if c.workers > MAX_SEQUENCES or len(c.prompts) > MAX_SEQUENCES:
+        raise ConfigError(f"a job has at most {MAX_SEQUENCES:,} sequences; got --workers {c.workers} and "
+                          f"{len(c.prompts):,} prompts")
     if any(w < 1 for w in c.k_config):
         raise ConfigError(f"--k-config widths must be at least 1, got {c.k_config}")
     if len(c.k_config) > MAX_K or any(w > MAX_K for w in c.k_config) or tree_nodes(c.k_config) > MAX_TREE_NODES:
@@ -71,8 +80,8 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--sim-vocab must be in 4..{MAX_SIM_VOCAB:,}, got {c.sim_vocab}")
     _check_models(c)
     for flag, ms in (("--sim-draft-ms", c.sim_draft_ms), ("--sim-verify-ms", c.sim_verify_ms)):
-        if not (math.isfinite(ms) and ms >= 0):
-            raise ConfigError(f"{flag} must be a number >= 0, got {ms}")
+        if not 0 <= ms <= MAX_SIM_MS:
+            raise ConfigError(f"{flag} must be in [0, {MAX_SIM_MS:,}] ms, got {ms}")
     if not 0 <= c.verifier_threads <= MAX_THREADS:
         raise ConfigError(f"--verifier-threads must be in 0..{MAX_THREADS:,} (0 = all cores), got {c.verifier_threads}")
     if not 0 <= c.seed <= MAX_SEED:
@@ -91,8 +100,53 @@ def check(c: RunConfig) -> None:
                           "(shared by every worker) or one per worker")
     if c.priorities and len(c.priorities) not in (1, n):
         raise ConfigError(f"--priorities needs 1 or {n} values, got {len(c.priorities)}")
-    if c.tickets and (len(c.tickets) not in (1, n) or min(c.tickets) < 1):
-        raise ConfigError(f"--tickets needs 1 or {n} values, each at least 1, got {c.tickets}")
+    for p in c.priorities:
+        check_priority("--priorities", p)
+    if c.tickets and (len(c.tickets) not in (1, n) or not all(1 <= t <= MAX_INT for t in c.tickets)):
+        raise ConfigError(f"--tickets needs 1 or {n} values, each in 1..2**63-1, got {c.tickets}")
+
+
+def check_priority(name: str, value) -> None:
+    """A priority - a job's (`submit(priority=)`) or a worker's (--priorities) - is an integer that fits the wire."""
+    if not is_int(value) or not -MAX_INT - 1 <= value <= MAX_INT:
+        raise ConfigError(f"{name} must be an integer in -2**63..2**63-1 (lower = more urgent), got {shown(value)}")
+
+
+def is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int to Python, and no count
+
+
+def is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# What each annotation of a RunConfig field takes (its values cross to the children as JSON and msgpack, so
+# a numpy scalar, a bool for a number or a string for a list is refused here, not by a child's traceback).
+_TYPES: dict[str, tuple[Callable[[object], bool], str]] = {
+    "int": (is_int, "an int"),
+    "int | None": (lambda v: v is None or is_int(v), "an int or None"),
+    "float": (is_number, "a number"),
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "str": (lambda v: isinstance(v, str), "a str"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a str or None"),
+    "list[int]": (lambda v: isinstance(v, list | tuple) and all(map(is_int, v)), "a list of ints"),
+    "list[str]": (lambda v: isinstance(v, list | tuple) and all(isinstance(x, str) for x in v), "a list of str"),
+}
+
+
+def _check_types(c: RunConfig) -> None:
+    for f in fields(c):
+        accepts, what = _TYPES[f.type]
+        value = getattr(c, f.name)
+        if not accepts(value):
+            raise ConfigError(f"{f.name} must be {what}, got {shown(value)}")
+
+
+def shown(value) -> str:
+    """A value as an error line names it: short, with its type (a str "3" and an int 3 look alike)."""
+    kind = type(value)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{reprlib.repr(value)} ({name})"
 
 
 def tree_nodes(widths: Sequence[int]) -> int:
@@ -128,6 +182,8 @@ def _check_models(c: RunConfig) -> None:
                           "for CUDA, or --device cpu")
 
 def _check_listen(c: RunConfig) -> None:
+    if c.keys is not None and not c.keys.strip():  # it read as "not given": keys made for this run, in silence
+        raise ConfigError("--keys is empty; give engine.key or its directory (`specsched keys DIR`), or None")
     if (c.listen or c.keys) and c.transport != "tcp":
         raise ConfigError(f"{'--listen' if c.listen else '--keys'} needs --transport tcp")
     if c.listen is None:

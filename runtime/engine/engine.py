@@ -16,7 +16,6 @@ seed and sequence numbers (tested against one-shot runs).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 import time
@@ -25,11 +24,12 @@ from collections.abc import Callable, Sequence
 
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config_checks import is_number
 from specsched.runtime.core.device import is_cuda, mps_daemon_running
 from specsched.runtime.core.security import Keys, load_keys
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
-from specsched.runtime.engine.job_checks import JobChecks
+from specsched.runtime.engine.job_checks import JobChecks, check_engine_options, check_job_options, with_settings
 from specsched.runtime.engine.jobs import JobMeta, JobRun
 from specsched.runtime.provenance import provenance
 from specsched.runtime.record import RunRecord, build_record
@@ -56,6 +56,10 @@ class Job:
     def result(self, timeout: float | None = None) -> RunRecord:
         """Wait for the record. Ctrl-C while waiting raises KeyboardInterrupt here; the job keeps running
         until the engine is closed (then its record says interrupted and keeps every verified token)."""
+        if timeout is not None and not is_number(timeout):
+            raise TypeError(f"timeout must be seconds or None, got {timeout!r}")
+        if timeout is not None and not timeout >= 0:  # NaN too: it would wait forever
+            raise ValueError(f"timeout must be seconds >= 0 or None, got {timeout}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._run.finished.wait(0.05):  # short waits: signals reach the waiting thread
             if deadline is not None and time.monotonic() >= deadline:
@@ -73,11 +77,10 @@ class Engine(JobChecks):
         - raises ConfigError/PolicyError here, before any model loads (the zygote, started meanwhile to import
         the model libraries, is stopped). `refuse_overlong`: `submit` refuses a job that needs more positions
         than the target has (a tree, whose prompts grow as it is built, runs them as the model reads them).
-        `planned`: the jobs to come, as (name, config), each checked against the target's positions before
-        any model loads (a workload's: a late job refused mid-play would take the records before it)."""
-        self.config = config if config is not None else RunConfig(**settings)
-        if config is not None and settings:
-            self.config = dataclasses.replace(config, **settings)
+        `planned`: the jobs to come, as (name, config), each checked as `submit` will check it before any
+        model loads (a workload's: a late job refused mid-play would take the records before it)."""
+        self.config = with_settings(config, settings, "engine")
+        planned = check_engine_options(max_workers, idle_timeout_s, refuse_overlong, planned)
         self.max_workers, self.refuse_overlong = max_workers, refuse_overlong
         self._backend = get_backend(self.config)
         self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
@@ -116,12 +119,10 @@ class Engine(JobChecks):
                on_update: Callable[[Collected], None] | None = None, **settings) -> Job:
         """Queue a job and return at once. `prompts` (or `config.prompts`) as for `specsched run`: one
         prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
-        cfg = self._job_config(prompts, config, settings)
+        check_job_options(priority, deadline_s, name, on_update)
+        cfg = self._with_prompts(self._job_config(prompts, config, settings))
         self._check_plan(cfg)  # a job that cannot run is bad input, refused before it runs
         cfg.corpus_cache = self._drafter_corpus(cfg)
-        if not cfg.prompts:
-            cfg.prompts = [self._backend.default_prompt()]
-            RunConfig.__post_init__(cfg)
         tokens = self._encode(cfg)
         if self.refuse_overlong:
             self._check_length(cfg, tokens)

@@ -9,9 +9,12 @@ the target's tokenizer, once the model libraries are imported (``_drafter_corpus
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Iterable, Mapping
 
 from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config_checks import check_priority, is_int, is_number, shown
 from specsched.runtime.models import corpus_cache
 
 # the engine's own settings: the models it loads, how its processes talk, how it supervises them
@@ -20,18 +23,57 @@ ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "
                  "heartbeat_timeout_s", "policy_timeout_s", "listen", "keys")
 
 
+def with_settings(config: RunConfig | None, settings: dict, whose: str) -> RunConfig:
+    """`config` (the defaults' if None) with keyword settings, each a RunConfig field: an Engine's or a job's."""
+    if config is not None and not isinstance(config, RunConfig):
+        raise ConfigError(f"config must be a RunConfig, got {shown(config)}")
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    if unknown := sorted(set(settings) - known):
+        raise ConfigError(f"unknown {whose} setting {unknown[0]!r}: settings are RunConfig fields")
+    return dataclasses.replace(config if config is not None else RunConfig(), **settings)
+
+
+def check_engine_options(max_workers, idle_timeout_s, refuse_overlong, planned) -> list[tuple[str, RunConfig]]:
+    """Engine's own keywords (its RunConfig checks itself); returns `planned` as a list (it may be a generator)."""
+    if not (is_int(max_workers) and max_workers >= 0):
+        raise ConfigError(f"max_workers must be an int >= 0, got {shown(max_workers)}")
+    if not (is_number(idle_timeout_s) and idle_timeout_s >= 0):  # NaN too: a worker would never retire
+        raise ConfigError(f"idle_timeout_s must be seconds >= 0 (math.inf: never), got {shown(idle_timeout_s)}")
+    if not isinstance(refuse_overlong, bool):
+        raise ConfigError(f"refuse_overlong must be True or False, got {shown(refuse_overlong)}")
+    pairs = None if isinstance(planned, str | bytes | Mapping) or not isinstance(planned, Iterable) else list(planned)
+    if pairs is None or not all(isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) and
+                                isinstance(p[1], RunConfig) for p in pairs):
+        raise ConfigError(f"planned must be a list of (name, RunConfig) pairs, got {shown(planned)}")
+    return pairs
+
+
+def check_job_options(priority, deadline_s, name, on_update) -> None:
+    """What `submit` takes besides the job's settings; policies see the first three."""
+    check_priority("priority", priority)
+    check_deadline("deadline_s", deadline_s)
+    if not isinstance(name, str):
+        raise ConfigError(f"name must be a str, got {shown(name)}")
+    if on_update is not None and not callable(on_update):
+        raise ConfigError(f"on_update must be callable (it gets the job's Collected), got {shown(on_update)}")
+
+
+def check_deadline(name: str, value) -> None:
+    """A job's deadline: seconds after it arrives, finite (None: no deadline)."""
+    if value is not None and not (is_number(value) and 0 < value < math.inf):
+        raise ConfigError(f"{name} must be seconds > 0 after the job arrives, or None, got {shown(value)}")
+
+
 class JobChecks:
     def _job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
         if isinstance(prompts, str):
             prompts = [prompts]
-        cfg = config if config is not None else self.config
+        elif prompts is not None and (isinstance(prompts, bytes | Mapping) or not isinstance(prompts, Iterable)):
+            raise ConfigError(f"prompts must be a str or a list of str, got {shown(prompts)}")
         changes = dict(settings)
         if prompts is not None:
             changes["prompts"] = list(prompts)
-        try:
-            cfg = dataclasses.replace(cfg, **changes)
-        except TypeError as exc:
-            raise ConfigError(f"unknown job setting: {exc}") from None
+        cfg = with_settings(config if config is not None else self.config, changes, "job")
         for f in ENGINE_FIELDS:
             if getattr(cfg, f) != getattr(self.config, f):
                 raise ConfigError(f"this engine runs {f}={getattr(self.config, f)!r}; a job cannot change it "
@@ -49,11 +91,17 @@ class JobChecks:
                               f"runs at most {self.max_workers}")
 
     def _check_planned(self, name: str, cfg: RunConfig) -> None:
-        """A job to come fits the target's positions (what `submit` will refuse); the error names it."""
+        """A job to come passes what `submit` will check; the error names it."""
         try:
+            cfg = self._with_prompts(self._job_config(None, cfg, {}))
+            self._check_plan(cfg)
             self._check_length(cfg, self._encode(cfg))
         except ConfigError as exc:
             raise ConfigError(f"{name}: {exc}") from None
+
+    def _with_prompts(self, cfg: RunConfig) -> RunConfig:
+        """A job without prompts continues the backend's default prompt."""
+        return cfg if cfg.prompts else dataclasses.replace(cfg, prompts=[self._backend.default_prompt()])
 
     def _encode(self, cfg: RunConfig) -> list[list[int]]:
         return [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
