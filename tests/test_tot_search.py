@@ -142,6 +142,17 @@ def test_phase_seeds_are_distinct():
     assert len(seeds) == 21
 
 
+@pytest.mark.parametrize("seed", [0, 7, 19_947 * 10**12, 2**62])
+def test_every_phase_seed_of_an_accepted_seed_is_one_a_phase_may_run_with(seed):
+    """--seed 19947000000000000 made phase seeds past 2**62 that RunConfig refused halfway through a tree."""
+    for level in range(1, 8):
+        for p in (GENERATE, EVALUATE, ANSWER):
+            s = phase_seed(seed, level, p)
+            RunConfig(backend="sim", seed=s)
+            raw = (seed * 1_000_003 + level * 3 + (GENERATE, EVALUATE, ANSWER).index(p)) % 2**63
+            assert s == raw or raw >= 2**62   # the seeds that ran before run the same trees
+
+
 @pytest.mark.slow  # ~9 model-loading process starts: a minute idle, several on a busy 2-core machine
 def test_a_gsm8k_tree_on_tiny_transformers_models_is_the_same_across_policies(tmp_path):
     """The real task on the real hf path (tiny Llama pair, word-level tokenizer): every phase decodes."""

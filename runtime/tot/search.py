@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config_checks import MAX_SEED
 from specsched.runtime.record import RunRecord
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE, Node, Phase, Tree
@@ -39,8 +40,9 @@ class SearchConfig:
 
 
 def phase_seed(seed: int, level: int, phase: str) -> int:
-    """A distinct seed per phase (the runtime derives per-sequence streams from it)."""
-    return (seed * 1_000_003 + level * 3 + (GENERATE, EVALUATE, ANSWER).index(phase)) % 2**63
+    """A distinct seed per phase (the runtime derives per-sequence streams from it), within RunConfig's seeds:
+    reduced modulo 2**62, the same seed as modulo 2**63 wherever that one was below 2**62."""
+    return (seed * 1_000_003 + level * 3 + (GENERATE, EVALUATE, ANSWER).index(phase)) % MAX_SEED
 
 
 def phase_config(base: RunConfig, prompts: list[str], max_new: int, seed: int) -> RunConfig:
