@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import inspect
 from typing import NoReturn
@@ -20,7 +19,6 @@ from specsched.runtime.exits import (
     EXIT_TERMINATED,
     exit_now,
     fail,
-    finish,
     stopped_status,
 )
 from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, name_list
@@ -38,6 +36,7 @@ EXAMPLES = """examples:
   specsched run --prompt "Name three colours."      one prompt, three draft workers, the live Gantt view
   specsched run --backend sim --prompt "lo mi"      simulated models: no download, seconds
   specsched compare --backend sim --prompt "lo mi"  the same run under fcfs, priority and rr
+  specsched rerun record.json                       run a `run --json` record again: the same tokens?
   specsched bench --smoke                           the benchmark harness, end to end
   specsched teach                                   a scheduling exercise
 
@@ -80,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
     add_compare_parser(sub)
+    from specsched.runtime.rerun_cli import add_rerun_parser
+
+    add_rerun_parser(sub)
     from specsched.runtime.bench.cli import add_bench_parser
 
     add_bench_parser(sub)
@@ -115,16 +117,10 @@ def add_compare_parser(sub) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from specsched.runtime.app import run
-    from specsched.runtime.trace import write_trace
-    from specsched.runtime.view.gpu_usage import gpu_summary
-    from specsched.runtime.view.live import choose_view, cpu_seconds, view_cost
-    from specsched.runtime.view.monitor import Monitor
-    from specsched.runtime.view.usage import UsageSampler
-
-    config = config_from_args(args)
+    from specsched.runtime.prompt_run import run_prompts
     from specsched.runtime.tot.cli import cmd_tot, wants_tot
 
+    config = config_from_args(args)
     remote = check_remote_workers(args, config)
     if remote and (wants_workload(args) or wants_tot(args)):
         raise ConfigError("--remote-workers applies to a --prompt run (a workload or a tree uses workers that have "
@@ -135,28 +131,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return cmd_run_workload(args, console, config)
     if wants_tot(args):
         return cmd_tot(args, console, config)
-    usage = UsageSampler(lanes=config.branch_processes)  # --branch-processes: each lane process gets a line
-    view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
-    sampled = args.trace or usage.gpu.on  # GPU use goes into the record, live view or not
-    on_update = view.update if view else (lambda c: usage.sample(c.processes)) if sampled else None
-    before = cpu_seconds()
-    with view or contextlib.nullcontext():
-        record = run(config, on_update=on_update, remote_workers=remote, join_timeout_s=args.join_timeout)
-    if view:
-        record.extra["view"] = view_cost(view, cpu_seconds() - before)
-    if gpu := gpu_summary(usage.series):
-        record.extra["gpu_usage"] = gpu  # per process: mean SM %, peak GPU memory (view/gpu_usage.py)
-    unwritten = []
-    for path, write in ((args.json, record.write_json), (args.trace, lambda p: write_trace(record, p, usage.series))):
-        try:
-            if path:
-                write(path)
-        except OSError as exc:  # checked up front, but a disk can fill: the run's output still prints below
-            unwritten.append(f"cannot write {path} ({exc.strerror or exc})")
-    code = finish(record, console, texts=not args.quiet)
-    for line in unwritten:
-        fail(line)
-    return code or (EXIT_FAILED if unwritten else 0)
+    return run_prompts(args, console, config, remote)[1]
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:

@@ -55,7 +55,8 @@ def check_outputs(args: argparse.Namespace) -> None:
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
     """(what, path) of the files the command reads: the trace of replay/export/whatif, a workload, a task's data,
     a corpus cache, keys, policy files."""
-    found = [("the trace it reads", args.path)] if getattr(args, "path", None) else []
+    reads = "the record it reads" if getattr(args, "command", None) == "rerun" else "the trace it reads"
+    found = [(reads, args.path)] if getattr(args, "path", None) else []
     read = [(f"--{name.replace('_', '-')}", getattr(args, name)) for name in ("workload", "data", "corpus_cache")
             if getattr(args, name, None) not in (None, "auto", "off")]
     if keys := getattr(args, "keys", None):  # a folder of keys, or the engine's key file

@@ -1,0 +1,122 @@
+"""A record against its rerun: what produced each (provenance), and where their tokens part.
+
+A `specsched run --json` record holds its whole config and every sequence's tokens, so it can be run
+again and checked: greedy output is a function of the models and the prompt (lossless: the target's own
+decoding), and sampled output of the seed too (each sequence draws from its own stream, whatever the
+schedule). Tokens that part say which of those differs, or where floating point broke a tie another way
+(README: Floating point) - which is why the provenance is compared first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from specsched.runtime.core.config import ConfigError, RunConfig
+
+# what a record's provenance says, as (row, path into the block); the rows `rerun` prints
+PROVENANCE_ROWS = (
+    ("target weights (sha256)", ("models", "target", "sha256")),
+    ("draft weights (sha256)", ("models", "draft", "sha256")),
+    ("dtype", ("models", "target", "dtype")),
+    ("specsched", ("software", "versions", "specsched")),
+    ("git commit", ("software", "git_commit")),
+    ("uncommitted changes", ("software", "git_dirty")),
+    ("torch", ("software", "versions", "torch")),
+    ("transformers", ("software", "versions", "transformers")),
+    ("CPU", ("machine", "cpu_model")),
+    ("CPU flags", ("machine", "cpu_flags")),
+    ("torch kernels", ("machine", "torch_cpu_capability")),
+    ("GPU", ("gpu", "name")),
+)
+# rows whose difference can change greedy tokens: other weights, other arithmetic
+NUMERIC_ROWS = {"target weights (sha256)", "draft weights (sha256)", "dtype", "torch", "CPU flags", "torch kernels",
+                "GPU"}
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    config: RunConfig
+    tokens: dict[int, list[int]]   # sequence id -> the tokens the record holds
+    status: str                    # ok | failed | interrupted: only an ok record's sequences are whole
+    provenance: dict
+    tokens_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Parting:
+    """Where one sequence's rerun leaves the record: at token `at` (recorded, now: None past an end)."""
+    seq: int
+    at: int
+    recorded: int | None
+    now: int | None
+
+
+def load_record(path: str) -> Recorded:
+    """A `specsched run --json` (or `--trace`) record: ConfigError, in one line, for anything else."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    if isinstance(data, dict) and ({"policies", "arms", "trees", "jobs", "search"} & set(data)):
+        raise ConfigError(f"{path} is a compare, bench, workload or tree record; rerun takes one run's record "
+                          "(`specsched run --prompt ... --json PATH`)")
+    if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
+            and isinstance(data.get("sequences"), list)):
+        raise ConfigError(f"{path}: not a specsched record (no config and sequences)")
+    known = {f.name for f in fields(RunConfig)}
+    if unknown := sorted(set(data["config"]) - known):
+        raise ConfigError(f"{path} was written by another specsched: this one has no setting "
+                          f"{', '.join(map(repr, unknown))}")
+    config = RunConfig.from_dict(data["config"])
+    try:
+        tokens = {int(s["id"]): [int(t) for t in s["tokens"]] for s in data["sequences"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: its sequences are not a record's ({type(exc).__name__}: {exc})") from None
+    metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
+    rate = metrics.get("tokens_per_s")
+    return Recorded(config, tokens, str(data.get("status", "ok")), data.get("provenance") or {},
+                    float(rate) if isinstance(rate, int | float) else None)
+
+
+def provenance_rows(recorded: dict, now: dict) -> list[tuple[str, str, str, bool]]:
+    """(row, recorded, now, same) for each row either block has."""
+    rows = []
+    for name, path in PROVENANCE_ROWS:
+        a, b = _at(recorded, path), _at(now, path)
+        if a is None and b is None:
+            continue
+        digest = path[-1] in ("sha256", "git_commit")
+        rows.append((name, _shown(a, digest), _shown(b, digest), a == b))
+    return rows
+
+
+def partings(recorded: Recorded, now: dict[int, list[int]]) -> list[Parting]:
+    """Each sequence whose rerun leaves the record. A record that did not finish (interrupted, failed) holds
+    a prefix of each sequence: the rerun must begin with it."""
+    out = []
+    for seq in sorted(set(recorded.tokens) | set(now)):
+        old, new = recorded.tokens.get(seq, []), now.get(seq, [])
+        if recorded.status != "ok":
+            new = new[:len(old)]
+        at = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        if at < max(len(old), len(new)):
+            out.append(Parting(seq, at, old[at] if at < len(old) else None, new[at] if at < len(new) else None))
+    return out
+
+
+def _at(block: dict, path: tuple[str, ...]):
+    for key in path:
+        block = block.get(key) if isinstance(block, dict) else None
+    return block
+
+
+def _shown(value, digest: bool) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "-"
+    return str(value)[:12] if digest else str(value)  # a sha256 or a git commit: its first 12 digits

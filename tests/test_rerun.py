@@ -1,0 +1,111 @@
+"""`specsched rerun RECORD`: a recorded run run again, its tokens checked against the record's, and what
+produced each (provenance) side by side."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched
+
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.rerun import Parting, Recorded, partings
+
+PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
+
+
+def recorded_run(tmp_path, *flags: str) -> tuple[str, dict]:
+    path = tmp_path / "record.json"
+    result = run_cli(*PROMPTS, "--max-new-tokens", "12", *FAST_FLAGS, "--no-live", "--quiet", "--json", str(path),
+                     *flags)
+    assert result.returncode == 0, result.stderr
+    return str(path), json.loads(path.read_text())
+
+
+def rerun(*args: str):
+    return specsched("rerun", *args, "--no-live", "--quiet")
+
+
+@pytest.mark.parametrize("flags", [[], ["--temperature", "0.8", "--seed", "3", "--policy", "rr"]],
+                         ids=["greedy", "sampled"])
+def test_a_recorded_run_reruns_to_the_same_tokens(tmp_path, flags):
+    path, data = recorded_run(tmp_path, *flags)
+    out = tmp_path / "again.json"
+    result = rerun(path, "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    tokens = sum(len(s["tokens"]) for s in data["sequences"])
+    assert f"✓ every sequence's tokens are the record's: 2 sequences, {tokens} tokens" in result.stdout
+    assert "git commit" in result.stdout and "tokens/s" in result.stdout
+    again = json.loads(out.read_text())
+    assert again["config"] == data["config"]
+    assert [s["tokens"] for s in again["sequences"]] == [s["tokens"] for s in data["sequences"]]
+
+
+def test_a_record_whose_tokens_were_changed_is_caught_at_the_token_and_the_provenance_is_blamed(tmp_path):
+    path, data = recorded_run(tmp_path)
+    original = data["sequences"][1]["tokens"][3]
+    data["sequences"][1]["tokens"][3] = (original + 1) % 64
+    data["provenance"]["software"]["versions"]["torch"] = "1.0.0"
+    with open(path, "w") as f:
+        json.dump(data, f)
+    result = rerun(path)
+    assert result.returncode == 1
+    text = " ".join(result.stdout.split())
+    assert (f"✗ 1 of 2 sequences part from the record: sequence 1 at token 3 (recorded {(original + 1) % 64}, "
+            f"now {original})") in text
+    assert "the record was made with another torch" in text
+
+
+def test_a_record_that_did_not_finish_is_a_prefix_the_rerun_must_begin_with(tmp_path):
+    path, data = recorded_run(tmp_path)
+    data["status"] = "interrupted"
+    for s in data["sequences"]:
+        s["tokens"] = s["tokens"][:4]
+    with open(path, "w") as f:
+        json.dump(data, f)
+    result = rerun(path)
+    assert result.returncode == 0, result.stderr
+    assert "begin with (the record is interrupted) the record's: 2 sequences, 8 tokens" in " ".join(result.stdout.split())
+
+
+def test_partings_name_the_first_token_that_differs_and_an_end():
+    record = Recorded(RunConfig(backend="sim"), {0: [1, 2, 3], 1: [4, 5], 2: [6]}, "ok", {}, None)
+    assert partings(record, {0: [1, 2, 3], 1: [4, 9], 2: [6, 7]}) == [Parting(1, 1, 5, 9), Parting(2, 1, None, 7)]
+    unfinished = Recorded(RunConfig(backend="sim"), {0: [1, 2]}, "interrupted", {}, None)
+    assert partings(unfinished, {0: [1, 2, 3, 4]}) == []
+    assert partings(unfinished, {0: [1]}) == [Parting(0, 1, 2, None)]
+
+
+@pytest.mark.parametrize("content, fragments", [
+    (None, ["cannot read"]),
+    ("{not json", ["not JSON"]),
+    ('{"provenance": {}, "policies": []}', ["is a compare, bench, workload or tree record"]),
+    ('{"config": {}, "search": {}, "trees": []}', ["is a compare, bench, workload or tree record"]),
+    ('{"status": "ok"}', ["not a specsched record"]),
+    ('{"config": {"backend": "sim", "warp": 9}, "sequences": []}', ["written by another specsched", "'warp'"]),
+    ('{"config": {"backend": "sim", "k": 0}, "sequences": []}', ["--k must be in"]),
+    ('{"config": {"backend": "sim"}, "sequences": [{"id": "x"}]}', ["its sequences are not a record's"]),
+])
+def test_what_is_not_one_runs_record_is_one_line_and_exit_2(tmp_path, content, fragments):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    assert_one_error_line(rerun(str(path)), 2, *fragments)
+
+
+def test_the_rerun_record_may_not_overwrite_the_record_it_reads(tmp_path):
+    path, _ = recorded_run(tmp_path)
+    assert_one_error_line(rerun(path, "--json", path), 2, "would overwrite the record it reads")
+
+
+@pytest.mark.slow  # two runs that each load the tiny transformers pair
+def test_a_run_on_transformers_models_reruns_to_the_same_tokens_with_the_same_weights(tmp_path):
+    path = tmp_path / "record.json"
+    first = specsched("run", "--backend", "hf", "--target", "tiny", "--prompt", "LEONTES.", "--workers", "2",
+                      "--max-new-tokens", "16", "--no-live", "--quiet", "--json", str(path), timeout=300)
+    assert first.returncode == 0, first.stderr
+    result = specsched("rerun", str(path), "--no-live", "--quiet", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "✓ every sequence's tokens are the record's: 2 sequences, 32 tokens" in result.stdout
+    weights = [line for line in result.stdout.splitlines() if "weights (sha256)" in line]
+    assert len(weights) == 2 and all("same" in line for line in weights)
