@@ -65,7 +65,8 @@ def test_a_record_that_did_not_finish_is_a_prefix_the_rerun_must_begin_with(tmp_
         json.dump(data, f)
     result = rerun(path)
     assert result.returncode == 0, result.stderr
-    assert "begin with (the record is interrupted) the record's: 2 sequences, 8 tokens" in " ".join(result.stdout.split())
+    text = " ".join(result.stdout.split())
+    assert "begin with (the record is interrupted) the record's: 2 sequences, 8 tokens" in text
 
 
 def test_partings_name_the_first_token_that_differs_and_an_end():
