@@ -132,6 +132,26 @@ def test_without_restarts_a_dead_worker_fails_its_job_keeps_its_tokens_and_the_e
     assert _children() == []
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_engine_whose_own_thread_broke_ends_its_jobs_and_says_why_to_later_submits(monkeypatch):
+    """A bug in the engine's loop (injected here) must not hang a job's waiters, nor leave a later submit told
+    'the engine is closed' by an engine nobody closed."""
+    from specsched.runtime.engine.dispatcher import Dispatcher
+
+    def reap_breaks(self):
+        if self.jobs:
+            raise RuntimeError("a bug in the loop")
+
+    monkeypatch.setattr(Dispatcher, "_reap", reap_breaks)
+    with engine() as e:
+        record = e.submit(PROMPTS[:2], max_new_tokens=4).result(timeout=60)
+        assert record.status == "failed" and record.error == "engine failure: RuntimeError: a bug in the loop"
+        assert e.broken == record.error
+        with pytest.raises(RuntimeError, match="engine failure: RuntimeError: a bug in the loop"):
+            e.submit(PROMPTS[:2], max_new_tokens=4)
+    assert _children() == []
+
+
 def test_a_job_cannot_change_the_engines_models():
     with engine() as e, pytest.raises(ConfigError, match="sim_agreement"):
         e.submit(PROMPTS, sim_agreement=0.1)

@@ -130,9 +130,9 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
             reason = self._loop()
         except ConfigError as exc:  # bad input found here (an address in use): go() says it, in one line
             reason, status, self.failure = str(exc), "failed", exc
-        except BaseException as exc:  # the loop itself broke: no job may hang on it
+        except BaseException as exc:  # the loop itself broke: no job may hang on it, and submit says why
             reason, status = f"engine failure: {type(exc).__name__}: {exc}", "failed"
-            self.failure = RuntimeError(reason)
+            self.failure, self.broken = RuntimeError(reason), reason
             raise
         finally:
             with self.gate:  # from here on submit refuses: nothing queued later could ever run
