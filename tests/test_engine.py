@@ -169,12 +169,12 @@ def test_a_view_that_raises_is_dropped_and_the_job_goes_on():
 
 def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeypatch):
     """A temporary folder it cannot make (a full disk, say): Engine() raises the cause and leaves no child."""
-    from specsched.runtime.engine import dispatcher
+    import tempfile
 
     def full(*_args, **_kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(dispatcher.tempfile, "mkdtemp", full)
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(RuntimeError, match="No space left on device"):
         Engine(sim_config())
