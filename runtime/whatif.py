@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from specsched.policies.base import PolicySettings, ReadyDraft
 from specsched.policies.loader import PolicyError, load_policy
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, Mode, RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
@@ -62,7 +62,7 @@ class Prediction:
 def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, int, int]]) -> Recorded:
     """Each sequence's rounds, from a recorded run's worker-side events and commits, and the verifier's
     dispatch gap (receiving a draft, asking the policy: time between verifications that a draft waits)."""
-    if config.mode != "seed":
+    if config.mode != Mode.SEED:
         raise ConfigError(f"what-if needs a --mode seed run (this one is --mode {config.mode})")
     if config.steps_aside or config.max_batch != 1:
         raise ConfigError("what-if re-simulates one draft per verification: record the run without "

@@ -41,7 +41,7 @@ from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.beam_width import DynamicWidth
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_allocation import allocate, combine
@@ -89,7 +89,7 @@ class BeamSequence:
         st.beam_workers, st.rounds = state.slots.tolist(), state.round
         if state.done:
             seq.beams, seq.final_logprobs = new, state.logprobs
-        elif config.mode == "dsbd":
+        elif config.mode == Mode.DSBD:
             seq.counts, seq.expected = allocation(seq, config), set(range(len(contexts)))
         return seq
 
@@ -157,7 +157,7 @@ def parse_tree(seq: BeamSequence, d: TreeDraft, config: RunConfig, vocab: int) -
 def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> BeamAdvance:
     """One round's forward: a target-only step (round 0, --mode beam) or the forest of the slots' trees."""
     width, rng = width_rule(config), stream(config.seed, seq.st.local, "beam", seq.round)
-    if config.mode == "beam" or seq.round == 0:
+    if config.mode == Mode.BEAM or seq.round == 0:
         return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beams, rng)
     trees = [seq.tree(s) for s in range(len(seq.contexts))]
     forest = combine(trees, seq.logprobs, config.sampling, rng)
@@ -186,7 +186,7 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
     seq.round += 1
     if st.done:  # every beam holds the end of the sequence
         seq.beams, seq.final_logprobs = [b[prompt:] for b in seq.contexts], seq.logprobs
-    elif config.mode == "dsbd":
+    elif config.mode == Mode.DSBD:
         seq.counts = allocation(seq, config)
     return kept
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
+from specsched.runtime.core.config import Mode
 from specsched.runtime.core.transport import worker_identity
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, task, tasks
@@ -38,7 +39,7 @@ class BeamRounds:
         """The job's beam sequences: from their prompts, or - re-announced to this verifier after another died -
         from where that one last reported them."""
         if job.config.beam_mode:
-            beams = job.config.beams if job.config.mode == "dsbd" else 0
+            beams = job.config.beams if job.config.mode == Mode.DSBD else 0
             for st in job.sequences:
                 state = job.beam_states.get(st.local)
                 self.seqs[st.seq] = BeamSequence.start(st, beams) if state is None else \
@@ -51,7 +52,7 @@ class BeamRounds:
     def admit(self, d: TreeDraft, reply_to: bytes, job: JobState) -> bool:
         """File a slot's tree (anything off is a ProtocolError); True when every slot's is in."""
         seq = self.seqs.get(d.seq)
-        if seq is None or seq.st.done or job.config.mode != "dsbd":
+        if seq is None or seq.st.done or job.config.mode != Mode.DSBD:
             raise ProtocolError(f"tree for sequence {d.seq}, which is not a running dsbd sequence")
         slots = seq.st.beam_workers
         if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(d.worker):

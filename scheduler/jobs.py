@@ -16,7 +16,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel, Traffic
 from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.sampling import stream
 
 
@@ -87,7 +87,7 @@ class JobState:
         """Drafts this job still owes the run queue at a time: one per unfinished sequence in seed mode,
         at most one in sd mode (its single worker drafts its sequences one after another)."""
         unfinished = sum(not st.done for st in self.sequences)
-        return unfinished if self.config.mode == "seed" else min(unfinished, 1)
+        return unfinished if self.config.mode == Mode.SEED else min(unfinished, 1)
 
     @classmethod
     def from_message(cls, fields: dict, target: LanguageModel) -> JobState:
@@ -95,7 +95,7 @@ class JobState:
         what it has committed (``generated``, ``done``), which the first verification re-reads, and a beam
         sequence with its beams (``beam_states``)."""
         config = RunConfig.from_dict(fields["config"])
-        purpose = "target" if config.mode in ("ar", "parallel") else "verify"
+        purpose = "target" if config.mode in (Mode.AR, Mode.PARALLEL) else "verify"
         slots = fields.get("beam_workers") or [[] for _ in fields["sequences"]]
         seqs = [SequenceState(int(g), int(local), int(fields["job"]), [int(t) for t in prompt], target.new_cache(),
                               int(owner), beam_workers=list(beams), seed=config.seed, purpose=purpose)

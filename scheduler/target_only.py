@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.config import Mode
 from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.events import Recorder
 from specsched.scheduler.acceptance import next_token
@@ -24,7 +25,7 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, c
     """One target forward for `job` (timed into `costs`, its threads chosen by `cores` with `drafting`
     workers busy); returns what each advanced sequence committed."""
     unfinished = [st for st in job.sequences if not st.done]
-    active = unfinished if job.config.mode == "parallel" else unfinished[:1]
+    active = unfinished if job.config.mode == Mode.PARALLEL else unfinished[:1]
     threads = cores.before_forward(drafting)
     t0 = time.monotonic()
     before = target.traffic.copy()

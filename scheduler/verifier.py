@@ -17,6 +17,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.calibration import Calibration
+from specsched.runtime.core.config import Mode
 from specsched.runtime.core.costs import CostFit
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.events import VERIFIER, Recorder
@@ -97,7 +98,7 @@ class Verifier(JobBook, BeamSteps):
         if self.riders and (self.riders_next or not self.has_target_only_jobs()):
             return self.verify([])
         for job in self.jobs.values():
-            if job.target_only and not job.done and job.config.mode == "beam":
+            if job.target_only and not job.done and job.config.mode == Mode.BEAM:
                 self.beam_target_step(job)
                 return []
             if job.target_only and not job.done:

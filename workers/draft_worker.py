@@ -15,7 +15,7 @@ import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import Recorder
 from specsched.runtime.core.messages import Draft, Verdict
@@ -130,7 +130,7 @@ class DraftWorker:
             try:
                 for seq, local, prompt, slot, *how in entries[finished:]:
                     how, want = (how[0] if how else "start"), (int(how[1]) if len(how) > 1 else -1)
-                    if config.mode == "dsbd":
+                    if config.mode == Mode.DSBD:
                         run_beam_slot(self, config, int(seq), int(local), int(slot), how, epoch=epoch, want=want)
                     else:
                         self.run_sequence(config, int(seq), int(local), [int(t) for t in prompt],

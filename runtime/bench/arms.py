@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.bench.measure import BASELINE, Sample
 from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError, RunConfig
+from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError, Mode, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 
 # name -> (what it is, the RunConfig fields it sets)
@@ -144,7 +144,7 @@ def sample_of(record: RunRecord) -> Sample:
     if record.status == "interrupted":  # Ctrl-C / SIGTERM ends the whole benchmark, not one sample
         raise Interrupted(record.error) if record.stopped_by == "SIGTERM" else KeyboardInterrupt(record.error)
     m = record.metrics
-    drafts = record.config.mode in ("sd", "seed")
+    drafts = record.config.mode in (Mode.SD, Mode.SEED)
     counters = record.collected.counters
     return Sample(
         tokens_per_s=m.tokens_per_s,

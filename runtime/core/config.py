@@ -6,11 +6,23 @@ Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickle
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 
 from specsched.runtime.core.sampling import SamplingParams
 
-MODES = ("ar", "sd", "seed", "parallel", "beam", "dsbd")
-BEAM_MODES = ("beam", "dsbd")  # beam sampling / search: target only, and with one draft worker per beam
+
+class Mode(StrEnum):
+    """What a run decodes with (`--mode`); a member equals its name, so `config.mode == Mode.SEED`."""
+    AR = "ar"              # the target alone, one sequence after another
+    SD = "sd"              # classic speculative decoding: one draft worker serves every sequence in turn
+    SEED = "seed"          # SEED: a draft worker per sequence, one verifier scheduling them
+    PARALLEL = "parallel"  # the target alone, every sequence in one batched forward
+    BEAM = "beam"          # beam sampling / search with the target alone
+    DSBD = "dsbd"          # dynamic-width speculative beam decoding: a draft worker per beam
+
+
+MODES = tuple(m.value for m in Mode)
+BEAM_MODES = (Mode.BEAM, Mode.DSBD)  # beam sampling / search: target only, and with one draft worker per beam
 BACKENDS = ("sim", "hf", "llamacpp")
 MODEL_BACKENDS = ("hf", "llamacpp")  # real models, a transformers tokenizer and torch drafts
 TRANSPORTS = ("ipc", "tcp")
@@ -91,7 +103,7 @@ class RunConfig:
     @property
     def target_only(self) -> bool:
         """No draft workers: the verifier decodes alone (ar, parallel, beam)."""
-        return self.mode in ("ar", "parallel", "beam")
+        return self.mode in (Mode.AR, Mode.PARALLEL, Mode.BEAM)
 
     @property
     def draft_workers(self) -> int:

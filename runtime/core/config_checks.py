@@ -10,7 +10,16 @@ import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 
-from specsched.runtime.core.config import BACKENDS, BEAM_MODES, DRAFTERS, MODES, TRANSPORTS, ConfigError, RunConfig
+from specsched.runtime.core.config import (
+    BACKENDS,
+    BEAM_MODES,
+    DRAFTERS,
+    MODES,
+    TRANSPORTS,
+    ConfigError,
+    Mode,
+    RunConfig,
+)
 
 # Upper bounds: a value past them is a typo, and would otherwise overflow the wire (msgpack takes 64-bit
 # integers), exhaust memory or run for days instead of failing in one line.
@@ -66,7 +75,7 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--pct-floor must be in (0, 1), got {c.pct_floor}")
     if c.max_batch < 0:
         raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {c.max_batch}")
-    if c.lockstep and c.mode in ("ar", "parallel"):
+    if c.lockstep and c.mode in (Mode.AR, Mode.PARALLEL):
         # refused, not ignored: these target-only modes have no drafts to hold back
         raise ConfigError(f"--lockstep needs draft workers (--mode seed or sd); --mode {c.mode} has none")
     _check_beams(c)

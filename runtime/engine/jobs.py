@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.record import worker_of
@@ -74,7 +74,7 @@ class JobRun:
 
     @property
     def speculative(self) -> bool:
-        return self.config.mode in ("sd", "seed", "dsbd")
+        return self.config.mode in (Mode.SD, Mode.SEED, Mode.DSBD)
 
     @property
     def workers_needed(self) -> int:
@@ -136,7 +136,7 @@ class JobRun:
 
     def beam_workers(self, local_seq: int) -> list[int]:
         """dsbd: the pool workers of a sequence's beams, slot by slot (empty in other modes)."""
-        if self.config.mode != "dsbd":
+        if self.config.mode != Mode.DSBD:
             return []
         first = worker_of(self.config, local_seq)
         return self.workers[first:first + self.config.beam_slots_at_start]

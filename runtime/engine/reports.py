@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from specsched.runtime.core.beam_state import BeamState
+from specsched.runtime.core.config import Mode
 from specsched.runtime.core.events import Event
 from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
@@ -87,7 +88,7 @@ class Reports:
                 for worker, sequences in job.assignments():
                     if worker in self.resuming:  # restarted before the job started: resumes once loaded
                         continue
-                    if job.config.mode == "dsbd":
+                    if job.config.mode == Mode.DSBD:
                         job.mark(worker, "fork")
                     self._assign(self.table.by_worker(worker), job, sequences)
         elif msg.kind == "job_done":
@@ -111,7 +112,7 @@ class Reports:
             child.become(State.PARKED)
             if job is not None:
                 job.idle.add(child.worker)
-                if job.config.mode == "dsbd":  # it left its beam slot: the sequence ended or narrowed
+                if job.config.mode == Mode.DSBD:  # it left its beam slot: the sequence ended or narrowed
                     job.mark(child.worker, "exit")
                 self._maybe_complete(job)
         elif msg.kind == "beat":  # heartbeat.py: the child is not stopped

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+from specsched.runtime.core.config import Mode
 from specsched.runtime.engine.jobs import JobRun, Phase
 from specsched.runtime.engine.process_table import Child, State
 
@@ -130,7 +131,7 @@ class Supervision:
         waiting = self.resuming.get(child.worker) if child.role == "draft" else None
         pooled = child.state_before_exit in ("parked", "ready")
         return [j for j in self.jobs if child.job == j.id or j is waiting or (child.worker in j.workers and (
-            j.phase is Phase.PENDING or (j.config.mode == "dsbd" and pooled)))]
+            j.phase is Phase.PENDING or (j.config.mode == Mode.DSBD and pooled)))]
 
     def _hand_resumed(self) -> None:
         """Once the new verifier is up, it gets every live job again; a restarted worker, once loaded and once
@@ -184,7 +185,7 @@ class Supervision:
             if c.state is State.DRAFTING:
                 self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
             elif self._still_serves(job, c.worker):
-                if job.config.mode == "dsbd":
+                if job.config.mode == Mode.DSBD:
                     job.mark(c.worker, "fork")
                 self._assign_resume(job, c)
         self._want_again(job)

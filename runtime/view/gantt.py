@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from specsched.runtime.core.config import Mode
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.view.monitor import Snapshot
 from specsched.runtime.view.timeline import ORDER, grid, queue_depth
@@ -60,10 +61,10 @@ class Gantt:
         g = grid(shown, s.start, s.end, columns)
         for r, row in enumerate(shown):
             codes = g.states[r]
-            if row.worker == VERIFIER and s.mode in ("seed", "sd"):
+            if row.worker == VERIFIER and s.mode in (Mode.SEED, Mode.SD):
                 # the verifier's verify cells show whose draft: code len(ORDER) + worker id
                 # record.worker_of, vectorised: its own sequence's worker in seed mode, the single one in sd
-                workers = g.seqs[r] if s.mode == "seed" else np.zeros_like(g.seqs[r])
+                workers = g.seqs[r] if s.mode == Mode.SEED else np.zeros_like(g.seqs[r])
                 marked = (g.seqs[r] >= 0) & (workers < len(WORKER_MARKS))
                 codes = np.where(marked, len(ORDER) + workers, codes)
             codes = _with_marks(codes, [(t, kind) for t, w, kind in s.marks if w == row.worker], s.start, s.end)

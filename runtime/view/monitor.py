@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.config_checks import tree_nodes
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.engine.collected import Collected
@@ -141,11 +141,11 @@ class Monitor:
             usage=self.usage.sample(collected.processes, now) if self.usage else (),
             label=self.label, states=dict(collected.states),
             marks=tuple(m for m in collected.marks if start <= m[0] < end),
-            mark_kinds=("fork", "exit") * (c.mode == "dsbd") + ("restart",) * bool(collected.restarts),
+            mark_kinds=("fork", "exit") * (c.mode == Mode.DSBD) + ("restart",) * bool(collected.restarts),
         )
 
     def _done_workers(self, collected: Collected) -> set[int]:
         """Rows whose process has nothing left to do: idle from their last event on."""
         if len(collected.done) == self.config.n_sequences:
             return {VERIFIER, *range(self.workers)}
-        return set(collected.done) if self.config.mode == "seed" else set()
+        return set(collected.done) if self.config.mode == Mode.SEED else set()
