@@ -1,10 +1,12 @@
-"""A record against its rerun: what produced each (provenance), and where their tokens part.
+"""A record against its rerun: what produced each (provenance), and where their outputs part.
 
 A `specsched run --json` record holds its whole config and every sequence's tokens, so it can be run
 again and checked: greedy output is a function of the models and the prompt (lossless: the target's own
 decoding), and sampled output of the seed too (each sequence draws from its own stream, whatever the
-schedule). Tokens that part say which of those differs, or where floating point broke a tie another way
-(README: Floating point) - which is why the provenance is compared first.
+schedule). A tree's record (`run --task ... --json`, the main job's) holds its config, its search and
+each tree's problem and nodes: the rerun builds the same trees, node for node. Outputs that part say
+which of those differs, or where floating point broke a tie another way (README: Floating point) -
+which is why the provenance is compared first.
 """
 
 from __future__ import annotations
@@ -53,25 +55,45 @@ class Parting:
     now: int | None
 
 
-def load_record(path: str) -> Recorded:
-    """A `specsched run --json` (or `--trace`) record: ConfigError, in one line, for anything else."""
+@dataclass(frozen=True, slots=True)
+class RecordedTrees:
+    config: RunConfig              # the tree's base config (each phase's is derived from it)
+    search: dict                   # SearchConfig's fields
+    task: str
+    problems: list[dict]           # Problem's fields, one per tree
+    trees: list[list[dict]]        # each tree's nodes, as recorded
+    statuses: list[str]            # each tree's: ok | failed | interrupted (its nodes then a prefix)
+    provenance: dict
+
+
+@dataclass(frozen=True, slots=True)
+class NodeParting:
+    """Where a rebuilt tree leaves the record: its node `node` differs in `what` (or one tree has no such node)."""
+    tree: int
+    node: int
+    what: str
+
+
+NODE_FIELDS = ("parent", "level", "raw", "evaluation", "score", "kept")  # what a node is made of
+
+
+def load_record(path: str) -> Recorded | RecordedTrees:
+    """A `specsched run --json` (or `--trace`) record, or a tree's: ConfigError, in one line, for anything else."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: not JSON ({exc})") from None
-    if isinstance(data, dict) and ({"policies", "arms", "trees", "jobs", "search"} & set(data)):
-        raise ConfigError(f"{path} is a compare, bench, workload or tree record; rerun takes one run's record "
-                          "(`specsched run --prompt ... --json PATH`)")
+    if isinstance(data, dict) and ({"policies", "arms", "jobs"} & set(data)):
+        raise ConfigError(f"{path} is a compare, bench or workload record; rerun takes one run's record "
+                          "(`specsched run --json PATH`)")
+    if isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(data.get("trees"), list):
+        return _trees(path, data)
     if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
             and isinstance(data.get("sequences"), list)):
         raise ConfigError(f"{path}: not a specsched record (no config and sequences)")
-    known = {f.name for f in fields(RunConfig)}
-    if unknown := sorted(set(data["config"]) - known):
-        raise ConfigError(f"{path} was written by another specsched: this one has no setting "
-                          f"{', '.join(map(repr, unknown))}")
-    config = RunConfig.from_dict(data["config"])
+    config = _config(path, data["config"])
     try:
         tokens = {int(s["id"]): [int(t) for t in s["tokens"]] for s in data["sequences"]}
     except (KeyError, TypeError, ValueError) as exc:
@@ -80,6 +102,54 @@ def load_record(path: str) -> Recorded:
     rate = metrics.get("tokens_per_s")
     return Recorded(config, tokens, str(data.get("status", "ok")), data.get("provenance") or {},
                     float(rate) if isinstance(rate, int | float) else None)
+
+
+def _config(path: str, settings: dict) -> RunConfig:
+    known = {f.name for f in fields(RunConfig)}
+    if unknown := sorted(set(settings) - known):
+        raise ConfigError(f"{path} was written by another specsched: this one has no setting "
+                          f"{', '.join(map(repr, unknown))}")
+    return RunConfig.from_dict(settings)
+
+
+def _trees(path: str, data: dict) -> RecordedTrees:
+    from specsched.runtime.tot.search import SearchConfig
+    from specsched.runtime.tot.task import Problem
+
+    config = _config(path, data["config"])
+    try:
+        search = dict(data["search"])
+        SearchConfig(**search)
+        trees = data["trees"]
+        tasks = {t["task"] for t in trees}
+        problems = [dict(t["problem"]) for t in trees]
+        for p in problems:
+            Problem(**p)
+        nodes = [[{f: n[f] for f in NODE_FIELDS} for n in t["nodes"]] for t in trees]
+        statuses = [str(t.get("status", "ok")) for t in trees]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: its trees are not a tree record's ({type(exc).__name__}: {exc})") from None
+    if len(tasks) != 1:
+        raise ConfigError(f"{path}: a tree record holds trees of one task, this one {len(tasks)}")
+    return RecordedTrees(config, search, tasks.pop(), problems, nodes, statuses, data.get("provenance") or {})
+
+
+def tree_partings(recorded: RecordedTrees, now: list[list[dict]]) -> list[NodeParting]:
+    """Each rebuilt tree's first node that is not the record's. A tree the record did not finish holds a
+    prefix of its nodes: the rebuilt one must begin with them."""
+    out = []
+    for i in range(max(len(recorded.trees), len(now))):
+        old, new = (recorded.trees[i] if i < len(recorded.trees) else []), (now[i] if i < len(now) else [])
+        if i < len(recorded.statuses) and recorded.statuses[i] != "ok":
+            new = new[:len(old)]
+        for j in range(max(len(old), len(new))):
+            if j >= len(old) or j >= len(new):
+                out.append(NodeParting(i, j, "only in the record" if j >= len(new) else "only in the rerun"))
+                break
+            if (what := next((f for f in NODE_FIELDS if old[j][f] != new[j][f]), None)) is not None:
+                out.append(NodeParting(i, j, what))
+                break
+    return out
 
 
 def provenance_rows(recorded: dict, now: dict) -> list[tuple[str, str, str, bool]]:

@@ -1,4 +1,5 @@
-"""`specsched rerun RECORD`: a recorded run, run again here, and its tokens checked against the record."""
+"""`specsched rerun RECORD`: a recorded run (or tree), run again here, and its output checked against the
+record's."""
 
 from __future__ import annotations
 
@@ -8,15 +9,26 @@ from rich.console import Console
 from rich.table import Table
 
 from specsched.runtime.exits import EXIT_FAILED
-from specsched.runtime.rerun import NUMERIC_ROWS, Parting, Recorded, load_record, partings, provenance_rows
+from specsched.runtime.rerun import (
+    NUMERIC_ROWS,
+    NodeParting,
+    Parting,
+    Recorded,
+    RecordedTrees,
+    load_record,
+    partings,
+    provenance_rows,
+    tree_partings,
+)
 
 SHOWN_PARTINGS = 5  # sequences named in the line that says where the rerun left the record
 
 
 def add_rerun_parser(sub) -> None:
-    p = sub.add_parser("rerun", help="run a recorded run (`run --json`) again and check that its tokens are the "
-                                     "record's")
-    p.add_argument("path", metavar="RECORD", help="a `specsched run --prompt ... --json` (or --trace) file")
+    p = sub.add_parser("rerun", help="run a recorded run or tree (`run --json`) again and check that its output "
+                                     "is the record's")
+    p.add_argument("path", metavar="RECORD", help="a `specsched run --json` (or --trace) file: a run of prompts, or "
+                                                  "a Tree-of-Thoughts run")
     p.add_argument("--json", default=None, metavar="PATH", help="write the rerun's record")
     p.add_argument("--trace", default=None, metavar="PATH", help="record the rerun for `specsched replay`")
     p.add_argument("--no-live", action="store_true",
@@ -26,31 +38,68 @@ def add_rerun_parser(sub) -> None:
 
 
 def cmd_rerun(args: argparse.Namespace, console: Console) -> int:
-    """0 when every sequence's tokens are the record's (a record that did not finish: begin with them), 1 when
-    one parts from it or the rerun fails, 130/143 when it is interrupted."""
+    """0 when the output is the record's (a record that did not finish: begins with it), 1 when it parts from
+    it or the rerun fails, 130/143 when it is interrupted."""
+    recorded = load_record(args.path)
+    if isinstance(recorded, RecordedTrees):
+        return _rerun_trees(args, console, recorded)
     from specsched.runtime.prompt_run import run_prompts
 
-    recorded = load_record(args.path)
     record, code = run_prompts(args, console, recorded.config)
     if record.status != "ok":
         return code
-    rows = provenance_rows(recorded.provenance, record.provenance or {})
-    table = Table(title=f"rerun of {args.path}", title_justify="left")
-    for column in ("", "record", "this run", ""):
-        table.add_column(column)
-    for name, old, new, same in rows:
-        table.add_row(name, old, new, "same" if same else "[yellow]differs[/]")
-    now_rate = record.metrics.tokens_per_s
-    if recorded.tokens_per_s:
-        table.add_row("tokens/s", f"{recorded.tokens_per_s:.1f}", f"{now_rate:.1f}",
-                      f"×{now_rate / recorded.tokens_per_s:.2f}")
-    console.print(table)
+    _print_provenance(console, args.path, recorded.provenance, record.provenance or {},
+                      (recorded.tokens_per_s, record.metrics.tokens_per_s))
     parts = partings(recorded, {s.id: s.tokens for s in record.sequences})
-    console.print(_verdict(recorded, parts, [name for name, _, _, same in rows if not same]), highlight=False)
+    console.print(_verdict(recorded, parts, _numeric(recorded.provenance, record.provenance or {})), highlight=False)
     return code or (EXIT_FAILED if parts else 0)
 
 
-def _verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> str:
+def _rerun_trees(args: argparse.Namespace, console: Console, recorded: RecordedTrees) -> int:
+    from specsched.runtime.provenance import provenance
+    from specsched.runtime.tot.cli import build_trees
+    from specsched.runtime.tot.search import SearchConfig
+    from specsched.runtime.tot.task import Problem
+    from specsched.runtime.tot.tasks import get_task
+
+    task = get_task(recorded.task)
+    todo = [Problem(**p) for p in recorded.problems]
+    trees, code = build_trees(args, console, task, todo, recorded.config, SearchConfig(**recorded.search))
+    if code:
+        return code
+    now = provenance(recorded.config)
+    _print_provenance(console, args.path, recorded.provenance, now)
+    parts = tree_partings(recorded, [[{f: getattr(n, f) for f in ("parent", "level", "raw", "evaluation", "score",
+                                                                   "kept")} for n in t.nodes] for t in trees])
+    console.print(_tree_verdict(recorded, parts, _numeric(recorded.provenance, now)), highlight=False)
+    return EXIT_FAILED if parts else 0
+
+
+def _print_provenance(console: Console, path: str, old: dict, new: dict,
+                      rates: tuple[float | None, float] | None = None) -> None:
+    table = Table(title=f"rerun of {path}", title_justify="left")
+    for column in ("", "record", "this run", ""):
+        table.add_column(column)
+    for name, a, b, same in provenance_rows(old, new):
+        table.add_row(name, a, b, "same" if same else "[yellow]differs[/]")
+    if rates and rates[0]:
+        table.add_row("tokens/s", f"{rates[0]:.1f}", f"{rates[1]:.1f}", f"×{rates[1] / rates[0]:.2f}")
+    console.print(table)
+
+
+def _numeric(old: dict, new: dict) -> list[str]:
+    """What differs between the two that changes the arithmetic."""
+    return [name for name, _, _, same in provenance_rows(old, new) if not same and name in NUMERIC_ROWS]
+
+
+def _why(numeric: list[str]) -> str:
+    if numeric:
+        return (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
+                "break a near-tie the other way (README: Floating point)")
+    return "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug"
+
+
+def _verdict(recorded: Recorded, parts: list[Parting], numeric: list[str]) -> str:
     n, tokens = len(recorded.tokens), sum(map(len, recorded.tokens.values()))
     if not parts:
         whole = "are" if recorded.status == "ok" else f"begin with (the record is {recorded.status})"
@@ -58,11 +107,17 @@ def _verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> 
     named = "; ".join(f"sequence {p.seq} at token {p.at} (recorded {_token(p.recorded)}, now {_token(p.now)})"
                       for p in parts[:SHOWN_PARTINGS])
     more = f"; {len(parts) - SHOWN_PARTINGS} more" if len(parts) > SHOWN_PARTINGS else ""
-    numeric = [d for d in differing if d in NUMERIC_ROWS]
-    why = (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
-           "break a near-tie the other way (README: Floating point)" if numeric else
-           "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug")
-    return f"[red]✗ {len(parts)} of {n} sequences part from the record: {named}{more}[/]\n{why}"
+    return f"[red]✗ {len(parts)} of {n} sequences part from the record: {named}{more}[/]\n{_why(numeric)}"
+
+
+def _tree_verdict(recorded: RecordedTrees, parts: list[NodeParting], numeric: list[str]) -> str:
+    n, nodes = len(recorded.trees), sum(map(len, recorded.trees))
+    if not parts:
+        unfinished = [s for s in recorded.statuses if s != "ok"]
+        whole = "is" if not unfinished else f"begins with (the record's last tree is {unfinished[0]})"
+        return f"[green]✓ every tree {whole} the record's, node for node: {n} trees, {nodes} nodes[/]"
+    named = "; ".join(f"tree {p.tree} at node {p.node} ({p.what})" for p in parts[:SHOWN_PARTINGS])
+    return f"[red]✗ {len(parts)} of {n} trees part from the record: {named}[/]\n{_why(numeric)}"
 
 
 def _token(token: int | None) -> str:

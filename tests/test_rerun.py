@@ -9,7 +9,7 @@ import pytest
 from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched
 
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.rerun import Parting, Recorded, partings
+from specsched.runtime.rerun import NodeParting, Parting, Recorded, RecordedTrees, partings, tree_partings
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
 
@@ -80,8 +80,9 @@ def test_partings_name_the_first_token_that_differs_and_an_end():
 @pytest.mark.parametrize("content, fragments", [
     (None, ["cannot read"]),
     ("{not json", ["not JSON"]),
-    ('{"provenance": {}, "policies": []}', ["is a compare, bench, workload or tree record"]),
-    ('{"config": {}, "search": {}, "trees": []}', ["is a compare, bench, workload or tree record"]),
+    ('{"provenance": {}, "policies": []}', ["is a compare, bench or workload record"]),
+    ('{"config": {"backend": "sim"}, "search": {"width": 2}, "trees": []}', ["its trees are not a tree record's"]),
+    ('{"config": {"backend": "sim"}, "search": {}, "trees": [{"task": "gsm8k"}]}', ["its trees are not"]),
     ('{"status": "ok"}', ["not a specsched record"]),
     ('{"config": {"backend": "sim", "warp": 9}, "sequences": []}', ["written by another specsched", "'warp'"]),
     ('{"config": {"backend": "sim", "k": 0}, "sequences": []}', ["--k must be in"]),
@@ -97,6 +98,39 @@ def test_what_is_not_one_runs_record_is_one_line_and_exit_2(tmp_path, content, f
 def test_the_rerun_record_may_not_overwrite_the_record_it_reads(tmp_path):
     path, _ = recorded_run(tmp_path)
     assert_one_error_line(rerun(path, "--json", path), 2, "would overwrite the record it reads")
+
+
+def recorded_tree(tmp_path) -> tuple[str, dict]:
+    path = tmp_path / "tree.json"
+    result = specsched("run", *FAST_FLAGS, "--task", "gsm8k", "--limit", "2", "--thought-tokens", "6",
+                       "--eval-tokens", "4", "--answer-tokens", "6", "--no-live", "--quiet", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    return str(path), json.loads(path.read_text())
+
+
+def test_a_recorded_tree_is_rebuilt_node_for_node_and_an_edited_node_is_named(tmp_path):
+    path, data = recorded_tree(tmp_path)
+    nodes = sum(len(t["nodes"]) for t in data["trees"])
+    result = rerun(path)
+    assert result.returncode == 0, result.stderr
+    assert f"✓ every tree is the record's, node for node: 2 trees, {nodes} nodes" in result.stdout
+    data["trees"][1]["nodes"][2]["raw"] += " edited"
+    with open(path, "w") as f:
+        json.dump(data, f)
+    edited = rerun(path)
+    assert edited.returncode == 1
+    assert "✗ 1 of 2 trees part from the record: tree 1 at node 2 (raw)" in " ".join(edited.stdout.split())
+
+
+def test_tree_partings_take_an_unfinished_tree_as_a_prefix():
+    node = {"parent": 0, "level": 1, "raw": "a", "evaluation": "", "score": 1.0, "kept": True}
+    other = {**node, "score": 0.5}
+    recorded = RecordedTrees(RunConfig(backend="sim"), {}, "gsm8k", [{}, {}], [[node], [node, node]],
+                             ["ok", "interrupted"], {})
+    assert tree_partings(recorded, [[node], [node, node, node]]) == []
+    assert tree_partings(recorded, [[node, node], [node, other]]) == [NodeParting(0, 1, "only in the rerun"),
+                                                                      NodeParting(1, 1, "score")]
+    assert tree_partings(recorded, [[node]]) == [NodeParting(1, 0, "only in the record")]
 
 
 @pytest.mark.slow  # two runs that each load the tiny transformers pair

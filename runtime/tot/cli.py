@@ -119,9 +119,6 @@ def problems(task: Task, args: argparse.Namespace) -> list[Problem]:
 
 
 def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
-    from specsched.runtime.engine.engine import Engine
-    from specsched.runtime.exits import EXIT_INTERRUPTED, fail
-    from specsched.runtime.tot.report import summary
     from specsched.runtime.tot.tasks import get_task
 
     task = get_task(args.task or DEFAULT_TASK)
@@ -129,6 +126,17 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     todo = problems(task, args)
     if args.temperature is None:
         base = dataclasses.replace(base, temperature=TOT_TEMPERATURE)
+    return build_trees(args, console, task, todo, base, cfg)[1]
+
+
+def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: list[Problem], base: RunConfig,
+                cfg: SearchConfig) -> tuple[list[Tree], int]:
+    """A tree per problem on one engine, each printed as it ends, written to --json; with the status the
+    command ends with. `args` gives --json, --trace and --no-live. `run` and `rerun` both end here."""
+    from specsched.runtime.engine.engine import Engine
+    from specsched.runtime.exits import EXIT_INTERRUPTED, fail
+    from specsched.runtime.tot.report import summary
+
     # policy, models, vocabularies, a phase's workers: checked before any process starts, then one engine
     # for every phase
     try:
@@ -137,7 +145,7 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
         engine = Engine(dataclasses.replace(base, prompts=["check"], workers=cfg.thoughts), refuse_overlong=False)
     except KeyboardInterrupt:
         fail("interrupted (Ctrl-C) before any process started")
-        return EXIT_INTERRUPTED
+        return [], EXIT_INTERRUPTED
     trees: list[Tree] = []
     try:
         for problem in todo:
@@ -161,13 +169,13 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
         console.print(f"[bold]accuracy {sum(checked)}/{len(checked)}[/]")
     failed = next((t for t in trees if t.status != "ok"), None)
     if failed is None:
-        return 0
+        return trees, 0
     from specsched.runtime.exits import EXIT_FAILED, stopped_status
 
     fail(f"{failed.error}; the tree built so far is shown above")
     if failed.status == "failed":
-        return EXIT_FAILED
-    return stopped_status(failed.stopped_by)
+        return trees, EXIT_FAILED
+    return trees, stopped_status(failed.stopped_by)
 
 
 def _phase_runner(args: argparse.Namespace, console: Console, engine):
