@@ -10,6 +10,7 @@ from rich.table import Table
 
 from specsched.runtime.exits import EXIT_FAILED
 from specsched.runtime.rerun import (
+    NODE_FIELDS,
     NUMERIC_ROWS,
     NodeParting,
     Parting,
@@ -69,8 +70,7 @@ def _rerun_trees(args: argparse.Namespace, console: Console, recorded: RecordedT
         return code
     now = provenance(recorded.config)
     _print_provenance(console, args.path, recorded.provenance, now)
-    parts = tree_partings(recorded, [[{f: getattr(n, f) for f in ("parent", "level", "raw", "evaluation", "score",
-                                                                   "kept")} for n in t.nodes] for t in trees])
+    parts = tree_partings(recorded, [[{f: getattr(n, f) for f in NODE_FIELDS} for n in t.nodes] for t in trees])
     console.print(_tree_verdict(recorded, parts, _numeric(recorded.provenance, now)), highlight=False)
     return EXIT_FAILED if parts else 0
 
