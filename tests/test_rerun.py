@@ -12,6 +12,7 @@ from specsched.runtime.core.config import RunConfig
 from specsched.runtime.rerun import Parting, Recorded, partings
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
+TWO = '{{"status": "ok", "config": {{"backend": "sim", "workers": 2, "prompts": ["a"]}}, "sequences": {}}}'
 
 
 def recorded_run(tmp_path, *flags: str) -> tuple[str, dict]:
@@ -86,6 +87,14 @@ def test_partings_name_the_first_token_that_differs_and_an_end():
     ('{"config": {"backend": "sim", "warp": 9}, "sequences": []}', ["written by another specsched", "'warp'"]),
     ('{"config": {"backend": "sim", "k": 0}, "sequences": []}', ["--k must be in"]),
     ('{"config": {"backend": "sim"}, "sequences": [{"id": "x"}]}', ["its sequences are not a record's"]),
+    (TWO.format('[{"id": 0, "tokens": [Infinity]}]'), ["its sequences are not a record's", "inf"]),
+    (TWO.format('[{"id": 0, "tokens": "12"}, {"id": 1, "tokens": []}]'), ["its sequences are not a record's"]),
+    (TWO.format('[{"id": true, "tokens": [true]}]'), ["its sequences are not a record's"]),
+    (TWO.format('[{"id": 5, "tokens": [1]}, {"id": 6, "tokens": [2]}]'), ["sequence 5 is not one its config runs"]),
+    (TWO.format('[{"id": 0, "tokens": [1]}, {"id": 0, "tokens": [2]}]'), ["sequence 0 appears twice"]),
+    (TWO.format('[{"id": 0, "tokens": [1]}]'), ["its config runs 2 sequences", "sequence 1 is missing"]),
+    (TWO.format('[]').replace('"ok"', '"weird"'), ["status is one of ok, failed, interrupted", "'weird'"]),
+    ("[" * 100_000 + "]" * 100_000, ["not JSON"]),
 ])
 def test_what_is_not_one_runs_record_is_one_line_and_exit_2(tmp_path, content, fragments):
     path = tmp_path / "r.json"
