@@ -46,11 +46,11 @@ def cmd_rerun(args: argparse.Namespace, console: Console) -> int:
                       f"×{now_rate / recorded.tokens_per_s:.2f}")
     console.print(table)
     parts = partings(recorded, {s.id: s.tokens for s in record.sequences})
-    console.print(_verdict(recorded, parts, [name for name, _, _, same in rows if not same]), highlight=False)
+    console.print(verdict(recorded, parts, [name for name, _, _, same in rows if not same]), highlight=False)
     return code or (EXIT_FAILED if parts else 0)
 
 
-def _verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> str:
+def verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> str:
     n, tokens = len(recorded.tokens), sum(map(len, recorded.tokens.values()))
     if not parts:
         whole = "are" if recorded.status == "ok" else f"begin with (the record is {recorded.status})"
@@ -59,9 +59,17 @@ def _verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> 
                       for p in parts[:SHOWN_PARTINGS])
     more = f"; {len(parts) - SHOWN_PARTINGS} more" if len(parts) > SHOWN_PARTINGS else ""
     numeric = [d for d in differing if d in NUMERIC_ROWS]
-    why = (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
-           "break a near-tie the other way (README: Floating point)" if numeric else
-           "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug")
+    timed = [flag for flag, on in (("--tree pct", recorded.config.tree == "pct"),
+                                   ("--step-aside on", recorded.config.steps_aside)) if on]
+    if timed and recorded.config.temperature > 0:
+        why = (f"the record samples (--temperature {recorded.config.temperature:g}) with {' and '.join(timed)}, "
+               "which shape drafts from measured times: its text varies from run to run, each still the target's "
+               "law (README: Faults), so only a greedy run of it can be checked")
+    elif numeric:
+        why = (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
+               "break a near-tie the other way (README: Floating point)")
+    else:
+        why = "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug"
     return f"[red]✗ {len(parts)} of {n} sequences part from the record: {named}{more}[/]\n{why}"
 
 
