@@ -12,10 +12,14 @@ which is why the provenance is compared first.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config_checks import is_int, is_number, shown
+
+STATUSES = ("ok", "failed", "interrupted")  # a record's status: only an ok record's sequences are whole
 
 # what a record's provenance says, as (row, path into the block); the rows `rerun` prints
 PROVENANCE_ROWS = (
@@ -41,7 +45,7 @@ NUMERIC_ROWS = {"target weights (sha256)", "draft weights (sha256)", "dtype", "t
 class Recorded:
     config: RunConfig
     tokens: dict[int, list[int]]   # sequence id -> the tokens the record holds
-    status: str                    # ok | failed | interrupted: only an ok record's sequences are whole
+    status: str                    # one of STATUSES
     provenance: dict
     tokens_per_s: float | None
 
@@ -83,7 +87,7 @@ def load_record(path: str) -> Recorded | RecordedTrees:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise ConfigError(f"{path}: not JSON ({exc})") from None
     if isinstance(data, dict) and ({"policies", "arms", "jobs"} & set(data)):
         raise ConfigError(f"{path} is a compare, bench or workload record; rerun takes one run's record "
@@ -94,14 +98,35 @@ def load_record(path: str) -> Recorded | RecordedTrees:
             and isinstance(data.get("sequences"), list)):
         raise ConfigError(f"{path}: not a specsched record (no config and sequences)")
     config = _config(path, data["config"])
-    try:
-        tokens = {int(s["id"]): [int(t) for t in s["tokens"]] for s in data["sequences"]}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: its sequences are not a record's ({type(exc).__name__}: {exc})") from None
+    status = data.get("status", "ok")
+    if status not in STATUSES:
+        raise ConfigError(f"{path}: a record's status is one of {', '.join(STATUSES)}, got {shown(status)}")
+    tokens = _sequences(path, data["sequences"], config.n_sequences, whole=status == "ok")
     metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
     rate = metrics.get("tokens_per_s")
-    return Recorded(config, tokens, str(data.get("status", "ok")), data.get("provenance") or {},
-                    float(rate) if isinstance(rate, int | float) else None)
+    provenance = data.get("provenance")
+    return Recorded(config, tokens, status, provenance if isinstance(provenance, dict) else {},
+                    float(rate) if is_number(rate) and 0 < rate < math.inf else None)
+
+
+def _sequences(path: str, sequences: list, n: int, *, whole: bool) -> dict[int, list[int]]:
+    """Each sequence's tokens by id: the config's sequences 0..n-1, each once (every one of them in a record of
+    a run that finished), each a list of token ids."""
+    tokens: dict[int, list[int]] = {}
+    for s in sequences:
+        if not (isinstance(s, dict) and is_int(s.get("id")) and isinstance(s.get("tokens"), list)
+                and all(is_int(t) and t >= 0 for t in s["tokens"])):
+            raise ConfigError(f"{path}: its sequences are not a record's (each an integer id and a list of token "
+                              f"ids), got {shown(s)}")
+        if not 0 <= s["id"] < n or s["id"] in tokens:
+            what = "appears twice" if s["id"] in tokens else "is not one its config runs"
+            raise ConfigError(f"{path}: sequence {s['id']} {what} (sequences 0..{n - 1}, each once)")
+        tokens[s["id"]] = s["tokens"]
+    if whole and len(tokens) != n:
+        missing = sorted(set(range(n)) - set(tokens))
+        raise ConfigError(f"{path}: its config runs {n} sequences and the record of a run that finished holds "
+                          f"{len(tokens)} (sequence {missing[0]} is missing)")
+    return tokens
 
 
 def _config(path: str, settings: dict) -> RunConfig:
@@ -109,7 +134,10 @@ def _config(path: str, settings: dict) -> RunConfig:
     if unknown := sorted(set(settings) - known):
         raise ConfigError(f"{path} was written by another specsched: this one has no setting "
                           f"{', '.join(map(repr, unknown))}")
-    return RunConfig.from_dict(settings)
+    try:
+        return RunConfig.from_dict(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: its config is refused here: {exc}") from None
 
 
 def _trees(path: str, data: dict) -> RecordedTrees:

@@ -52,7 +52,8 @@ def cmd_rerun(args: argparse.Namespace, console: Console) -> int:
     _print_provenance(console, args.path, recorded.provenance, record.provenance or {},
                       (recorded.tokens_per_s, record.metrics.tokens_per_s))
     parts = partings(recorded, {s.id: s.tokens for s in record.sequences})
-    console.print(_verdict(recorded, parts, _numeric(recorded.provenance, record.provenance or {})), highlight=False)
+    console.print(verdict(recorded, parts, _differing(recorded.provenance, record.provenance or {})),
+                  highlight=False)
     return code or (EXIT_FAILED if parts else 0)
 
 
@@ -71,7 +72,7 @@ def _rerun_trees(args: argparse.Namespace, console: Console, recorded: RecordedT
     now = provenance(recorded.config)
     _print_provenance(console, args.path, recorded.provenance, now)
     parts = tree_partings(recorded, [[{f: getattr(n, f) for f in NODE_FIELDS} for n in t.nodes] for t in trees])
-    console.print(_tree_verdict(recorded, parts, _numeric(recorded.provenance, now)), highlight=False)
+    console.print(_tree_verdict(recorded, parts, _differing(recorded.provenance, now)), highlight=False)
     return EXIT_FAILED if parts else 0
 
 
@@ -87,19 +88,27 @@ def _print_provenance(console: Console, path: str, old: dict, new: dict,
     console.print(table)
 
 
-def _numeric(old: dict, new: dict) -> list[str]:
-    """What differs between the two that changes the arithmetic."""
-    return [name for name, _, _, same in provenance_rows(old, new) if not same and name in NUMERIC_ROWS]
+def _differing(old: dict, new: dict) -> list[str]:
+    return [name for name, _, _, same in provenance_rows(old, new) if not same]
 
 
-def _why(numeric: list[str]) -> str:
+def _why(config, differing: list[str]) -> str:
+    """Why outputs may part: drafts shaped by measured times under sampling, other arithmetic, or neither."""
+    numeric = [d for d in differing if d in NUMERIC_ROWS]
+    timed = [flag for flag, on in (("--tree pct", config.tree == "pct"), ("--step-aside on", config.steps_aside))
+             if on]
+    if timed and config.temperature > 0:
+        return (f"the record samples (--temperature {config.temperature:g}) with {' and '.join(timed)}, which "
+                "shape drafts from measured times: its text varies from run to run, each still the target's law "
+                "(README: Faults), so only a greedy run of it can be checked")
     if numeric:
         return (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
                 "break a near-tie the other way (README: Floating point)")
     return "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug"
 
 
-def _verdict(recorded: Recorded, parts: list[Parting], numeric: list[str]) -> str:
+def verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> str:
+    """The line a run's rerun ends with (and, when it parts, why it may have)."""
     n, tokens = len(recorded.tokens), sum(map(len, recorded.tokens.values()))
     if not parts:
         whole = "are" if recorded.status == "ok" else f"begin with (the record is {recorded.status})"
@@ -107,17 +116,18 @@ def _verdict(recorded: Recorded, parts: list[Parting], numeric: list[str]) -> st
     named = "; ".join(f"sequence {p.seq} at token {p.at} (recorded {_token(p.recorded)}, now {_token(p.now)})"
                       for p in parts[:SHOWN_PARTINGS])
     more = f"; {len(parts) - SHOWN_PARTINGS} more" if len(parts) > SHOWN_PARTINGS else ""
-    return f"[red]✗ {len(parts)} of {n} sequences part from the record: {named}{more}[/]\n{_why(numeric)}"
+    why = _why(recorded.config, differing)
+    return f"[red]✗ {len(parts)} of {n} sequences part from the record: {named}{more}[/]\n{why}"
 
 
-def _tree_verdict(recorded: RecordedTrees, parts: list[NodeParting], numeric: list[str]) -> str:
+def _tree_verdict(recorded: RecordedTrees, parts: list[NodeParting], differing: list[str]) -> str:
     n, nodes = len(recorded.trees), sum(map(len, recorded.trees))
     if not parts:
         unfinished = [s for s in recorded.statuses if s != "ok"]
         whole = "is" if not unfinished else f"begins with (the record's last tree is {unfinished[0]})"
         return f"[green]✓ every tree {whole} the record's, node for node: {n} trees, {nodes} nodes[/]"
     named = "; ".join(f"tree {p.tree} at node {p.node} ({p.what})" for p in parts[:SHOWN_PARTINGS])
-    return f"[red]✗ {len(parts)} of {n} trees part from the record: {named}[/]\n{_why(numeric)}"
+    return f"[red]✗ {len(parts)} of {n} trees part from the record: {named}[/]\n{_why(recorded.config, differing)}"
 
 
 def _token(token: int | None) -> str:

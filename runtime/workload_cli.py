@@ -91,7 +91,10 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
 def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: list[RunConfig]) -> int:
     jobs = workload_of(args, configs[0])
     results: dict[str, tuple[list[RunRecord], list[JobMetrics]]] = {}
-    with Engine(_engine_config(configs[0], jobs), planned=_planned(configs[0], jobs)) as engine:
+    # every job under the first policy; the others differ in scheduling only (policy, priorities, batch): one job each
+    planned = _planned(configs[0], jobs) + [(f"{jobs[0].name} under policy {c.policy}", job_config(c, jobs[0], 0))
+                                            for c in configs[1:]]
+    with Engine(_engine_config(configs[0], jobs), planned=planned) as engine:
         engine.start_workers(_pool(jobs, configs[0]))
         for c in configs:
             console.print(Text(f"playing {len(jobs)} jobs under policy {c.policy} …", style="dim"))

@@ -6,12 +6,17 @@ Heartbeats cannot catch this: they come from a thread of their own, so a verifie
 loop still beats. The policy runs in the verifier's main thread, so a real-time interval timer
 (``SIGALRM``) interrupts it there: a Python loop at its next bytecode, a sleep or a blocking read at
 once. A call into C that never returns to Python (one long numpy operation) is stopped only when it does.
+
+There is one real-time timer a process: a deadline entered while another timer runs (an enclosing
+deadline, a caller's ``signal.alarm``) keeps that timer's time, its handler fires when it is due, and
+the timer runs on after the deadline's body with what it had left.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from contextlib import contextmanager
 
 
@@ -32,17 +37,32 @@ def deadline(seconds: float):
     if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
-    armed = True
+    start, armed, outer_due = time.monotonic(), True, False
 
     def expired(signum, frame):
-        if armed:  # a signal handled after the body ended is not the body's
-            raise Overrun
+        nonlocal outer_due
+        if not armed:  # a signal handled after the body ended is not the body's
+            return
+        elapsed = time.monotonic() - start
+        if not outer_due and 0 < outer < seconds and elapsed < seconds:  # the enclosing timer's time came first
+            outer_due = True
+            signal.setitimer(signal.ITIMER_REAL, seconds - elapsed)
+            if callable(previous):
+                previous(signum, frame)  # it fires as it would have (an enclosing deadline raises its Overrun)
+            return
+        raise Overrun
 
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    if 0 < outer < seconds:
+        signal.setitimer(signal.ITIMER_REAL, outer)
     try:
         yield
     finally:
         armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)  # None: set outside Python
+        if outer > 0 and not (outer_due and callable(previous)):  # the enclosing timer runs on with what it had
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 1e-6), interval)
+        elif outer > 0 and interval:  # its handler ran while the body did: its next period
+            signal.setitimer(signal.ITIMER_REAL, interval, interval)

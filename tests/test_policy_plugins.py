@@ -20,6 +20,7 @@ from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
+from specsched.scheduler.deadline import Overrun, deadline
 from specsched.scheduler.run_queue import PolicyFailure, RunQueue, start_policy
 
 # -- the run queue ----------------------------------------------------------------------------------
@@ -135,6 +136,40 @@ def test_the_deadline_is_a_no_op_off_the_main_thread():
     worker.start()
     worker.join()
     assert len(picked) == 1   # a signal handler runs only in the main thread: no deadline there
+
+
+def test_a_deadline_keeps_an_enclosing_timer_and_a_nested_one_keeps_the_outer_deadline():
+    """One real-time timer a process: a pick's deadline had cancelled a caller's alarm (whatif, teach and the
+    API run policies in the caller's process), and a deadline inside another ended the outer one."""
+    fired = []
+
+    def caller(signum, frame):
+        fired.append("caller")
+
+    before = signal.signal(signal.SIGALRM, caller)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        q = queue_with(_Bad(lambda r: r[0]), [(0, 1.0, 0)])
+        q.timeout_s = 5
+        q.pick()
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 30 and signal.getsignal(signal.SIGALRM) is caller   # the caller's alarm runs on
+        signal.setitimer(signal.ITIMER_REAL, 0.2)   # due while a slow pick runs: its handler fires on time
+        q = queue_with(_Bad(lambda r: time.sleep(1) or r[0]), [(0, 1.0, 0)])
+        q.timeout_s = 20
+        q.pick()
+        assert fired == ["caller"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    started = time.monotonic()
+    with pytest.raises(Overrun):
+        with deadline(0.5):
+            with deadline(10):
+                pass
+            time.sleep(30)
+    assert time.monotonic() - started < 20
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():

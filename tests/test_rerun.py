@@ -10,8 +10,10 @@ from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.rerun import NodeParting, Parting, Recorded, RecordedTrees, partings, tree_partings
+from specsched.runtime.rerun_cli import verdict
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
+TWO = '{{"status": "ok", "config": {{"backend": "sim", "workers": 2, "prompts": ["a"]}}, "sequences": {}}}'
 
 
 def recorded_run(tmp_path, *flags: str) -> tuple[str, dict]:
@@ -87,6 +89,14 @@ def test_partings_name_the_first_token_that_differs_and_an_end():
     ('{"config": {"backend": "sim", "warp": 9}, "sequences": []}', ["written by another specsched", "'warp'"]),
     ('{"config": {"backend": "sim", "k": 0}, "sequences": []}', ["--k must be in"]),
     ('{"config": {"backend": "sim"}, "sequences": [{"id": "x"}]}', ["its sequences are not a record's"]),
+    (TWO.format('[{"id": 0, "tokens": [Infinity]}]'), ["its sequences are not a record's", "inf"]),
+    (TWO.format('[{"id": 0, "tokens": "12"}, {"id": 1, "tokens": []}]'), ["its sequences are not a record's"]),
+    (TWO.format('[{"id": true, "tokens": [true]}]'), ["its sequences are not a record's"]),
+    (TWO.format('[{"id": 5, "tokens": [1]}, {"id": 6, "tokens": [2]}]'), ["sequence 5 is not one its config runs"]),
+    (TWO.format('[{"id": 0, "tokens": [1]}, {"id": 0, "tokens": [2]}]'), ["sequence 0 appears twice"]),
+    (TWO.format('[{"id": 0, "tokens": [1]}]'), ["its config runs 2 sequences", "sequence 1 is missing"]),
+    (TWO.format('[]').replace('"ok"', '"weird"'), ["status is one of ok, failed, interrupted", "'weird'"]),
+    ("[" * 100_000 + "]" * 100_000, ["not JSON"]),
 ])
 def test_what_is_not_one_runs_record_is_one_line_and_exit_2(tmp_path, content, fragments):
     path = tmp_path / "r.json"
@@ -144,3 +154,16 @@ def test_a_run_on_transformers_models_reruns_to_the_same_tokens_with_the_same_we
     assert "✓ every sequence's tokens are the record's: 2 sequences, 32 tokens" in result.stdout
     weights = [line for line in result.stdout.splitlines() if "weights (sha256)" in line]
     assert len(weights) == 2 and all("same" in line for line in weights)
+
+
+@pytest.mark.parametrize("settings, flags", [({"tree": "pct", "k_config": []}, "--tree pct"),
+                                             ({"step_aside": "on"}, "--step-aside on")])
+def test_a_sampled_run_whose_drafts_follow_measured_times_is_not_blamed_on_a_tie_or_a_bug(settings, flags):
+    """Its sampled text varies from run to run (README: Faults): a parting is expected, not a bug."""
+    parts = [Parting(1, 3, 17, 16)]
+    sampled = Recorded(RunConfig(backend="sim", temperature=0.8, **settings), {0: [1], 1: [2]}, "ok", {}, None)
+    why = verdict(sampled, parts, []).splitlines()[1]
+    assert f"samples (--temperature 0.8) with {flags}" in why and "varies from run to run" in why
+    assert "a bug" not in why
+    greedy = Recorded(RunConfig(backend="sim", **settings), {0: [1], 1: [2]}, "ok", {}, None)
+    assert "a floating-point tie (README: Floating point) or a bug" in verdict(greedy, parts, [])

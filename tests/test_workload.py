@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from cli_runs import read_json, specsched
+from cli_runs import assert_one_error_line, read_json, specsched
 from process_watch import WatchedCommand
 
 from specsched.policies.base import ReadyDraft
@@ -74,6 +74,15 @@ def test_the_priority_policy_serves_the_more_urgent_job_first():
     ready = [ReadyDraft(0, 0, 1.0, 0, 3, 0, priority=0, job=1, job_priority=2),
              ReadyDraft(1, 5, 2.0, 1, 3, 0, priority=0, job=2, job_priority=0)]
     assert Priority().pick(ready).job == 2
+
+
+def test_compare_refuses_a_later_policy_that_does_not_load_before_any_job_plays(tmp_path):
+    """Only the first policy's jobs were checked up front: fcfs played in full, then the second was refused."""
+    workload = _write(tmp_path / "w.jsonl", {"prompt": "lo mi"}, {"arrival": 0.1, "prompt": "ka ri"})
+    out = specsched("compare", "--workload", workload, "--policies", f"fcfs,{tmp_path}/gone.py:Gone",
+                    "--max-new-tokens", "8", *FAST, timeout=300)
+    assert_one_error_line(out, 2, "policy file not found", "gone.py")
+    assert "playing" not in out.stdout
 
 
 def test_compare_plays_the_workload_under_each_policy_with_identical_texts(tmp_path):
