@@ -112,7 +112,7 @@ def verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> s
     n, tokens = len(recorded.tokens), sum(map(len, recorded.tokens.values()))
     if not parts:
         whole = "are" if recorded.status == "ok" else f"begin with (the record is {recorded.status})"
-        return f"[green]✓ every sequence's tokens {whole} the record's: {n} sequences, {tokens} tokens[/]"
+        return f"[green]✓ every sequence's tokens {whole} the record's: {_count(n, 'sequence')}, {tokens} tokens[/]"
     named = "; ".join(f"sequence {p.seq} at token {p.at} (recorded {_token(p.recorded)}, now {_token(p.now)})"
                       for p in parts[:SHOWN_PARTINGS])
     more = f"; {len(parts) - SHOWN_PARTINGS} more" if len(parts) > SHOWN_PARTINGS else ""
@@ -125,9 +125,13 @@ def _tree_verdict(recorded: RecordedTrees, parts: list[NodeParting], differing: 
     if not parts:
         unfinished = [s for s in recorded.statuses if s != "ok"]
         whole = "is" if not unfinished else f"begins with (the record's last tree is {unfinished[0]})"
-        return f"[green]✓ every tree {whole} the record's, node for node: {n} trees, {nodes} nodes[/]"
+        return f"[green]✓ every tree {whole} the record's, node for node: {_count(n, 'tree')}, {nodes} nodes[/]"
     named = "; ".join(f"tree {p.tree} at node {p.node} ({p.what})" for p in parts[:SHOWN_PARTINGS])
     return f"[red]✗ {len(parts)} of {n} trees part from the record: {named}[/]\n{_why(recorded.config, differing)}"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _token(token: int | None) -> str:

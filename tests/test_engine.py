@@ -255,6 +255,13 @@ def test_bad_engine_keywords_are_refused_before_any_process(kwargs, message):
     assert {p.pid for p in psutil.Process().children(recursive=True)} - before == set()
 
 
+def test_a_planned_job_whose_policy_does_not_load_is_named():
+    from specsched.policies import PolicyError
+
+    with pytest.raises(PolicyError, match="late: unknown policy 'nosuch'"):
+        Engine(sim_config(), planned=[("late", sim_config(policy="nosuch"))])
+
+
 def test_a_planned_job_without_prompts_is_checked_with_the_default_prompt():
     with Engine(sim_config(), planned=[("plain", sim_config(max_new_tokens=8))]) as e:  # was an IndexError
         assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
-from specsched.policies.loader import load_policy
+from specsched.policies.loader import PolicyError, load_policy
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import check_priority, is_int, is_number, shown
 from specsched.runtime.models import corpus_cache
@@ -96,8 +96,8 @@ class JobChecks:
             cfg = self._with_prompts(self._job_config(None, cfg, {}))
             self._check_plan(cfg)
             self._check_length(cfg, self._encode(cfg))
-        except ConfigError as exc:
-            raise ConfigError(f"{name}: {exc}") from None
+        except (ConfigError, PolicyError) as exc:
+            raise type(exc)(f"{name}: {exc}") from None
 
     def _with_prompts(self, cfg: RunConfig) -> RunConfig:
         """A job without prompts continues the backend's default prompt."""
