@@ -157,14 +157,18 @@ def test_a_run_started_under_a_deep_tmpdir_puts_its_sockets_where_a_unix_socket_
                        "--branch-processes", "--no-live", "--quiet", env={**os.environ, "TMPDIR": str(deep)})
     assert result.returncode == 0, result.stderr
     assert list(deep.iterdir()) == []
-    for where, expected in ((deep, Path("/tmp")), (tmp_path, tmp_path)):
-        monkeypatch.setattr(tempfile, "tempdir", str(where))
-        made = private_dir("specsched-", "telemetry.sock")
-        try:
-            assert made.parent == expected and made.stat().st_mode & 0o777 == 0o700
-            assert len(os.fsencode(made / "telemetry.sock")) <= SUN_PATH_MAX
-        finally:
-            made.rmdir()
+    short = Path(tempfile.mkdtemp(dir="/tmp"))   # short whatever pytest's --basetemp
+    try:
+        for where, expected in ((deep, Path("/tmp")), (short, short)):
+            monkeypatch.setattr(tempfile, "tempdir", str(where))
+            made = private_dir("specsched-", "telemetry.sock")
+            try:
+                assert made.parent == expected and made.stat().st_mode & 0o777 == 0o700
+                assert len(os.fsencode(made / "telemetry.sock")) <= SUN_PATH_MAX
+            finally:
+                made.rmdir()
+    finally:
+        short.rmdir()
 
 
 def interrupt_mid_run(tmp_path, signum: int, attempts: int = 3, sigint_ignored: bool = False, then: int | None = None):
