@@ -8,8 +8,16 @@ import json
 import pytest
 from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched
 
-from specsched.runtime.core.config import RunConfig
-from specsched.runtime.rerun import NodeParting, Parting, Recorded, RecordedTrees, partings, tree_partings
+from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.rerun import (
+    NodeParting,
+    Parting,
+    Recorded,
+    RecordedTrees,
+    load_record,
+    partings,
+    tree_partings,
+)
 from specsched.runtime.rerun_cli import verdict
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
@@ -98,11 +106,24 @@ def test_partings_name_the_first_token_that_differs_and_an_end():
     (TWO.format('[]').replace('"ok"', '"weird"'), ["status is one of ok, failed, interrupted", "'weird'"]),
     ("[" * 100_000 + "]" * 100_000, ["not JSON"]),
 ])
-def test_what_is_not_one_runs_record_is_one_line_and_exit_2(tmp_path, content, fragments):
+def test_what_is_not_a_runs_or_a_trees_record_is_refused_naming_why(tmp_path, content, fragments):
     path = tmp_path / "r.json"
     if content is not None:
         path.write_text(content)
-    assert_one_error_line(rerun(str(path)), 2, *fragments)
+    with pytest.raises(ConfigError) as refused:
+        load_record(str(path))
+    assert all(f in str(refused.value) for f in fragments), str(refused.value)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "cannot read"),
+    (TWO.format('[{"id": 5, "tokens": [1]}, {"id": 6, "tokens": [2]}]'), "sequence 5 is not one its config runs"),
+])
+def test_a_refused_record_is_one_line_and_exit_2_before_any_model_loads(tmp_path, content, fragment):
+    path = tmp_path / "r.json"
+    if content is not None:
+        path.write_text(content)
+    assert_one_error_line(rerun(str(path)), 2, fragment)
 
 
 def test_the_rerun_record_may_not_overwrite_the_record_it_reads(tmp_path):
