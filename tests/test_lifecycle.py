@@ -70,55 +70,37 @@ def test_a_normal_run_leaves_no_process_behind():
     assert w.survivors() == []
 
 
-def test_a_failing_run_leaves_no_process_behind(tmp_path):
-    policy = tmp_path / "late_failure.py"
-    policy.write_text(textwrap.dedent("""
-        from specsched.policies import Policy
+LATE_FAILURE = textwrap.dedent("""
+    from specsched.policies import Policy
 
-        class LateFailure(Policy):
-            name = "late-failure"
-            calls = 0
+    class Late(Policy):
+        name = "{name}"
+        calls = 0
 
-            def pick(self, ready):
-                self.calls += 1
-                if self.calls > 20:   # fail mid-run, once every process is up and busy
-                    raise RuntimeError("gave up")
-                return ready[0]
-    """))
-    w = Watched(*LONG_RUN, "--policy", f"{policy}:LateFailure")
+        def pick(self, ready):
+            self.calls += 1
+            if self.calls > 20:   # fail mid-run, once every process is up and busy
+                {how}
+            return ready[0]
+""")
+
+
+@pytest.mark.parametrize("name, how, flags, error", [
+    ("late-failure", "raise RuntimeError('gave up')", [], "policy 'late-failure' raised RuntimeError: gave up"),
+    # heartbeats come from a thread, so a verifier stuck in a plug-in's loop still beats: the deadline on
+    # policy code (--policy-timeout) stops it
+    ("stuck", "while True: pass", ["--policy-timeout", "0.5"],
+     "policy 'stuck': pick did not return within 0.5 s (--policy-timeout), so it was stopped"),
+], ids=["raises", "never returns"])
+def test_a_policy_failing_mid_run_ends_it_in_one_line_and_leaves_no_process_behind(tmp_path, name, how, flags, error):
+    policy = tmp_path / "late.py"
+    policy.write_text(LATE_FAILURE.format(name=name, how=how))
+    w = Watched(*LONG_RUN, "--policy", f"{policy}:Late", *flags)
     w.watch_until_exit()
     code, _, err = w.finish()
     assert code == 1
-    assert stderr_lines(err) == [
-        "specsched: error: verifier: PolicyFailure: policy 'late-failure' raised RuntimeError: gave up"]
+    assert stderr_lines(err) == [f"specsched: error: verifier: PolicyFailure: {error}"]
     assert len(w.seen) == 2 + len(ENDLESS)  # the zygote, the verifier, a worker per prompt
-    assert w.survivors() == []
-
-
-def test_a_policy_stuck_in_pick_is_stopped_and_its_jobs_fail_with_what_they_verified(tmp_path):
-    """Heartbeats come from a thread, so a verifier stuck in a plug-in's loop still beats: the deadline on
-    policy code (--policy-timeout) stops it, the run ends with one line naming the policy, nothing is left."""
-    policy = tmp_path / "stuck.py"
-    policy.write_text(textwrap.dedent("""
-        from specsched.policies import Policy
-
-        class Stuck(Policy):
-            name = "stuck"
-            calls = 0
-
-            def pick(self, ready):
-                self.calls += 1
-                while self.calls > 20:   # once every process is up and busy: a loop that never returns
-                    pass
-                return ready[0]
-    """))
-    w = Watched(*LONG_RUN, "--policy", f"{policy}:Stuck", "--policy-timeout", "0.5")
-    w.watch_until_exit()
-    code, _, err = w.finish()
-    assert code == 1
-    assert stderr_lines(err) == [
-        "specsched: error: verifier: PolicyFailure: policy 'stuck': pick did not return within 0.5 s "
-        "(--policy-timeout), so it was stopped"]
     assert w.survivors() == []
 
 
