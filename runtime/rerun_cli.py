@@ -27,7 +27,11 @@ SHOWN_PARTINGS = 5  # sequences named in the line that says where the rerun left
 
 def add_rerun_parser(sub) -> None:
     p = sub.add_parser("rerun", help="run a recorded run or tree (`run --json`) again and check that its output "
-                                     "is the record's")
+                                     "is the record's",
+                       description="Run a record again here, with the config it holds, and check its output "
+                                   "against the record's, token for token (a tree: node for node); the record's "
+                                   "provenance is printed beside this run's. Exit 0: the same output; 1: it parts "
+                                   "(where, and what differs that could explain it); 2: not a record this can run.")
     p.add_argument("path", metavar="RECORD", help="a `specsched run --json` (or --trace) file: a run of prompts, or "
                                                   "a Tree-of-Thoughts run")
     p.add_argument("--json", default=None, metavar="PATH", help="write the rerun's record")
