@@ -246,7 +246,7 @@ def test_a_workload_job_too_long_for_the_target_is_refused_before_the_first_job_
     while proc.poll() is None:
         with contextlib.suppress(psutil.NoSuchProcess):
             seen |= {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
-        time.sleep(0.005)
+        time.sleep(0.05)   # a verifier would live for seconds: it loads the target
     stdout, stderr = proc.communicate(timeout=60)
     assert_one_error_line(subprocess.CompletedProcess(command, proc.returncode, stdout, stderr), 2,
                           "long: a ", "new tokens need", "the target reads 1,024 at most")

@@ -32,6 +32,18 @@ def recorded_run(tmp_path, *flags: str) -> tuple[str, dict]:
     return str(path), json.loads(path.read_text())
 
 
+@pytest.fixture(scope="module")
+def greedy_record(tmp_path_factory) -> dict:
+    """One greedy record, for the tests that edit a copy of it (or only read it)."""
+    return recorded_run(tmp_path_factory.mktemp("record"))[1]
+
+
+def edited(tmp_path, data: dict) -> str:
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
 def rerun(*args: str):
     return specsched("rerun", *args, "--no-live", "--quiet")
 
@@ -51,14 +63,12 @@ def test_a_recorded_run_reruns_to_the_same_tokens(tmp_path, flags):
     assert [s["tokens"] for s in again["sequences"]] == [s["tokens"] for s in data["sequences"]]
 
 
-def test_a_record_whose_tokens_were_changed_is_caught_at_the_token_and_the_provenance_is_blamed(tmp_path):
-    path, data = recorded_run(tmp_path)
+def test_a_changed_token_is_caught_where_it_is_and_the_provenance_is_blamed(tmp_path, greedy_record):
+    data = json.loads(json.dumps(greedy_record))
     original = data["sequences"][1]["tokens"][3]
     data["sequences"][1]["tokens"][3] = (original + 1) % 64
     data["provenance"]["software"]["versions"]["torch"] = "1.0.0"
-    with open(path, "w") as f:
-        json.dump(data, f)
-    result = rerun(path)
+    result = rerun(edited(tmp_path, data))
     assert result.returncode == 1
     text = " ".join(result.stdout.split())
     assert (f"✗ 1 of 2 sequences part from the record: sequence 1 at token 3 (recorded {(original + 1) % 64}, "
@@ -66,14 +76,12 @@ def test_a_record_whose_tokens_were_changed_is_caught_at_the_token_and_the_prove
     assert "the record was made with another torch" in text
 
 
-def test_a_record_that_did_not_finish_is_a_prefix_the_rerun_must_begin_with(tmp_path):
-    path, data = recorded_run(tmp_path)
+def test_a_record_that_did_not_finish_is_a_prefix_the_rerun_must_begin_with(tmp_path, greedy_record):
+    data = json.loads(json.dumps(greedy_record))
     data["status"] = "interrupted"
     for s in data["sequences"]:
         s["tokens"] = s["tokens"][:4]
-    with open(path, "w") as f:
-        json.dump(data, f)
-    result = rerun(path)
+    result = rerun(edited(tmp_path, data))
     assert result.returncode == 0, result.stderr
     text = " ".join(result.stdout.split())
     assert "begin with (the record is interrupted) the record's: 2 sequences, 8 tokens" in text
@@ -126,14 +134,14 @@ def test_a_refused_record_is_one_line_and_exit_2_before_any_model_loads(tmp_path
     assert_one_error_line(rerun(str(path)), 2, fragment)
 
 
-def test_the_rerun_record_may_not_overwrite_the_record_it_reads(tmp_path):
-    path, _ = recorded_run(tmp_path)
+def test_the_rerun_record_may_not_overwrite_the_record_it_reads(tmp_path, greedy_record):
+    path = edited(tmp_path, greedy_record)
     assert_one_error_line(rerun(path, "--json", path), 2, "would overwrite the record it reads")
 
 
 def recorded_tree(tmp_path) -> tuple[str, dict]:
     path = tmp_path / "tree.json"
-    result = specsched("run", *FAST_FLAGS, "--task", "gsm8k", "--limit", "2", "--thought-tokens", "6",
+    result = specsched("run", *FAST_FLAGS, "--task", "gsm8k", "--limit", "1", "--thought-tokens", "6",
                        "--eval-tokens", "4", "--answer-tokens", "6", "--no-live", "--quiet", "--json", str(path))
     assert result.returncode == 0, result.stderr
     return str(path), json.loads(path.read_text())
@@ -144,13 +152,13 @@ def test_a_recorded_tree_is_rebuilt_node_for_node_and_an_edited_node_is_named(tm
     nodes = sum(len(t["nodes"]) for t in data["trees"])
     result = rerun(path)
     assert result.returncode == 0, result.stderr
-    assert f"✓ every tree is the record's, node for node: 2 trees, {nodes} nodes" in result.stdout
-    data["trees"][1]["nodes"][2]["raw"] += " edited"
+    assert f"✓ every tree is the record's, node for node: 1 tree, {nodes} nodes" in result.stdout
+    data["trees"][0]["nodes"][2]["raw"] += " edited"
     with open(path, "w") as f:
         json.dump(data, f)
     edited = rerun(path)
     assert edited.returncode == 1
-    assert "✗ 1 of 2 trees part from the record: tree 1 at node 2 (raw)" in " ".join(edited.stdout.split())
+    assert "✗ 1 of 1 trees part from the record: tree 0 at node 2 (raw)" in " ".join(edited.stdout.split())
 
 
 def test_tree_partings_take_an_unfinished_tree_as_a_prefix():
