@@ -103,3 +103,18 @@ def measure(config: RunConfig, collected: Collected) -> tuple[Metrics, OsMetrics
         w = worker_of(config, seq)
         per_worker[w] = per_worker.get(w, 0) + len(tokens)
     return metrics, measure_os(collected.events, per_worker)
+
+
+def record_kind(data: object) -> str | None:
+    """What a JSON file of specsched's holds: "run" (one run's record or trace: config, sequences), "tree" (a
+    Tree-of-Thoughts record: config, trees), "several" (compare and workload records hold runs by policy,
+    bench records by arm), or None (none of those)."""
+    if not isinstance(data, dict):
+        return None
+    if "events" not in data and ("policies" in data or "arms" in data):
+        return "several"
+    if isinstance(data.get("config"), dict) and isinstance(data.get("trees"), list):
+        return "tree"
+    if isinstance(data.get("config"), dict) and isinstance(data.get("sequences"), list):
+        return "run"
+    return None

@@ -18,27 +18,27 @@ from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import is_int, is_number, shown
+from specsched.runtime.record import record_kind
 
 STATUSES = ("ok", "failed", "interrupted")  # a record's status: only an ok record's sequences are whole
 
-# what a record's provenance says, as (row, path into the block); the rows `rerun` prints
+# what a record's provenance says, as (row, path into the block, whether a difference there can change greedy
+# tokens: other weights, other arithmetic); the rows `rerun` prints
 PROVENANCE_ROWS = (
-    ("target weights (sha256)", ("models", "target", "sha256")),
-    ("draft weights (sha256)", ("models", "draft", "sha256")),
-    ("dtype", ("models", "target", "dtype")),
-    ("specsched", ("software", "versions", "specsched")),
-    ("git commit", ("software", "git_commit")),
-    ("uncommitted changes", ("software", "git_dirty")),
-    ("torch", ("software", "versions", "torch")),
-    ("transformers", ("software", "versions", "transformers")),
-    ("CPU", ("machine", "cpu_model")),
-    ("CPU flags", ("machine", "cpu_flags")),
-    ("torch kernels", ("machine", "torch_cpu_capability")),
-    ("GPU", ("gpu", "name")),
+    ("target weights (sha256)", ("models", "target", "sha256"), True),
+    ("draft weights (sha256)", ("models", "draft", "sha256"), True),
+    ("dtype", ("models", "target", "dtype"), True),
+    ("specsched", ("software", "versions", "specsched"), False),
+    ("git commit", ("software", "git_commit"), False),
+    ("uncommitted changes", ("software", "git_dirty"), False),
+    ("torch", ("software", "versions", "torch"), True),
+    ("transformers", ("software", "versions", "transformers"), False),
+    ("CPU", ("machine", "cpu_model"), False),
+    ("CPU flags", ("machine", "cpu_flags"), True),
+    ("torch kernels", ("machine", "torch_cpu_capability"), True),
+    ("GPU", ("gpu", "name"), True),
 )
-# rows whose difference can change greedy tokens: other weights, other arithmetic
-NUMERIC_ROWS = {"target weights (sha256)", "draft weights (sha256)", "dtype", "torch", "CPU flags", "torch kernels",
-                "GPU"}
+NUMERIC_ROWS = {name for name, _, numeric in PROVENANCE_ROWS if numeric}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +89,13 @@ def load_record(path: str) -> Recorded | RecordedTrees:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise ConfigError(f"{path}: not JSON ({exc})") from None
-    if isinstance(data, dict) and ({"policies", "arms", "jobs"} & set(data)):
+    kind = record_kind(data)
+    if kind == "several":
         raise ConfigError(f"{path} is a compare, bench or workload record; rerun takes one run's record "
                           "(`specsched run --json PATH`)")
-    if isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(data.get("trees"), list):
+    if kind == "tree":
         return _trees(path, data)
-    if not (isinstance(data, dict) and isinstance(data.get("config"), dict)
-            and isinstance(data.get("sequences"), list)):
+    if kind is None:
         raise ConfigError(f"{path}: not a specsched record (no config and sequences)")
     config = _config(path, data["config"])
     status = data.get("status", "ok")
@@ -183,7 +183,7 @@ def tree_partings(recorded: RecordedTrees, now: list[list[dict]]) -> list[NodePa
 def provenance_rows(recorded: dict, now: dict) -> list[tuple[str, str, str, bool]]:
     """(row, recorded, now, same) for each row either block has."""
     rows = []
-    for name, path in PROVENANCE_ROWS:
+    for name, path, _ in PROVENANCE_ROWS:
         a, b = _at(recorded, path), _at(now, path)
         if a is None and b is None:
             continue

@@ -17,7 +17,7 @@ from pathlib import Path
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.record import RunRecord, SequenceResult, measure
+from specsched.runtime.record import RunRecord, SequenceResult, measure, record_kind
 
 TRACE_VERSION = 1
 _EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq", "job")
@@ -64,8 +64,7 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         data = json.loads(text)
-        if isinstance(data, dict) and "events" not in data and ("policies" in data or "arms" in data or
-                                                               "trees" in data):
+        if record_kind(data) in ("several", "tree"):
             raise TraceError(f"{path} is a compare, bench, workload or tree record: it holds several runs, and "
                              "this reads one run's record (`specsched run --json` or `--trace`)")
         events = [Event.from_row([e.get(k, -1) if k == "job" else e[k] for k in _EVENT_FIELDS])
