@@ -4,6 +4,9 @@
 # default on CUDA, whose greedy outputs may part from ar's: README "GPU").
 # Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16,fp32_host_chains}.{json,md} and the bench logs beside them.
 # Usage: benchmarks/gpu.sh [extra bench flags, e.g. --repeats 3 --device cuda:1]
+# GPU_SH_BUDGET_S=S: at most S seconds in all, for a lease of device time. Each sweep not yet run gets an equal
+# share of what is left (a sweep that ends early leaves more to the next); at the end of its share it gets
+# SIGTERM and bench keeps what it measured (stopped_by says so); none starts with under 30 s left.
 # Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
 # GPU use per process in the results needs `pip install 'specsched[gpu]'` (nvidia-ml-py).
 set -euo pipefail
@@ -13,16 +16,24 @@ if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() el
   echo "gpu.sh: error: no CUDA GPU is visible to torch; the GPU table needs one" >&2
   exit 2
 fi
-stamp="$(date -u +%Y-%m-%d)_$(git rev-parse --short HEAD)"
+stamp="$(date -u +%Y-%m-%d)_$(git rev-parse --short HEAD 2>/dev/null || echo nogit)"
 out=benchmarks/results/gpu_$stamp
 arms=ar,sd,seed-fcfs,seed-batch,parallel,hf-assisted
 sweep=(--sweep n --values 2,3,4,6,8 --arms "$arms" --backend hf)
 
 status=0   # 1 once a sweep failed a run or an fp32 greedy check; the other sweeps still run
+deadline=$(( SECONDS + ${GPU_SH_BUDGET_S:-31536000} ))
+sweeps_left=4
 bench() {  # NAME, then extra flags: one sweep into $out_NAME.{json,md,log}
   local name=$1; shift
-  "$python" -m specsched bench "${sweep[@]}" --json "${out}_$name.json" --markdown "${out}_$name.md" "$@" \
-    2>&1 | tee "${out}_$name.log" || status=1
+  local left=$(( (deadline - SECONDS) / sweeps_left ))
+  sweeps_left=$(( sweeps_left - 1 ))
+  if (( left < 30 )); then
+    echo "gpu.sh: its share of GPU_SH_BUDGET_S is ${left} s: no $name sweep" | tee "${out}_$name.log" >&2
+    status=1; return
+  fi
+  timeout -s TERM -k 20 "$left" "$python" -m specsched bench "${sweep[@]}" --json "${out}_$name.json" \
+    --markdown "${out}_$name.md" "$@" 2>&1 | tee "${out}_$name.log" || status=1
 }
 
 mps_stop() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
@@ -37,6 +48,7 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
   trap - EXIT
 else
   echo "gpu.sh: nvidia-cuda-mps-control not found: no MPS run" | tee "${out}_fp32_mps.log" >&2
+  sweeps_left=$(( sweeps_left - 1 ))
 fi
 bench bf16 --dtype bf16 "$@"
 # the drafting arms once more with chains drawn through the host (each step's logits row comes down):
