@@ -306,3 +306,12 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
         (ar,) = measure([Stopped(signal)], warmup=1, repeats=3, greedy=True, stop=stop)
         assert (stop.signal, stop.at) == (name, "repeat 2/3 · ar")
         assert [s.tokens_per_s for s in ar.samples] == [12.0] and not ar.errors
+
+
+def test_an_arm_a_stopped_benchmark_never_came_to_reads_not_measured_rather_than_failed():
+    from specsched.runtime.bench.report import arm_rows
+
+    ran = ArmResult("ar", "", samples=[Sample(10.0, 1.0, [[1]])])
+    broke = ArmResult("sd", "", samples=[Sample(0.0, 1.0, [], error="boom")], errors=["boom"])
+    never = ArmResult("seed-fcfs", "")   # SIGTERM (gpu.sh's budget) came before its first run
+    assert [row[1] for row in arm_rows([ran, broke, never])] == ["10.0", "failed", "not measured"]

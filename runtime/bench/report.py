@@ -50,6 +50,14 @@ def _match(r: ArmResult) -> str:
     return "✓" if r.outputs_match_ar else f"✗ seq {','.join(map(str, r.mismatched))}"
 
 
+def _rate_cell(r: ArmResult) -> str:
+    """An arm with no measured run either failed (its errors say why) or was never run: a benchmark
+    stopped by a signal (or its time budget, benchmarks/gpu.sh) before it came to this arm."""
+    if r.tokens_per_s is not None:
+        return f"{r.tokens_per_s:.1f}"
+    return "failed" if r.errors else "not measured"
+
+
 def arm_rows(results: list[ArmResult]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -57,7 +65,7 @@ def arm_rows(results: list[ArmResult]) -> list[list[str]]:
             rows.append([r.name, "skipped", *["–"] * 10, _match(r)])
             continue
         spread = r.spread()
-        rows.append([r.name, "failed" if r.tokens_per_s is None else f"{r.tokens_per_s:.1f}",
+        rows.append([r.name, _rate_cell(r),
                      f"{_rate(spread[0])}–{_rate(spread[1])}" if spread else "–",
                      _f(r.speedup_vs_ar, ".2f") + ("×" if r.speedup_vs_ar is not None else ""),
                      _f(r.median("acceptance_rate"), ".3f"), _f(r.median("mean_tokens_per_verify"), ".2f"),
