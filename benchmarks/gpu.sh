@@ -7,11 +7,33 @@
 # GPU_SH_BUDGET_S=S: at most S seconds in all, for a lease of device time. Each sweep not yet run gets an equal
 # share of what is left (a sweep that ends early leaves more to the next); at the end of its share it gets
 # SIGTERM and bench keeps what it measured (stopped_by says so); none starts with under 30 s left.
+# GPU_SH_SWEEPS=a,b: only these of fp32, fp32_mps, bf16, fp32_host_chains (default: all four, in that order),
+# e.g. GPU_SH_SWEEPS=fp32,fp32_mps benchmarks/gpu.sh --values 6,8 for the points a first lease left unmeasured.
 # Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
 # GPU use per process in the results needs `pip install 'specsched[gpu]'` (nvidia-ml-py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
+all_sweeps=fp32,fp32_mps,bf16,fp32_host_chains
+sweeps=${GPU_SH_SWEEPS-$all_sweeps}
+sweeps_left=0
+IFS=, read -ra named <<< "$sweeps"
+for s in "${named[@]}"; do
+  if [[ ",$all_sweeps," != *",$s,"* ]]; then
+    echo "gpu.sh: error: GPU_SH_SWEEPS: no sweep '$s' (choose from $all_sweeps)" >&2
+    exit 2
+  fi
+  sweeps_left=$(( sweeps_left + 1 ))
+done
+if (( sweeps_left == 0 )); then
+  echo "gpu.sh: error: GPU_SH_SWEEPS names no sweep (choose from $all_sweeps)" >&2
+  exit 2
+fi
+if [[ -n ${GPU_SH_BUDGET_S+x} && ! ${GPU_SH_BUDGET_S} =~ ^[1-9][0-9]{0,7}$ ]]; then
+  echo "gpu.sh: error: GPU_SH_BUDGET_S must be a whole number of seconds, 1 to 99999999, not '$GPU_SH_BUDGET_S'" >&2
+  exit 2
+fi
+wants() { [[ ",$sweeps," == *",$1,"* ]]; }
 if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   echo "gpu.sh: error: no CUDA GPU is visible to torch; the GPU table needs one" >&2
   exit 2
@@ -23,7 +45,6 @@ sweep=(--sweep n --values 2,3,4,6,8 --arms "$arms" --backend hf)
 
 status=0   # 1 once a sweep failed a run or an fp32 greedy check; the other sweeps still run
 deadline=$(( SECONDS + ${GPU_SH_BUDGET_S:-31536000} ))
-sweeps_left=4
 bench() {  # NAME, then extra flags: one sweep into $out_NAME.{json,md,log}
   local name=$1; shift
   local left=$(( (deadline - SECONDS) / sweeps_left ))
@@ -38,9 +59,11 @@ bench() {  # NAME, then extra flags: one sweep into $out_NAME.{json,md,log}
 
 mps_stop() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
 
-mps_stop   # the first sweep without MPS: each process's kernels time-slice the GPU
-bench fp32 --dtype fp32 "$@"
-if command -v nvidia-cuda-mps-control >/dev/null; then
+mps_stop   # the sweeps without MPS: each process's kernels time-slice the GPU
+wants fp32 && bench fp32 --dtype fp32 "$@"
+if ! wants fp32_mps; then
+  :
+elif command -v nvidia-cuda-mps-control >/dev/null; then
   trap mps_stop EXIT
   nvidia-cuda-mps-control -d   # with MPS: kernels of the verifier and the draft workers run concurrently
   bench fp32_mps --dtype fp32 "$@"
@@ -48,11 +71,11 @@ if command -v nvidia-cuda-mps-control >/dev/null; then
   trap - EXIT
 else
   echo "gpu.sh: nvidia-cuda-mps-control not found: no MPS run" | tee "${out}_fp32_mps.log" >&2
-  sweeps_left=$(( sweeps_left - 1 ))
+  sweeps_left=$(( sweeps_left - 1 )); status=1
 fi
-bench bf16 --dtype bf16 "$@"
+wants bf16 && bench bf16 --dtype bf16 "$@"
 # the drafting arms once more with chains drawn through the host (each step's logits row comes down):
 # against fp32 above, what keeping a draft on the GPU until it is sent is worth (README "GPU")
-SPECSCHED_DEVICE_CHAINS=0 bench fp32_host_chains --dtype fp32 "$@" --arms sd,seed-fcfs,seed-batch
+wants fp32_host_chains && SPECSCHED_DEVICE_CHAINS=0 bench fp32_host_chains --dtype fp32 "$@" --arms sd,seed-fcfs,seed-batch
 echo "wrote ${out}_*"
 exit $status

@@ -225,6 +225,24 @@ def test_the_gpu_table_script_refuses_to_run_without_a_gpu():
     assert set((REPO / "benchmarks" / "results").glob("gpu_*")) == before  # nothing written
 
 
+SWEEPS = "(choose from fp32,fp32_mps,bf16,fp32_host_chains)"
+
+
+@pytest.mark.parametrize(("env", "line"), [
+    ({"GPU_SH_SWEEPS": "fp32,nope"}, f"GPU_SH_SWEEPS: no sweep 'nope' {SWEEPS}"),
+    ({"GPU_SH_SWEEPS": "*"}, f"GPU_SH_SWEEPS: no sweep '*' {SWEEPS}"),
+    ({"GPU_SH_SWEEPS": ""}, f"GPU_SH_SWEEPS names no sweep {SWEEPS}"),
+    ({"GPU_SH_BUDGET_S": "10m"}, "GPU_SH_BUDGET_S must be a whole number of seconds, 1 to 99999999, not '10m'"),
+    ({"GPU_SH_BUDGET_S": "0"}, "GPU_SH_BUDGET_S must be a whole number of seconds, 1 to 99999999, not '0'"),
+])
+def test_the_gpu_table_script_refuses_a_bad_setting_in_one_line_on_any_machine(env, line):
+    before = set((REPO / "benchmarks" / "results").glob("gpu_*"))
+    result = subprocess.run(["bash", str(REPO / "benchmarks" / "gpu.sh")], capture_output=True, text=True,
+                            env={**os.environ, "PYTHON": sys.executable, **env}, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", f"gpu.sh: error: {line}\n")
+    assert set((REPO / "benchmarks" / "results").glob("gpu_*")) == before
+
+
 def test_provenance_names_the_gpu_only_where_the_models_ran_on_one(gpus, monkeypatch):
     from specsched.runtime.provenance import gpu_of, summary
 
