@@ -19,7 +19,7 @@ def run_prompts(args: argparse.Namespace, console: Console, config: RunConfig,
     (and --join-timeout with `remote` workers from other hosts)."""
     from specsched.runtime.app import run
     from specsched.runtime.trace import write_trace
-    from specsched.runtime.view.gpu_usage import gpu_summary
+    from specsched.runtime.view.gpu_usage import gpu_summary, mean_busy
     from specsched.runtime.view.live import choose_view, cpu_seconds, view_cost
     from specsched.runtime.view.monitor import Monitor
     from specsched.runtime.view.usage import UsageSampler
@@ -36,6 +36,8 @@ def run_prompts(args: argparse.Namespace, console: Console, config: RunConfig,
         record.extra["view"] = view_cost(view, cpu_seconds() - before)
     if gpu := gpu_summary(usage.series):
         record.extra["gpu_usage"] = gpu  # per process: mean SM %, peak GPU memory (view/gpu_usage.py)
+    if usage.gpu_busy:
+        record.extra["gpu_busy"] = {"mean_percent": mean_busy(usage.gpu_busy), "samples": len(usage.gpu_busy)}
     unwritten = []
     for path, write in ((args.json, record.write_json), (args.trace, lambda p: write_trace(record, p, usage.series))):
         try:

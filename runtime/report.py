@@ -95,6 +95,9 @@ def device_rows(record: RunRecord) -> list[tuple[str, str]]:
         rows.append(("GPU use (mean SM %, peak memory)",
                      " · ".join(f"{name} {_percent(u['mean_sm_percent'])} {_bytes(u['peak_memory_bytes'])}"
                                 for name, u in gpu.items())))
+    if busy := record.extra.get("gpu_busy"):  # the whole GPU, MPS too
+        rows.append(("GPU busy (any kernel running)", f"{_percent(busy['mean_percent'])} of the time, over "
+                                                      f"{busy['samples']} samples (every process on that GPU)"))
     c = record.collected.counters
     verifications = max(int(c.get("verifications", 0)), 1)
     h2d, d2h = int(c.get("h2d_bytes", 0)), int(c.get("d2h_bytes", 0))

@@ -1,6 +1,6 @@
 """What a run says of the GPU, tested without one: the summary's CUDA rows (MPS, host<->device traffic,
-GPU use), MPS detection, per-process GPU use from a fake NVML into the usage rows, the replay and the
-live view, and the bench's GPU notes."""
+GPU use), MPS detection, per-process GPU use and the whole GPU's busy share from a fake NVML into the usage
+rows, the replay and the live view, and the bench's GPU notes."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from specsched.runtime.engine.collected import Collected
 from specsched.runtime.record import build_record
 from specsched.runtime.report import summary_table
 from specsched.runtime.view.dashboard import Dashboard
-from specsched.runtime.view.gpu_usage import GpuSampler, gpu_summary, mean_total_sm
+from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse, gpu_summary, mean_busy, mean_total_sm
 from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
 
 
@@ -35,6 +35,9 @@ def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
     assert "off: the processes time-slice the GPU (start it: nvidia-cuda-mps-control -d)" in text
     assert "4.0 KiB up, 3.0 MiB down (1.0 KiB / 768.0 KiB per verification)" in text
     assert "verifier 61 % 1.0 GiB" in text
+    assert "GPU busy" not in text  # no whole-GPU reading: no row
+    record.extra["gpu_busy"] = {"mean_percent": 43.0, "samples": 5}
+    assert "43 % of the time, over 5 samples (every process on that GPU)" in render_text(summary_table(record))
     record.extra["mps_daemon"] = True
     assert "on: the processes' kernels run concurrently" in render_text(summary_table(record))
 
@@ -98,6 +101,21 @@ class FakeNvml:
             return [s(pid=10, timeStamp=5, smUtil=20), s(pid=10, timeStamp=9, smUtil=40)]  # newest counts
         raise self.NVMLError("Not Found")  # no sample yet on GPU 1
 
+    def nvmlDeviceGetUtilizationRates(self, h):
+        if h == 0:
+            return types.SimpleNamespace(gpu=55, memory=12)
+        raise self.NVMLError("Not Supported")
+
+
+class FakeMpsNvml(FakeNvml):
+    """One GPU under MPS: the clients hold memory, but SM use is reported for the MPS server (pid 500) alone."""
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetProcessUtilization(self, h, since):
+        return [types.SimpleNamespace(pid=500, timeStamp=3, smUtil=70)]
+
 
 def test_the_gpu_sampler_reads_sm_and_memory_per_process_from_nvml():
     nvml = FakeNvml()
@@ -108,6 +126,29 @@ def test_the_gpu_sampler_reads_sm_and_memory_per_process_from_nvml():
     assert use.keys() == {10}  # 11: no memory nor sample reported; 12: not on a GPU; 99: not ours
     sampler.sample({10})
     assert nvml.asked_since[-2] == (0, 9)  # the next read asks for samples newer than the last seen
+
+
+def test_the_gpu_sampler_reads_how_busy_the_gpu_the_run_is_on_is():
+    sampler = GpuSampler(FakeNvml())
+    sampler.sample({10, 11})
+    assert sampler.busy == 55.0  # GPU 0 (pid 10's); GPU 1 does not say
+    sampler.sample({11})
+    assert sampler.busy is None  # pid 11 is only on GPU 1, which does not say
+    sampler.sample({12})
+    assert sampler.busy is None  # no process of the run on any GPU: nobody's kernels are ours
+
+
+def test_under_mps_a_run_has_the_whole_gpus_busy_share_where_per_process_sm_is_the_servers():
+    gpu = GpuSampler(FakeMpsNvml())
+    assert gpu.sample({10}) == {10: GpuUse(None, 300)}  # memory per client, but no SM %: it is the server's
+    assert gpu.busy == 55.0
+    usage = UsageSampler(interval=0.0, gpu=gpu)
+    usage.sample({"verifier": os.getpid()}, now=1.0)
+    assert usage.gpu_busy == []  # none of these pids is on the GPU
+    usage.sample({"verifier": os.getpid(), "draft-0": 10}, now=2.0)
+    usage.sample({"verifier": os.getpid(), "draft-0": 10}, now=3.0)
+    assert usage.gpu_busy == [[2.0, 55.0], [3.0, 55.0]] and mean_busy(usage.gpu_busy) == 55.0
+    assert mean_busy([]) is None
 
 
 def test_without_nvml_or_a_driver_the_sampler_is_off_and_says_nothing(monkeypatch):
@@ -161,7 +202,8 @@ def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
     from specsched.runtime.bench.sweep import SweepPoint
 
     def arm(name: str, *sm: float | None) -> ArmResult:
-        return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x) for x in sm])
+        return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x,
+                                                     gpu_busy_percent=None if x is None else x / 2) for x in sm])
 
     config = RunConfig(backend="sim", prompts=["x"], workers=2)
     record = BenchRecord(config, 0, 3, sweep_axis="n", sweep=[
@@ -169,7 +211,9 @@ def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
         SweepPoint(4, config, [arm("ar", None, None, None)])])
     text = markdown(record)
     assert "GPU SM % (NVML) · n 2: ar 40 %, seed-fcfs 80 %" in text  # medians of the repeats
+    assert "GPU busy % (NVML, whole GPU) · n 2: ar 20 %, seed-fcfs 40 %" in text
     assert "n 4" not in text.split("GPU SM %")[1].splitlines()[0]
     assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
+    assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_busy_percent"] == 40.0
     record.sweep = record.sweep[1:]
-    assert "GPU SM %" not in markdown(record)  # CPU runs: no note
+    assert "GPU SM %" not in markdown(record) and "GPU busy" not in markdown(record)  # CPU runs: no note

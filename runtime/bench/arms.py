@@ -119,13 +119,13 @@ class RuntimeArm:
     engine: object = None
 
     def run(self) -> Sample:
-        from specsched.runtime.view.gpu_usage import mean_total_sm
+        from specsched.runtime.view.gpu_usage import mean_busy, mean_total_sm
         from specsched.runtime.view.usage import UsageSampler
 
         usage = UsageSampler(interval=0.25)  # GPU use where NVML reports it; nothing is sampled without
         on_update = (lambda c: usage.sample(c.processes)) if usage.gpu.on else None
         sample = sample_of(run(dataclasses.replace(self.config), on_update=on_update, engine=self.engine))
-        sample.gpu_sm_percent = mean_total_sm(usage.series)
+        sample.gpu_sm_percent, sample.gpu_busy_percent = mean_total_sm(usage.series), mean_busy(usage.gpu_busy)
         return sample
 
 

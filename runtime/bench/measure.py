@@ -41,6 +41,7 @@ class Sample:
     cost_curve: list | None = None                # the verifier's fitted forward cost (CostCurve.to_list)
     cpu_s_per_token: float | None = None          # CPU seconds of every process of the run per token (cpu.py)
     gpu_sm_percent: float | None = None           # SM % of the run's processes together (NVML; None: no GPU)
+    gpu_busy_percent: float | None = None         # % of time the run's GPU ran kernels (NVML; MPS too)
     error: str | None = None                      # a failed run: excluded from every statistic
 
 
@@ -97,6 +98,7 @@ class ArmResult:
             "wall_s": self.median("wall_s"),
             "cpu_s_per_token": self.median("cpu_s_per_token"),
             "gpu_sm_percent": self.median("gpu_sm_percent"),
+            "gpu_busy_percent": self.median("gpu_busy_percent"),
             "outputs_match_ar": self.outputs_match_ar,
             "mismatched_sequences": self.mismatched,
             "skipped": self.skipped,

@@ -101,13 +101,15 @@ def sweep_rows(points: list[SweepPoint]) -> list[list[str]]:
 
 
 def gpu_notes(record: BenchRecord) -> list[str]:
-    """The SM % of each arm's processes together, where NVML measured it (the SEED paper's Fig. 7)."""
+    """The SM % of each arm's processes together, and how busy their GPU was as a whole (MPS too), where NVML
+    measured them (the SEED paper's Fig. 7)."""
     groups = [("", record.arms)] + [(f"{record.sweep_axis} {label(p.value)}: ", p.arms) for p in record.sweep]
     lines = []
-    for prefix, arms in groups:
-        cells = [f"{r.name} {r.median('gpu_sm_percent'):.0f} %" for r in arms if r.median("gpu_sm_percent") is not None]
-        if cells:
-            lines.append(f"GPU SM % (NVML) · {prefix}{', '.join(cells)}")
+    for metric, title in (("gpu_sm_percent", "GPU SM % (NVML)"), ("gpu_busy_percent", "GPU busy % (NVML, whole GPU)")):
+        for prefix, arms in groups:
+            cells = [f"{r.name} {r.median(metric):.0f} %" for r in arms if r.median(metric) is not None]
+            if cells:
+                lines.append(f"{title} · {prefix}{', '.join(cells)}")
     return lines
 
 

@@ -1,5 +1,8 @@
 """GPU use of each process of a run (SM % and memory), from NVIDIA's management library where the driver
-reports it: the SEED paper's Fig. 7 measure.
+reports it: the SEED paper's Fig. 7 measure. Beside it, how busy the GPU the run is on is as a whole:
+the share of time it ran any kernel, which NVML reports under MPS too, where per-process SM use is the MPS
+server's, not each client's (measured on an H100, 2026-11-26: BENCHMARKS.md "GPU"). It counts every
+process on that GPU, not only the run's.
 
 Optional: ``pip install 'specsched[gpu]'`` (nvidia-ml-py, imported as ``pynvml``). Without the library,
 without a GPU, or with a driver that keeps per-process numbers to itself, the sampler has nothing to say:
@@ -24,6 +27,7 @@ class GpuSampler:
     def __init__(self, nvml=None) -> None:
         self.nvml, self.handles = None, []
         self._seen: dict[int, int] = {}  # GPU index -> timestamp of the newest utilisation sample read
+        self.busy: float | None = None   # at the last sample: % of time the busiest GPU holding a pid ran kernels
         try:
             nvml = nvml if nvml is not None else __import__("pynvml")
             nvml.nvmlInit()
@@ -42,11 +46,17 @@ class GpuSampler:
             return {}
         sm: dict[int, float] = {}
         memory: dict[int, int] = {}
+        busy: list[float] = []
         for index, handle in enumerate(self.handles):
-            for proc in self._call(self.nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []:
+            running = self._call(self.nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            for proc in running:
                 used = getattr(proc, "usedGpuMemory", None)
                 if proc.pid in pids and used is not None:
                     memory[proc.pid] = memory.get(proc.pid, 0) + int(used)
+            if any(proc.pid in pids for proc in running):  # a GPU the run is on: how busy is it as a whole
+                rates = self._call(self.nvml.nvmlDeviceGetUtilizationRates, handle)
+                if rates is not None:
+                    busy.append(float(rates.gpu))
             samples = self._call(self.nvml.nvmlDeviceGetProcessUtilization, handle, self._seen.get(index, 0)) or []
             newest: dict[int, object] = {}
             for s in samples:  # several samples of one pid: the newest says what it does now
@@ -56,6 +66,7 @@ class GpuSampler:
                 sm[pid] = sm.get(pid, 0.0) + float(s.smUtil)
             if samples:
                 self._seen[index] = max(s.timeStamp for s in samples)
+        self.busy = max(busy) if busy else None
         return {pid: GpuUse(sm.get(pid), memory.get(pid)) for pid in pids if pid in sm or pid in memory}
 
     def _call(self, fn, *args):
@@ -90,3 +101,8 @@ def mean_total_sm(series: list[list]) -> float | None:
         if len(row) >= 7 and row[5] is not None:
             totals[row[0]] = totals.get(row[0], 0.0) + float(row[5])
     return sum(totals.values()) / len(totals) if totals else None
+
+
+def mean_busy(series: list[list]) -> float | None:
+    """The mean over a run's [t, busy %] rows of how busy its GPU was (None: NVML said nothing)."""
+    return sum(row[1] for row in series) / len(series) if series else None

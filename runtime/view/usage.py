@@ -46,6 +46,7 @@ class UsageSampler:
         self.lanes = lanes                    # look for lane processes under the draft workers
         self.gpu = gpu if gpu is not None else GpuSampler()  # off without pynvml or a GPU
         self.series: list[list] = []          # [t, name, pid, cpu %, rss] rows, for the trace
+        self.gpu_busy: list[list] = []        # [t, busy %] of the GPU the run is on (gpu_usage.py), where read
         self._procs: dict[int, psutil.Process] = {}
         self._last: tuple[Usage, ...] = ()
         self._at = -float("inf")
@@ -59,6 +60,8 @@ class UsageSampler:
         last = {u.pid: u for u in self._last}
         named = {"supervisor": os.getpid(), **processes, **(lane_processes(processes) if self.lanes else {})}
         gpu = self.gpu.sample(set(named.values()))
+        if self.gpu.busy is not None:
+            self.gpu_busy.append([now, self.gpu.busy])
         for name, pid in named.items():
             try:
                 proc = self._procs.get(pid)
