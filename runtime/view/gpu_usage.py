@@ -1,7 +1,7 @@
 """GPU use of each process of a run (SM % and memory), from NVIDIA's management library where the driver
 reports it: the SEED paper's Fig. 7 measure. Beside it, how busy the GPU the run is on is as a whole:
-the share of time it ran any kernel, which NVML reports under MPS too, where per-process SM use is the MPS
-server's, not each client's (measured on an H100, 2026-11-26: BENCHMARKS.md "GPU"). It counts every
+the share of time it ran any kernel, which NVML reports under MPS too, where it gave no SM use for the run's processes
+(the MPS server runs their kernels; seen on an H100, 2026-11-26: BENCHMARKS.md "GPU"). It counts every
 process on that GPU, not only the run's.
 
 Optional: ``pip install 'specsched[gpu]'`` (nvidia-ml-py, imported as ``pynvml``). Without the library,
