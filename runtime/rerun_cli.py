@@ -99,9 +99,8 @@ def _differing(old: dict, new: dict) -> list[str]:
 def _why(config, differing: list[str]) -> str:
     """Why outputs may part: drafts shaped by measured times under sampling, other arithmetic, or neither."""
     numeric = [d for d in differing if d in NUMERIC_ROWS]
-    timed = [flag for flag, on in (("--tree pct", config.tree == "pct"), ("--step-aside on", config.steps_aside))
-             if on]
-    if timed and config.temperature > 0:
+    timed = config.timed_sampling
+    if timed:
         return (f"the record samples (--temperature {config.temperature:g}) with {' and '.join(timed)}, which "
                 "shape drafts from measured times: its text varies from run to run, each still the target's law "
                 "(README: Faults), so only a greedy run of it can be checked")

@@ -82,6 +82,39 @@ def test_different_texts_are_reported_loudly(records):
     assert "sequences 1 differ" in text
 
 
+@pytest.mark.parametrize("flags, shown", [({"tree": "pct"}, "--tree pct"), ({"step_aside": "on"}, "--step-aside on"),
+                                          ({"tree": "pct", "step_aside": "on"}, "--tree pct and --step-aside on")])
+def test_sampled_texts_of_drafts_shaped_by_measured_times_may_differ_and_are_not_called_a_bug(records, flags, shown):
+    first, second, third = records[2].sequences
+    timed = [dataclasses.replace(r, config=dataclasses.replace(r.config, **flags)) for r in records]
+    timed[2] = dataclasses.replace(timed[2], sequences=[first, dataclasses.replace(second, tokens=[0]), third])
+    ok, text = printed(timed)
+    assert ok and "DIFFER" not in text and "bug" not in text
+    said = " ".join(text.replace("│", " ").split())
+    assert f"(sequences 1), as they may: the run samples (--temperature 0.8) with {shown}: drafts shaped" in said
+    greedy = [dataclasses.replace(r, config=dataclasses.replace(r.config, temperature=0.0)) for r in timed]
+    ok, text = printed(greedy)  # greedy: every run's text is the target's argmax chain, so a difference is a bug
+    assert not ok and "✗ GENERATED TEXTS DIFFER ACROSS POLICIES" in text
+
+
+def test_a_workload_compared_calls_only_the_differences_of_untimed_jobs_a_bug(records):
+    from specsched.runtime.workload_cli import text_verdict
+
+    def job(r, tokens=None, **flags):  # one job's record under one policy
+        seqs = r.sequences if tokens is None else [dataclasses.replace(r.sequences[0], tokens=tokens)]
+        return dataclasses.replace(r, config=dataclasses.replace(r.config, **flags), sequences=seqs)
+
+    fcfs, rr = records[0], records[2]
+    same, said = text_verdict(["a", "b"], {"fcfs": [job(fcfs), job(fcfs)], "rr": [job(rr), job(rr)]})
+    assert same and said.plain == "✓ every job's text is identical across fcfs, rr"
+    timed = {"fcfs": [job(fcfs), job(fcfs, tree="pct")], "rr": [job(rr), job(rr, [9], tree="pct")]}
+    same, said = text_verdict(["a", "b"], timed)
+    assert same and said.plain.startswith("the texts of b differ between policies, as they may: sampled with")
+    greedy = {p: [job(r, temperature=0.0) for r in recs] for p, recs in timed.items()}  # the same texts, greedy
+    same, said = text_verdict(["a", "b"], greedy)
+    assert not same and said.plain == "✗ the texts of b differ between policies: a runtime bug"
+
+
 def test_compare_command():
     out = io.StringIO()
     with redirect_stdout(out):

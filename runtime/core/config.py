@@ -165,6 +165,16 @@ class RunConfig:
         return self.step_aside == "on"
 
     @property
+    def timed_sampling(self) -> tuple[str, ...]:
+        """The flags that shape drafts from measured times (--tree pct's cost curve, --step-aside on), when
+        sampling: then the same seed can give another text on every run or policy (each a draw from the
+        target's law), so only a greedy run's text can be checked against another. Empty otherwise."""
+        if self.temperature <= 0:
+            return ()
+        return tuple(flag for flag, on in (("--tree pct", self.tree == "pct"), ("--step-aside on", self.steps_aside))
+                     if on)
+
+    @property
     def tree_shape(self) -> tuple[int, ...]:
         """Candidates per depth: k_config, or a chain of k."""
         return tuple(self.k_config) if self.k_config else (1,) * self.k
