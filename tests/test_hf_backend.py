@@ -126,6 +126,7 @@ def test_the_record_names_its_models_by_content_and_export_prints_them(pair, tmp
     assert line in out.stdout
 
 
+@pytest.mark.slow  # bad input on real models, end to end: 10-15 s each
 def test_vocab_mismatch_is_one_clear_line_before_any_process(tmp_path):
     target, draft = make_pair(tmp_path, draft_vocab=64)
     out = subprocess.run([sys.executable, "-m", "specsched", "run", "--backend", "hf", "--target",
@@ -220,6 +221,7 @@ def test_first_row_computes_only_the_rows_asked_for_and_still_reads_every_token(
     assert_close(got[1], tree[3:], **SHAPE)
 
 
+@pytest.mark.slow  # bad input on real models, end to end: 10-15 s each
 def test_a_job_longer_than_the_targets_positions_is_refused_before_it_runs():
     """The tiny target has 1,024 positions: past them it read positions it never learnt, and its text was
     noise (accepted in silence before)."""
@@ -231,6 +233,7 @@ def test_a_job_longer_than_the_targets_positions_is_refused_before_it_runs():
         assert engine.generate("LEONTES.", max_new_tokens=8).status == "ok"  # the engine goes on
 
 
+@pytest.mark.slow  # bad input on real models, end to end: 10-15 s each
 def test_a_workload_job_too_long_for_the_target_is_refused_before_the_first_job_plays(tmp_path):
     """Refused by submit as it arrived, a late job took the records of the jobs before it."""
     from cli_runs import assert_one_error_line
