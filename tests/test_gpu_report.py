@@ -18,7 +18,7 @@ from specsched.runtime.engine.collected import Collected
 from specsched.runtime.record import build_record
 from specsched.runtime.report import summary_table
 from specsched.runtime.view.dashboard import Dashboard
-from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse, gpu_summary, mean_busy, mean_total_sm
+from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse, GpuWatch, gpu_summary, mean_busy, mean_total_sm
 from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
 
 
@@ -149,6 +149,24 @@ def test_under_mps_a_run_has_the_whole_gpus_busy_share_where_per_process_sm_is_t
     usage.sample({"verifier": os.getpid(), "draft-0": 10}, now=3.0)
     assert usage.gpu_busy == [[2.0, 55.0], [3.0, 55.0]] and mean_busy(usage.gpu_busy) == 55.0
     assert mean_busy([]) is None
+
+
+def test_a_gpu_watch_samples_on_a_thread_while_its_block_runs_and_is_free_when_off():
+    import time
+
+    watch = GpuWatch({10}, interval=0.01, sampler=GpuSampler(FakeNvml()))  # as around HF's generate()
+    with watch:
+        waited = time.monotonic() + 30
+        while len(watch.busy) < 3 and time.monotonic() < waited:
+            time.sleep(0.01)
+    assert len(watch.busy) >= 3 and watch.sm_percent == 40.0 and watch.busy_percent == 55.0
+    seen = len(watch.busy)
+    time.sleep(0.05)
+    assert len(watch.busy) == seen  # it stopped with the block
+    off = GpuWatch({10}, on=False)  # a CPU run: NVML is not even imported
+    with off:
+        pass
+    assert not off.sampler.on and off.sm_percent is None and off.busy_percent is None
 
 
 def test_without_nvml_or_a_driver_the_sampler_is_off_and_says_nothing(monkeypatch):

@@ -30,6 +30,7 @@ from specsched.runtime.bench.arms import PEER_ARMS
 from specsched.runtime.bench.measure import Sample
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.models.draft_model import DraftLM
+from specsched.runtime.view.gpu_usage import GpuWatch
 
 
 @torch.no_grad()
@@ -154,20 +155,22 @@ class PeerArm:
         hf_logging.set_verbosity_error()   # generate() warns about its own internal assistant call, every round
         counter = ForwardCounter(p.target)
         tokens, seconds, forwards, drafted, accepted = [], 0.0, 0, 0, 0
+        watch = GpuWatch({os.getpid()}, on=p.device.startswith("cuda"))  # generate() runs in this process
         try:
-            for seq, prompt in enumerate(p.prompts):
-                ids = torch.tensor([prompt], dtype=torch.long, device=p.device)
-                if not p.config.sampling.greedy:
-                    torch.manual_seed((p.config.seed * 1_000_003 + seq) % 2**63)  # a stream per (seed, sequence)
-                counter.reset()
-                t0 = time.perf_counter()
-                out = p.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-                seconds += time.perf_counter() - t0
-                new = out[0, len(prompt):].tolist()
-                tokens.append(new)
-                forwards += counter.forwards
-                drafted += counter.tokens - len(prompt) - (counter.forwards - 1)
-                accepted += len(new) - counter.forwards
+            with watch:
+                for seq, prompt in enumerate(p.prompts):
+                    ids = torch.tensor([prompt], dtype=torch.long, device=p.device)
+                    if not p.config.sampling.greedy:
+                        torch.manual_seed((p.config.seed * 1_000_003 + seq) % 2**63)  # a stream per (seed, sequence)
+                    counter.reset()
+                    t0 = time.perf_counter()
+                    out = p.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+                    seconds += time.perf_counter() - t0
+                    new = out[0, len(prompt):].tolist()
+                    tokens.append(new)
+                    forwards += counter.forwards
+                    drafted += counter.tokens - len(prompt) - (counter.forwards - 1)
+                    accepted += len(new) - counter.forwards
         finally:
             counter.close()
             torch.set_num_threads(threads)
@@ -175,7 +178,8 @@ class PeerArm:
         n = sum(len(t) for t in tokens)
         return Sample(tokens_per_s=n / seconds if seconds > 0 else 0.0, wall_s=seconds, tokens=tokens,
                       acceptance_rate=accepted / drafted if drafted > 0 else None,
-                      mean_tokens_per_verify=n / forwards if forwards else None)
+                      mean_tokens_per_verify=n / forwards if forwards else None,
+                      gpu_sm_percent=watch.sm_percent, gpu_busy_percent=watch.busy_percent)
 
 
 def build_peers(names: list[str], base: RunConfig) -> list[PeerArm]:

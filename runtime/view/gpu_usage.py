@@ -11,6 +11,7 @@ no columns in the live view, nothing in the record, no error.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 
@@ -106,3 +107,51 @@ def mean_total_sm(series: list[list]) -> float | None:
 def mean_busy(series: list[list]) -> float | None:
     """The mean over a run's [t, busy %] rows of how busy its GPU was (None: NVML said nothing)."""
     return sum(row[1] for row in series) / len(series) if series else None
+
+
+class _Off:
+    """An NVML that is not there: a sampler made with it is off (no import, no driver call)."""
+
+    def nvmlInit(self):
+        raise RuntimeError("off")
+
+
+class GpuWatch:
+    """GPU use of some processes sampled on a thread while a block runs: for work with no run loop to sample
+    from (Hugging Face's generate() in the bench's own process). Off, and free, where the sampler is off."""
+
+    def __init__(self, pids: set[int], *, on: bool = True, interval: float = 0.25,
+                 sampler: GpuSampler | None = None) -> None:
+        self.pids, self.interval = pids, interval
+        self.sampler = sampler if sampler is not None else GpuSampler() if on else GpuSampler(_Off())
+        self.sm: list[float] = []       # per sample: the SM % of the pids together
+        self.busy: list[list] = []      # [t, busy %] rows, as UsageSampler.gpu_busy
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpu-watch", daemon=True)
+
+    def __enter__(self) -> GpuWatch:
+        if self.sampler.on:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            use = self.sampler.sample(self.pids)
+            sm = [u.sm_percent for u in use.values() if u.sm_percent is not None]
+            if sm:
+                self.sm.append(sum(sm))
+            if self.sampler.busy is not None:
+                self.busy.append([len(self.busy), self.sampler.busy])
+
+    @property
+    def sm_percent(self) -> float | None:
+        return sum(self.sm) / len(self.sm) if self.sm else None
+
+    @property
+    def busy_percent(self) -> float | None:
+        return mean_busy(self.busy)
