@@ -23,6 +23,7 @@ from specsched.policies.rr import RoundRobin
 from specsched.policies.sjf import SJF
 from specsched.policies.srtf import SRTF
 from specsched.policies.stride import Stride
+from specsched.runtime.core.deadline import Overrun, deadline, overran
 
 BUILTIN: dict[str, type[Policy]] = {
     "fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch,              # the first four
@@ -38,7 +39,19 @@ class PolicyError(ValueError):
     """A --policy that cannot be loaded: reported as one line."""
 
 
-def load_policy(spec: str) -> type[Policy]:
+def load_policy(spec: str, timeout_s: float = 0.0) -> type[Policy]:
+    """The class `spec` names. A plug-in's module is user code run at import: with `timeout_s` > 0 (the run's
+    --policy-timeout) an import that does not return in time is stopped, as its pick would be."""
+    if timeout_s <= 0:  # no deadline of ours: one around the caller's code stays the caller's to report
+        return _load(spec)
+    try:
+        with deadline(timeout_s):
+            return _load(spec)
+    except Overrun:
+        raise PolicyError(overran(spec, "its import", timeout_s)) from None
+
+
+def _load(spec: str) -> type[Policy]:
     if spec in BUILTIN:
         return BUILTIN[spec]
     if ":" in spec:
@@ -90,7 +103,7 @@ def _guarded(load, what: str):
     only Ctrl-C passes through."""
     try:
         return load()
-    except (KeyboardInterrupt, PolicyError):
+    except (KeyboardInterrupt, PolicyError, Overrun):
         raise
     except BaseException as exc:  # user code: anything it raises is bad input
         text = " ".join(str(exc).split())

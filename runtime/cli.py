@@ -167,7 +167,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 def prepare_check(config: RunConfig) -> None:
     from specsched.policies.loader import load_policy
 
-    load_policy(config.policy)
+    load_policy(config.policy, config.policy_timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from specsched.policies.base import PolicySettings, ReadyDraft
 from specsched.policies.loader import PolicyError, load_policy
 from specsched.runtime.core.config import ConfigError, Mode, RunConfig
+from specsched.runtime.core.deadline import Overrun, deadline, overran
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
 from specsched.runtime.record import worker_of
-from specsched.scheduler.deadline import Overrun, deadline, overran
 
 
 @dataclass(slots=True)
@@ -103,8 +103,9 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     """The run queue replayed under `policy_name`, in virtual time starting at 0."""
     rounds = run.rounds
     try:
+        policy_cls = load_policy(policy_name, config.policy_timeout_s)
         with deadline(config.policy_timeout_s):
-            policy = load_policy(policy_name)(PolicySettings(max_batch=1))
+            policy = policy_cls(PolicySettings(max_batch=1))
     except PolicyError:
         raise
     except Overrun:
@@ -166,7 +167,7 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
 
 
 def _ask(name: str, seconds: float, call, *args):
-    """A policy's pick or served, under the run's --policy-timeout (scheduler/deadline.py); anything it raises
+    """A policy's pick or served, under the run's --policy-timeout (runtime/core/deadline.py); anything it raises
     becomes one line naming it."""
     try:
         with deadline(seconds):

@@ -11,8 +11,8 @@ from specsched.policies.base import Policy, PolicySettings, ReadyDraft
 from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
+from specsched.runtime.core.deadline import Overrun, deadline, overran
 from specsched.runtime.core.messages import Draft
-from specsched.scheduler.deadline import Overrun, deadline, overran
 
 
 class PolicyFailure(RuntimeError):
@@ -126,7 +126,7 @@ def scheduling_key(config: RunConfig) -> tuple:
 
 def start_policy(config: RunConfig):
     """Load and construct the job's policy; a constructor that raises stops the run naming it."""
-    policy_cls = load_policy(config.policy)
+    policy_cls = load_policy(config.policy, config.policy_timeout_s)
     name = policy_cls.name or policy_cls.__name__
     try:
         with deadline(config.policy_timeout_s):

@@ -19,8 +19,8 @@ from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.deadline import Overrun, deadline
 from specsched.runtime.core.messages import Draft
-from specsched.scheduler.deadline import Overrun, deadline
 from specsched.scheduler.run_queue import PolicyFailure, RunQueue, start_policy
 
 # -- the run queue ----------------------------------------------------------------------------------
@@ -126,6 +126,36 @@ def test_the_deadline_lets_a_quick_policy_through_and_stops_a_slow_served_or_con
     config = RunConfig(backend="sim", policy=f"{tmp_path}/slow_start.py:SlowStart", policy_timeout_s=0.2)
     with pytest.raises(PolicyFailure, match="'SlowStart': __init__ did not return within 0.2 s"):
         start_policy(config)
+
+
+HANGS_AT_IMPORT = """
+import time
+try:
+    time.sleep(3600)       # user code run at import: a model download, a lock, a loop
+except Exception:          # its own handler does not swallow the deadline
+    pass
+from specsched.policies import Policy
+
+class Never(Policy):
+    def pick(self, ready):
+        return ready[0]
+"""
+
+
+def test_a_policy_module_whose_import_does_not_return_is_stopped_in_one_line(tmp_path):
+    from cli_runs import assert_one_error_line, specsched
+
+    (tmp_path / "hangs.py").write_text(HANGS_AT_IMPORT)
+    spec = f"{tmp_path}/hangs.py:Never"
+    started = time.monotonic()
+    with pytest.raises(PolicyError, match=r"^policy '.*hangs.py:Never': its import did not return within 0.3 s "
+                                          r"\(--policy-timeout\), so it was stopped$"):
+        load_policy(spec, 0.3)
+    assert time.monotonic() - started < 30
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    out = specsched("run", "--backend", "sim", "--prompt", "x", "--policy", spec, "--policy-timeout", "0.5",
+                    timeout=120)
+    assert_one_error_line(out, 2, "its import did not return within 0.5 s (--policy-timeout)")
 
 
 def test_the_deadline_is_a_no_op_off_the_main_thread():

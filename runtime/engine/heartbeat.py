@@ -7,7 +7,7 @@ when the whole process stops: SIGSTOP, a debugger, a deadlock that holds the GIL
 draft worker serving a job that has been silent for ``--heartbeat-timeout`` seconds (SIGKILL ends a
 stopped process too), and the supervisor restarts it like any other death (supervisor.py). A forward
 that runs on and on while the process beats is not caught by this; a policy's pick that does is stopped
-by its deadline (scheduler/deadline.py).
+by its deadline (runtime/core/deadline.py).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class JobChecks:
     def _check_plan(self, cfg: RunConfig) -> None:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
-        load_policy(cfg.policy)
+        load_policy(cfg.policy, cfg.policy_timeout_s)
         if cfg.drafter != "model" and cfg.corpus_cache not in ("auto", "off"):
             corpus_cache.given_file(cfg.corpus_cache)
         if cfg.draft_workers > self.max_workers:
