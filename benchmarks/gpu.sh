@@ -5,8 +5,9 @@
 # Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16,fp32_host_chains}.{json,md} and the bench logs beside them.
 # Usage: benchmarks/gpu.sh [extra bench flags, e.g. --repeats 3 --device cuda:1]
 # GPU_SH_BUDGET_S=S: at most S seconds in all, for a lease of device time. Each sweep not yet run gets an equal
-# share of what is left (a sweep that ends early leaves more to the next); at the end of its share it gets
-# SIGTERM and bench keeps what it measured (stopped_by says so); none starts with under 30 s left.
+# share of what is left, at least 30 s (a sweep that ends early leaves more to the next); at the end of its
+# share it gets SIGTERM and bench keeps what it measured (stopped_by says so), which is not a failure; none
+# starts with under 30 s left.
 # GPU_SH_SWEEPS=a,b: only these of fp32, fp32_mps, bf16, fp32_host_chains (default: all four, in that order),
 # e.g. GPU_SH_SWEEPS=fp32,fp32_mps benchmarks/gpu.sh --values 6,8 for the points a first lease left unmeasured.
 # Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
@@ -23,6 +24,11 @@ for s in "${named[@]}"; do
     echo "gpu.sh: error: GPU_SH_SWEEPS: no sweep '$s' (choose from $all_sweeps)" >&2
     exit 2
   fi
+  if [[ " ${seen:-} " == *" $s "* ]]; then
+    echo "gpu.sh: error: GPU_SH_SWEEPS names $s twice" >&2
+    exit 2
+  fi
+  seen="${seen:-} $s"
   sweeps_left=$(( sweeps_left + 1 ))
 done
 if (( sweeps_left == 0 )); then
@@ -47,14 +53,26 @@ status=0   # 1 once a sweep failed a run or an fp32 greedy check; the other swee
 deadline=$(( SECONDS + ${GPU_SH_BUDGET_S:-31536000} ))
 bench() {  # NAME, then extra flags: one sweep into $out_NAME.{json,md,log}
   local name=$1; shift
-  local left=$(( (deadline - SECONDS) / sweeps_left ))
+  local left=$(( deadline - SECONDS ))
+  local share=$(( left / sweeps_left )) rc=0
   sweeps_left=$(( sweeps_left - 1 ))
   if (( left < 30 )); then
-    echo "gpu.sh: its share of GPU_SH_BUDGET_S is ${left} s: no $name sweep" | tee "${out}_$name.log" >&2
-    status=1; return
+    echo "gpu.sh: ${left} s of GPU_SH_BUDGET_S left: no $name sweep" | tee "${out}_$name.log" >&2
+    return
   fi
-  timeout -s TERM -k 20 "$left" "$python" -m specsched bench "${sweep[@]}" --json "${out}_$name.json" \
-    --markdown "${out}_$name.md" "$@" 2>&1 | tee "${out}_$name.log" || status=1
+  if (( share < 30 )); then share=30; fi
+  # --foreground: bench stays in this terminal's process group, so a Ctrl-C reaches it (and it keeps what it
+  # measured); it stops its own processes when the share's SIGTERM comes
+  timeout --foreground -s TERM -k 20 "$share" "$python" -m specsched bench "${sweep[@]}" \
+    --json "${out}_$name.json" --markdown "${out}_$name.md" "$@" 2>&1 | tee "${out}_$name.log" || rc=$?
+  if (( rc == 124 )); then   # timeout's own status: the share ran out, bench was stopped and wrote its record
+    echo "gpu.sh: the $name sweep was stopped at the end of its ${share} s (GPU_SH_BUDGET_S)" \
+      | tee -a "${out}_$name.log" >&2
+  elif (( rc != 0 )); then
+    status=1
+  fi
+  # stopped or not, a greedy output that differs on an exact (fp32) target is a failure
+  if grep -qs "✗ Greedy outputs differ" "${out}_$name.md"; then status=1; fi
 }
 
 mps_stop() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
@@ -71,7 +89,7 @@ elif command -v nvidia-cuda-mps-control >/dev/null; then
   trap - EXIT
 else
   echo "gpu.sh: nvidia-cuda-mps-control not found: no MPS run" | tee "${out}_fp32_mps.log" >&2
-  sweeps_left=$(( sweeps_left - 1 )); status=1
+  sweeps_left=$(( sweeps_left - 1 ))
 fi
 wants bf16 && bench bf16 --dtype bf16 "$@"
 # the drafting arms once more with chains drawn through the host (each step's logits row comes down):

@@ -132,12 +132,10 @@ def print_comparison(records: list[RunRecord], console: Console, *,
         console.print(Text(f"✓ generated texts are identical across {names} "
                            f"({len(records[0].sequences)} sequences)", style="bold green"))
         return True
-    if timed := records[0].config.timed_sampling:  # every record runs one config but for its policy
+    if why := records[0].config.why_text_varies:  # every record runs one config but for its policy
         console.print(Panel(Text(
-            f"texts differ across {names} (sequences {', '.join(map(str, differ))}), as they may: the run samples "
-            f"(--temperature {records[0].config.temperature:g}) with {' and '.join(timed)}: drafts shaped by measured "
-            "times, so each run draws another text from the target's law. Compare with --temperature 0 "
-            "to check that a policy changes no text."), style="yellow"))
+            f"texts differ across {names} (sequences {', '.join(map(str, differ))}), as they may: {why}. Compare "
+            "with --temperature 0 to check that a policy changes no text."), style="yellow"))
         return True
     console.print(Panel(Group(
         Text(f"✗ GENERATED TEXTS DIFFER ACROSS POLICIES ({names})", style="bold"),

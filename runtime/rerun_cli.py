@@ -99,11 +99,8 @@ def _differing(old: dict, new: dict) -> list[str]:
 def _why(config, differing: list[str]) -> str:
     """Why outputs may part: drafts shaped by measured times under sampling, other arithmetic, or neither."""
     numeric = [d for d in differing if d in NUMERIC_ROWS]
-    timed = config.timed_sampling
-    if timed:
-        return (f"the record samples (--temperature {config.temperature:g}) with {' and '.join(timed)}, which "
-                "shape drafts from measured times: its text varies from run to run, each still the target's law "
-                "(README: Faults), so only a greedy run of it can be checked")
+    if why := config.why_text_varies:
+        return f"{why} (README: Faults), so only a greedy run of it can be checked"
     if numeric:
         return (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
                 "break a near-tie the other way (README: Floating point)")

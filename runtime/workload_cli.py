@@ -116,20 +116,20 @@ def cmd_compare_workload(args: argparse.Namespace, console: Console, configs: li
 
 def text_verdict(names: list[str], played: dict[str, list[RunRecord]]) -> tuple[bool, Text]:
     """Whether every job's text is the same under every policy (a policy decides when drafts are verified,
-    never what is generated), and the line that says so. A sampled job whose drafts are shaped by measured
-    times (RunConfig.timed_sampling) draws another text each run: its difference is expected, not a bug."""
+    never what is generated), and the line that says so. A job whose text varies by design
+    (RunConfig.why_text_varies) differs as expected, not as a bug."""
     def texts(record: RunRecord) -> list[list[int]]:
         return [q.tokens for q in record.sequences]
 
     first, *others = played.values()
     differ = [i for i, record in enumerate(first) if any(texts(other[i]) != texts(record) for other in others)]
-    bugs = [names[i] for i in differ if not first[i].config.timed_sampling]
+    bugs = [names[i] for i in differ if not first[i].config.why_text_varies]
     if bugs:
         return False, Text(f"✗ the texts of {', '.join(bugs)} differ between policies: a runtime bug", style="bold red")
     if differ:
-        return True, Text(f"the texts of {', '.join(names[i] for i in differ)} differ between policies, as they may: "
-                          "sampled with --tree pct or --step-aside on, whose drafts are shaped by measured times; "
-                          "every other job's text is identical", style="yellow")
+        whys = "; ".join(f"{names[i]}: {first[i].config.why_text_varies}" for i in differ)
+        return True, Text(f"texts differ between policies, as they may ({whys}); every other job's text is identical",
+                          style="yellow")
     return True, Text(f"✓ every job's text is identical across {', '.join(played)}", style="green")
 
 

@@ -91,7 +91,7 @@ def test_sampled_texts_of_drafts_shaped_by_measured_times_may_differ_and_are_not
     ok, text = printed(timed)
     assert ok and "DIFFER" not in text and "bug" not in text
     said = " ".join(text.replace("│", " ").split())
-    assert f"(sequences 1), as they may: the run samples (--temperature 0.8) with {shown}: drafts shaped" in said
+    assert f"(sequences 1), as they may: it samples (--temperature 0.8) with {shown}, whose drafts are shaped" in said
     greedy = [dataclasses.replace(r, config=dataclasses.replace(r.config, temperature=0.0)) for r in timed]
     ok, text = printed(greedy)  # greedy: every run's text is the target's argmax chain, so a difference is a bug
     assert not ok and "✗ GENERATED TEXTS DIFFER ACROSS POLICIES" in text
@@ -109,7 +109,8 @@ def test_a_workload_compared_calls_only_the_differences_of_untimed_jobs_a_bug(re
     assert same and said.plain == "✓ every job's text is identical across fcfs, rr"
     timed = {"fcfs": [job(fcfs), job(fcfs, tree="pct")], "rr": [job(rr), job(rr, [9], tree="pct")]}
     same, said = text_verdict(["a", "b"], timed)
-    assert same and said.plain.startswith("the texts of b differ between policies, as they may: sampled with")
+    assert same and said.plain.startswith("texts differ between policies, as they may (b: it samples (--temperature "
+                                          "0.8) with --tree pct, whose drafts are shaped by measured times")
     greedy = {p: [job(r, temperature=0.0) for r in recs] for p, recs in timed.items()}  # the same texts, greedy
     same, said = text_verdict(["a", "b"], greedy)
     assert not same and said.plain == "✗ the texts of b differ between policies: a runtime bug"

@@ -94,12 +94,19 @@ class FakeNvml:
         return [proc(pid=10, usedGpuMemory=300), proc(pid=99, usedGpuMemory=7)] if h == 0 else \
             [proc(pid=10, usedGpuMemory=None), proc(pid=11, usedGpuMemory=None)]
 
+    samples = {0: [(10, 5, 20), (10, 9, 40)]}  # GPU -> (pid, timestamp, SM %): from before a sampler starts
+
     def nvmlDeviceGetProcessUtilization(self, h, since):
         self.asked_since.append((h, since))
-        s = types.SimpleNamespace
-        if h == 0:
-            return [s(pid=10, timeStamp=5, smUtil=20), s(pid=10, timeStamp=9, smUtil=40)]  # newest counts
-        raise self.NVMLError("Not Found")  # no sample yet on GPU 1
+        sample = types.SimpleNamespace
+        newer = [sample(pid=p, timeStamp=t, smUtil=u) for p, t, u in self.samples.get(h, []) if t > since]
+        if not newer:
+            raise self.NVMLError("Not Found")  # as NVML says when it has no sample newer than `since`
+        return newer
+
+    def later(self, h, *samples):
+        """Samples taken after the sampler started."""
+        self.samples = {**self.samples, h: self.samples.get(h, []) + list(samples)}
 
     def nvmlDeviceGetUtilizationRates(self, h):
         if h == 0:
@@ -120,12 +127,14 @@ class FakeMpsNvml(FakeNvml):
 def test_the_gpu_sampler_reads_sm_and_memory_per_process_from_nvml():
     nvml = FakeNvml()
     sampler = GpuSampler(nvml)
-    assert sampler.on
+    assert sampler.on and nvml.asked_since == [(0, 0), (1, 0)]  # at its start: what NVML holds is older
+    nvml.later(0, (10, 12, 30), (10, 15, 50))
     use = sampler.sample({10, 11, 12})
-    assert use[10].sm_percent == 40.0 and use[10].memory_bytes == 300
+    assert nvml.asked_since[2] == (0, 9)  # so the 40 % at 9, a job before this one in the same process, is not read
+    assert use[10].sm_percent == 50.0 and use[10].memory_bytes == 300  # of several samples the newest counts
     assert use.keys() == {10}  # 11: no memory nor sample reported; 12: not on a GPU; 99: not ours
     sampler.sample({10})
-    assert nvml.asked_since[-2] == (0, 9)  # the next read asks for samples newer than the last seen
+    assert nvml.asked_since[-2] == (0, 15)  # the next read asks for samples newer than the last seen
 
 
 def test_the_gpu_sampler_reads_how_busy_the_gpu_the_run_is_on_is():
@@ -134,6 +143,11 @@ def test_the_gpu_sampler_reads_how_busy_the_gpu_the_run_is_on_is():
     assert sampler.busy == 55.0  # GPU 0 (pid 10's); GPU 1 does not say
     sampler.sample({11})
     assert sampler.busy is None  # pid 11 is only on GPU 1, which does not say
+    nvml = FakeNvml()
+    nvml.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=(55, 80)[h], memory=0)
+    sampler = GpuSampler(nvml)
+    sampler.sample({10})
+    assert sampler.busy == 80.0  # pid 10 is on both GPUs: the busier one is where the run's work shows
     sampler.sample({12})
     assert sampler.busy is None  # no process of the run on any GPU: nobody's kernels are ours
 
@@ -154,7 +168,9 @@ def test_under_mps_a_run_has_the_whole_gpus_busy_share_where_per_process_sm_is_t
 def test_a_gpu_watch_samples_on_a_thread_while_its_block_runs_and_is_free_when_off():
     import time
 
-    watch = GpuWatch({10}, interval=0.01, sampler=GpuSampler(FakeNvml()))  # as around HF's generate()
+    nvml = FakeNvml()
+    watch = GpuWatch({10}, interval=0.01, sampler=GpuSampler(nvml))  # as around HF's generate()
+    nvml.later(0, (10, 12, 40))
     with watch:
         waited = time.monotonic() + 30
         while len(watch.busy) < 3 and time.monotonic() < waited:
@@ -233,5 +249,8 @@ def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
     assert "n 4" not in text.split("GPU SM %")[1].splitlines()[0]
     assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_sm_percent"] == 80.0
     assert record.to_json()["sweep"]["points"][0]["arms"][1]["gpu_busy_percent"] == 40.0
+    assert "MPS" not in text and record.to_json()["config"]["mps_daemon"] is None  # not on CUDA: not said
+    record.mps_daemon = True  # the engine's reading on CUDA: which of a with- and a without-MPS table this is
+    assert " · MPS on" in markdown(record).splitlines()[0] and record.to_json()["config"]["mps_daemon"] is True
     record.sweep = record.sweep[1:]
     assert "GPU SM %" not in markdown(record) and "GPU busy" not in markdown(record)  # CPU runs: no note

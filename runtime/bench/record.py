@@ -36,6 +36,7 @@ class BenchRecord:
     startup_s: float = 0.0               # starting them (loading every model), before the first arm
     total_s: float = 0.0                 # the whole benchmark, start-up included
     target_type: str | None = None       # llamacpp: the GGUF's weight type; not F32 = greedy flips expected
+    mps_daemon: bool | None = None       # on CUDA: whether NVIDIA's MPS daemon ran (None: not on CUDA)
     stopped_by: str | None = None        # "SIGINT" / "SIGTERM": a signal ended it early; the runs before are kept
     stopped_at: str | None = None        # the run it cut short: "repeat 2/5 · seed-fcfs"
 
@@ -70,7 +71,8 @@ class BenchRecord:
             "config": {**shared(self.config), "warmup": self.warmup, "repeats": self.repeats,
                        "smoke": self.smoke, "arms": [a.name for a in self.arms], "host": host(),
                        "models_loaded": self.models_loaded, "startup_s": self.startup_s,
-                       "total_s": self.total_s, "target_type": self.target_type},
+                       "total_s": self.total_s, "target_type": self.target_type,
+                       "mps_daemon": self.mps_daemon},
             "provenance": provenance(self.config, dirty=True),
             "arms": [a.to_json() for a in self.arms],
             "targets": [t.to_json() for t in targets.evaluate(self.arms)] if self.arms else [],

@@ -141,6 +141,7 @@ def _title(record: BenchRecord) -> str:
              f"N:L {c.branches}:{c.branch_length}" if lanes else "",
              f"T {c.temperature:g}" if axis != "temperature" else "",
              f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}",
+             "" if record.mps_daemon is None else f"MPS {'on' if record.mps_daemon else 'off'}",
              f"INTERRUPTED at {record.stopped_at}" if record.stopped_by else ""]
     return " · ".join(["specsched bench", *filter(None, parts)])
 

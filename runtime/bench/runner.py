@@ -50,6 +50,7 @@ def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = 
     finally:
         engine.close()
     record.models_loaded, record.startup_s, record.total_s = engine.models_loaded, startup, time.monotonic() - t0
+    record.mps_daemon = engine.mps
     return record
 
 

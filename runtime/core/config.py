@@ -175,6 +175,15 @@ class RunConfig:
                      if on)
 
     @property
+    def why_text_varies(self) -> str:
+        """Why the same seed may give another text (every command that compares texts says it so); '' if not."""
+        if not self.timed_sampling:
+            return ""
+        return (f"it samples (--temperature {self.temperature:g}) with {' and '.join(self.timed_sampling)}, whose "
+                "drafts are shaped by measured times, so its text varies from run to run, each a draw from the "
+                "target's law")
+
+    @property
     def tree_shape(self) -> tuple[int, ...]:
         """Candidates per depth: k_config, or a chain of k."""
         return tuple(self.k_config) if self.k_config else (1,) * self.k

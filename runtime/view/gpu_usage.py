@@ -1,8 +1,8 @@
 """GPU use of each process of a run (SM % and memory), from NVIDIA's management library where the driver
 reports it: the SEED paper's Fig. 7 measure. Beside it, how busy the GPU the run is on is as a whole:
-the share of time it ran any kernel, which NVML reports under MPS too, where it gave no SM use for the run's processes
-(the MPS server runs their kernels; seen on an H100, 2026-11-26: BENCHMARKS.md "GPU"). It counts every
-process on that GPU, not only the run's.
+the share of time it ran any kernel. Under MPS, NVML gives no SM use to the run's processes (the MPS server
+runs their kernels) but still lists them with their memory, so the GPU they are on is known and its busy
+share read (BENCHMARKS.md "GPU"). That share counts every process on the GPU, not only the run's.
 
 Optional: ``pip install 'specsched[gpu]'`` (nvidia-ml-py, imported as ``pynvml``). Without the library,
 without a GPU, or with a driver that keeps per-process numbers to itself, the sampler has nothing to say:
@@ -12,6 +12,7 @@ no columns in the live view, nothing in the record, no error.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 
@@ -36,6 +37,15 @@ class GpuSampler:
         except Exception:  # no library, no driver, no GPU: off
             return
         self.nvml = nvml if self.handles else None
+        for index, handle in enumerate(self.handles):  # only what comes after this sampler's start is its run's:
+            self._newest(index, handle, 0)             # a process kept between jobs has samples of the last one
+
+    def _newest(self, index: int, handle, since: int) -> list:
+        """NVML's per-process utilisation samples newer than `since`; remembers the newest timestamp read."""
+        samples = self._call(self.nvml.nvmlDeviceGetProcessUtilization, handle, since) or []
+        if samples:
+            self._seen[index] = max(self._seen.get(index, 0), max(s.timeStamp for s in samples))
+        return samples
 
     @property
     def on(self) -> bool:
@@ -58,15 +68,13 @@ class GpuSampler:
                 rates = self._call(self.nvml.nvmlDeviceGetUtilizationRates, handle)
                 if rates is not None:
                     busy.append(float(rates.gpu))
-            samples = self._call(self.nvml.nvmlDeviceGetProcessUtilization, handle, self._seen.get(index, 0)) or []
+            samples = self._newest(index, handle, self._seen.get(index, 0))
             newest: dict[int, object] = {}
             for s in samples:  # several samples of one pid: the newest says what it does now
                 if s.pid in pids and (s.pid not in newest or s.timeStamp > newest[s.pid].timeStamp):
                     newest[s.pid] = s
             for pid, s in newest.items():
                 sm[pid] = sm.get(pid, 0.0) + float(s.smUtil)
-            if samples:
-                self._seen[index] = max(s.timeStamp for s in samples)
         self.busy = max(busy) if busy else None
         return {pid: GpuUse(sm.get(pid), memory.get(pid)) for pid in pids if pid in sm or pid in memory}
 
@@ -146,7 +154,7 @@ class GpuWatch:
             if sm:
                 self.sm.append(sum(sm))
             if self.sampler.busy is not None:
-                self.busy.append([len(self.busy), self.sampler.busy])
+                self.busy.append([time.monotonic(), self.sampler.busy])
 
     @property
     def sm_percent(self) -> float | None:
