@@ -228,6 +228,21 @@ def test_the_live_view_has_gpu_columns_only_when_nvml_reports():
     gpu = dataclasses.replace(snap, usage=(Usage("verifier", 10, 50.0, 2**20, 40.0, 3 * 2**20),))
     line = next(x for x in render_text(Dashboard(gpu)).splitlines() if x.startswith("verifier") and "MiB" in x)
     assert "GPU SM %" in render_text(Dashboard(gpu)) and line.split()[-2:] == ["3", "MiB"] and "40" in line.split()
+    assert "GPU busy" not in render_text(Dashboard(gpu))
+    busy = render_text(Dashboard(dataclasses.replace(gpu, gpu_busy=63.4)))  # under MPS: the whole GPU's share
+    assert "run queue mean 0.00 · GPU busy 63 %" in busy
+
+
+def test_the_snapshot_carries_the_newest_gpu_busy_share_where_one_was_read():
+    from specsched.runtime.view.monitor import Monitor
+
+    config = RunConfig(backend="sim", prompts=["x"], workers=1)
+    sampler = UsageSampler(interval=0.0, gpu=GpuSampler(FakeMpsNvml()))
+    monitor = Monitor(config, sampler)
+    assert monitor.snapshot(Collected(), 0.0).gpu_busy is None  # none of the run's pids is on the GPU
+    sampler.gpu_busy.append([0.5, 70.0])
+    assert monitor.snapshot(Collected(), 1.0).gpu_busy == 70.0
+    assert Monitor(config, RecordedUsage([])).snapshot(Collected(), 0.0).gpu_busy is None  # a replay: none
 
 
 def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():

@@ -40,8 +40,9 @@ class Dashboard:
         alpha = "n/a" if s.alpha is None else f"{s.alpha:.3f}" if s.alpha_exact else f"≈ {s.alpha:.2f}"
         yield from _line(width, f"tokens {s.tokens}/{s.tokens_max} · {s.tokens_per_s:.1f} tok/s · "
                                 f"α {alpha} · sequences done {s.done}/{s.sequences}", _BOLD)
+        gpu = "" if s.gpu_busy is None else f" · GPU busy {s.gpu_busy:.0f} %"  # every process on it (gpu_usage.py)
         yield from _line(width, f"verifier busy {100 * s.busy:.1f} % · {s.verifications} verifications · "
-                                f"run queue mean {s.queue_mean:.2f}", _BOLD)
+                                f"run queue mean {s.queue_mean:.2f}{gpu}", _BOLD)
         if self.processes:
             yield from self._processes(width)
 

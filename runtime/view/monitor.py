@@ -53,6 +53,7 @@ class Snapshot:
     done: int
     sequences: int
     usage: tuple[Usage, ...] = ()
+    gpu_busy: float | None = None     # % of time the run's GPU ran kernels, at the last sample (MPS too)
     label: str = ""                   # where a multi-run job is (a ToT level and phase); in the title too
     states: dict[str, str] = field(default_factory=dict)  # process name -> process-table state (live runs)
     marks: tuple[tuple[float, int, str], ...] = ()  # (when, worker, "fork" | "exit" | "restart") in the window
@@ -139,6 +140,7 @@ class Monitor:
             queue_mean=tl.queued_time / decode if decode else 0.0,
             done=len(collected.done), sequences=c.n_sequences,
             usage=self.usage.sample(collected.processes, now) if self.usage else (),
+            gpu_busy=_last_busy(self.usage),
             label=self.label, states=dict(collected.states),
             marks=tuple(m for m in collected.marks if start <= m[0] < end),
             mark_kinds=("fork", "exit") * (c.mode == Mode.DSBD) + ("restart",) * bool(collected.restarts),
@@ -149,3 +151,9 @@ class Monitor:
         if len(collected.done) == self.config.n_sequences:
             return {VERIFIER, *range(self.workers)}
         return set(collected.done) if self.config.mode == Mode.SEED else set()
+
+
+def _last_busy(usage) -> float | None:
+    """The whole GPU's busy share at the newest sample, where NVML gave one (a replayed trace has none)."""
+    rows = getattr(usage, "gpu_busy", None)
+    return rows[-1][1] if rows else None
