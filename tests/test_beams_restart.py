@@ -159,7 +159,7 @@ def run_with_kills(kills_wanted: int, *, victims=drafting_workers, every_s: floa
 
 
 @pytest.mark.parametrize("settings", [
-    dict(temperature=0.0),                                                          # beam search
+    pytest.param(dict(temperature=0.0), marks=pytest.mark.slow),                    # beam search (slow set)
     dict(temperature=1.0, seed=SEED),                                               # beam sampling
     dict(temperature=1.0, seed=SEED, beam_threshold=0.5, min_beams=1),              # slots left and joined
     dict(temperature=1.0, seed=SEED, beam_input="best"),                            # drafts from the best beam

@@ -115,9 +115,9 @@ def run_with_verifier_kills(kills_wanted: int, **settings):
 
 
 @pytest.mark.parametrize("settings", [
-    dict(mode="beam", temperature=0.0),                                             # beam search
+    pytest.param(dict(mode="beam", temperature=0.0), marks=pytest.mark.slow),       # beam search
     dict(mode="beam", temperature=1.0, seed=SEED),                                  # beam sampling
-    dict(mode="dsbd", temperature=0.0),
+    pytest.param(dict(mode="dsbd", temperature=0.0), marks=pytest.mark.slow),  # greedy: the slow set (CI)
     dict(mode="dsbd", temperature=1.0, seed=SEED),
     dict(mode="dsbd", temperature=1.0, seed=SEED, beam_threshold=0.5, min_beams=1),  # slots left and joined
     dict(mode="dsbd", temperature=1.0, seed=SEED, beam_input="best"),               # drafts from the best beam

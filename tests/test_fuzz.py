@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
 import zmq
 from fuzz_frames import TELEMETRY_KINDS, VERIFIER_KINDS, junk
 from helpers import sim_config, words
@@ -19,6 +20,7 @@ PROMPTS = [words(VOCAB, (i + 1, i + 3)) for i in range(4)]
 AT_VERIFIER, AT_ENGINE = 6_000, 4_000
 
 
+@pytest.mark.slow  # 14 s of CPU, in the slow set (CI); each kind of refusal alone: test_wire_refusals.py
 def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
     rng = random.Random(2026)
     settings = dict(max_new_tokens=400)

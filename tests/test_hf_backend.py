@@ -103,6 +103,7 @@ def test_rollback_and_batching_agree_with_a_fresh_forward(pair):
     assert a.tokens == [2, 3, 4, 5, 6] and b.tokens == [7, 8, 9, 10]
 
 
+@pytest.mark.slow  # a real model end to end, 10 s
 def test_the_record_names_its_models_by_content_and_export_prints_them(pair, tmp_path):
     import hashlib
 

@@ -82,8 +82,9 @@ def test_sampled_output_after_crashes_is_token_for_token_the_undisturbed_runs():
     assert len({tuple(s.tokens) for s in record.sequences}) > 1  # sampled: the sequences differ
 
 
-@pytest.mark.parametrize("mode, n, temperature", [("seed", 4, 0.0), pytest.param("sd", 2, 0.0, marks=pytest.mark.slow),
-                                                   ("seed", 4, 1.0)])
+@pytest.mark.parametrize("mode, n, temperature", [pytest.param("seed", 4, 0.0, marks=pytest.mark.slow),
+                                                   pytest.param("sd", 2, 0.0, marks=pytest.mark.slow),
+                                                   ("seed", 4, 1.0)])  # sampled: the RNG streams resume too
 def test_a_killed_verifier_is_restarted_and_the_jobs_go_on_from_their_commits(mode, n, temperature):
     record, undisturbed, kills = run_with_kills(mode, 3, n, "verifier", temperature=temperature, seed=7)
     assert [r["process"] for r in record.collected.restarts] == ["verifier"] * kills
