@@ -101,6 +101,14 @@ def test_rollback_and_batching_agree_with_a_fresh_forward(pair):
     assert_close(rows[0], reference[3:], **SHAPE)
     assert_close(rows[1], model.forward(model.new_cache(), [7, 8, 9, 10]), **SHAPE)
     assert a.tokens == [2, 3, 4, 5, 6] and b.tokens == [7, 8, 9, 10]
+    # one plain continuation (ar's step, a chain's verification) skips the batch layout: the same rows,
+    # and its cache grows in place instead of being copied into a new one
+    c = model.new_cache()
+    model.forward(c, [2, 3, 4])
+    past = c.past
+    one = model.forward_batch([c], [[5, 6]], [[2, 3]], first_rows=[1])  # a chain said as a tree
+    assert c.past is past and c.tokens == [2, 3, 4, 5, 6]
+    assert_close(one[0], reference[4:], **SHAPE)
 
 
 @pytest.mark.slow  # a real model end to end, 10 s

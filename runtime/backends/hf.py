@@ -143,6 +143,10 @@ class HFModel(LanguageModel):
         and position ids come from each sequence's own cache.
         """
         parents = list(parents) if parents is not None else [None] * len(caches)
+        if len(caches) == 1 and caches[0].linear and caches[0].plain(parents[0]) is None:
+            # one plain continuation (ar, a chain's verification): its own cache grows in place, where the
+            # batch layout below would copy every layer's keys and values twice and build a mask, per forward
+            return [self.forward(caches[0], tokens[0], first_row=(first_rows or [0])[0])]
         wanted = [len(t) - f for t, f in zip(tokens, first_rows or [0] * len(caches))]  # rows, last of each
         past_len = max(len(c) for c in caches)
         new_len = max(len(t) for t in tokens)
