@@ -4,10 +4,10 @@
 # default on CUDA, whose greedy outputs may part from ar's: README "GPU").
 # Writes benchmarks/results/gpu_<date>_<commit>_{fp32,fp32_mps,bf16,fp32_host_chains}.{json,md} and the bench logs beside them.
 # Usage: benchmarks/gpu.sh [extra bench flags, e.g. --repeats 3 --device cuda:1]
-# GPU_SH_BUDGET_S=S: at most S seconds in all, for a lease of device time. Each sweep not yet run gets an equal
-# share of what is left, at least 30 s (a sweep that ends early leaves more to the next); at the end of its
-# share it gets SIGTERM and bench keeps what it measured (stopped_by says so), which is not a failure; none
-# starts with under 30 s left.
+# GPU_SH_BUDGET_S=S: about S seconds in all (S + 20 at most: 20 s for a stopped bench to exit), for a lease of
+# device time. Each sweep not yet run gets an equal share of what is left, at least 30 s (a sweep that ends
+# early leaves more to the next); at the end of its share it gets SIGTERM and bench keeps what it measured
+# (stopped_by says so), which is not a failure; none starts with under 30 s left.
 # GPU_SH_SWEEPS=a,b: only these of fp32, fp32_mps, bf16, fp32_host_chains (default: all four, in that order),
 # e.g. GPU_SH_SWEEPS=fp32,fp32_mps benchmarks/gpu.sh --values 6,8 for the points a first lease left unmeasured.
 # Needs: a CUDA GPU torch can see; for the MPS run nvidia-cuda-mps-control (started and stopped here);
