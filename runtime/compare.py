@@ -103,7 +103,7 @@ def comparison_table(records: list[RunRecord]) -> Table:
 def print_comparison(records: list[RunRecord], console: Console, *,
                      svg_dir: str | Path | None = None) -> bool:
     """Table, one compact Gantt per policy, the identical-texts verdict. True if the texts agree, or may
-    differ by design (RunConfig.timed_sampling)."""
+    differ by design (RunConfig.why_text_varies)."""
     console.print(comparison_table(records))
     for r in records:
         monitor = Monitor(r.config)

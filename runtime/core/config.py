@@ -165,23 +165,17 @@ class RunConfig:
         return self.step_aside == "on"
 
     @property
-    def timed_sampling(self) -> tuple[str, ...]:
-        """The flags that shape drafts from measured times (--tree pct's cost curve, --step-aside on), when
-        sampling: then the same seed can give another text on every run or policy (each a draw from the
-        target's law), so only a greedy run's text can be checked against another. Empty otherwise."""
-        if self.temperature <= 0:
-            return ()
-        return tuple(flag for flag, on in (("--tree pct", self.tree == "pct"), ("--step-aside on", self.steps_aside))
-                     if on)
-
-    @property
     def why_text_varies(self) -> str:
-        """Why the same seed may give another text (every command that compares texts says it so); '' if not."""
-        if not self.timed_sampling:
+        """Why the same seed may give another text, '' if it may not (every command that compares texts says
+        it so). Sampling with flags that shape drafts from measured times (--tree pct's cost curve, --step-aside
+        on), each run or policy draws another text from the target's law, so only a greedy run's text can be
+        checked against another."""
+        timed = [flag for flag, on in (("--tree pct", self.tree == "pct"), ("--step-aside on", self.steps_aside))
+                 if on]
+        if self.temperature <= 0 or not timed:
             return ""
-        return (f"it samples (--temperature {self.temperature:g}) with {' and '.join(self.timed_sampling)}, whose "
-                "drafts are shaped by measured times, so its text varies from run to run, each a draw from the "
-                "target's law")
+        return (f"it samples (--temperature {self.temperature:g}) with {' and '.join(timed)}, whose drafts are "
+                "shaped by measured times, so its text varies from run to run, each a draw from the target's law")
 
     @property
     def tree_shape(self) -> tuple[int, ...]:
