@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
-from specsched.runtime.models.growing_cache import MIN_CAPACITY, GrowingCache
+from specsched.runtime.backends.backend import ChainPlan
+from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.models.growing_cache import MIN_CAPACITY, GrowingCache, cache_keyword
 from tests.fp32 import assert_close
 
 # 2 layers; the longest reduction is attention over the longest context the script builds (tests/fp32.py)
@@ -27,7 +32,8 @@ def run(model, cache, script):
         if op == "feed":
             start = cache.get_seq_length()
             pos = torch.arange(start, start + len(arg))[None]
-            out.append(model(torch.tensor([arg]), past_key_values=cache, position_ids=pos, use_cache=True).logits)
+            kept = {cache_keyword(model): cache}
+            out.append(model(torch.tensor([arg]), position_ids=pos, use_cache=True, **kept).logits)
         elif op == "crop":
             cache.crop(-arg)
         else:  # what the hf worker's keep() does: replace keys/values by a selection of rows
@@ -69,5 +75,18 @@ def test_a_cache_filled_in_inference_mode_keeps_working_outside_it():
     run(model, cache, [("feed", [1, 2, 3])])  # run() uses inference_mode
     with torch.no_grad():  # e.g. a training-style caller: the buffer is copied out, not written in place
         pos = torch.tensor([[3, 4]])
-        out = model(torch.tensor([[4, 5]]), past_key_values=cache, position_ids=pos, use_cache=True).logits
+        out = model(torch.tensor([[4, 5]]), position_ids=pos, use_cache=True, **{cache_keyword(model): cache}).logits
     assert_close(out, reference[1], **SHAPE)
+
+
+def test_the_runtime_hands_transformers_its_cache_by_the_name_it_keeps():
+    """transformers 5 renamed a forward's `past_key_values` to `cache` and drops the old name in 5.40: the
+    runtime's forwards (one continuation, a batch, a drafted chain) must not lean on the old one."""
+    model = HFModel.of(tiny_llama())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values", category=FutureWarning)
+        cache = model.new_cache()
+        model.forward(cache, [1, 2, 3])
+        model.forward_batch([cache, model.new_cache()], [[4], [5, 6]])
+        model.draft_chain(cache, [7], ChainPlan(k=2, params=SamplingParams()))
+    assert len(cache) == 6

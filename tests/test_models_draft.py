@@ -13,6 +13,7 @@ from specsched.runtime.backends.hf import HFModel
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.evaluation.evaluate import LookupDrafter, chain, decode
+from specsched.runtime.models.growing_cache import cache_out
 from specsched.runtime.models.lean_forward import int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 from specsched.runtime.models.training.draft_init import compress_target
@@ -81,7 +82,7 @@ def test_cached_steps_match_one_full_forward(target: LlamaForCausalLM) -> None:
     ids = torch.tensor([[5, 9, 2, 7, 11, 3]])
     full = draft(ids, use_cache=False).logits
     out = draft(ids[:, :3])
-    cache = out.past_key_values
+    cache = cache_out(out)
     steps = [draft(ids[:, i : i + 1], past_key_values=cache).logits for i in range(3, 6)]
     assert_close(torch.cat(steps, 1), full[:, 3:], **DRAFT_SHAPE)
 
@@ -94,13 +95,13 @@ def test_the_lean_inference_forward_matches_the_training_forward(target: LlamaFo
     reference = draft(ids, use_cache=False).logits  # grad enabled: the transformers path
     with torch.inference_mode():
         out = draft(ids[:, :4])
-        step = draft(ids[:, 4:], past_key_values=out.past_key_values).logits
+        step = draft(ids[:, 4:], past_key_values=cache_out(out)).logits
         assert_close(torch.cat([out.logits, step], 1), reference, **DRAFT_SHAPE)
         for _ in range(2):  # one token per call, as a decode loop runs; the second pass reuses cached rows
             cache, steps = None, []
             for i in range(ids.shape[1]):
                 one = draft(ids[:, i : i + 1], past_key_values=cache)
-                cache = one.past_key_values
+                cache = cache_out(one)
                 steps.append(one.logits)
             assert_close(torch.cat(steps, 1), reference, **DRAFT_SHAPE)
         assert set(draft.lean().rows) == set(ids[0].tolist())
@@ -108,7 +109,7 @@ def test_the_lean_inference_forward_matches_the_training_forward(target: LlamaFo
         tree = draft(ids[:, :4])
         mask = torch.ones(1, 1, 2, 6, dtype=torch.bool)
         mask[0, 0, 0, 5] = mask[0, 0, 1, 4] = False
-        siblings = draft(torch.tensor([[11, 3]]), past_key_values=tree.past_key_values, attention_mask=mask,
+        siblings = draft(torch.tensor([[11, 3]]), past_key_values=cache_out(tree), attention_mask=mask,
                          position_ids=torch.tensor([[4, 4]])).logits
     alone = draft(torch.tensor([[5, 9, 2, 7, 3]]), use_cache=False).logits
     assert_close(siblings[0, 0], reference[0, 4], **DRAFT_SHAPE)

@@ -25,7 +25,7 @@ from specsched.runtime.backends.backend import ChainPlan, DraftedChain
 from specsched.runtime.core.device import device_chains
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
-from specsched.runtime.models.growing_cache import GrowingCache
+from specsched.runtime.models.growing_cache import GrowingCache, cache_out
 
 
 def wanted(cuda: bool) -> bool:
@@ -49,9 +49,9 @@ def draft_chain(model, cache, tokens: Sequence[int], plan: ChainPlan) -> Drafted
         drawn, qs, confs, known = [], [], [], []  # known: the drafted ids on the host (the guide reads them)
         points = []  # whether each token is the guide's, drawn from δ
         for i in range(plan.k):
-            out = model.model(input_ids=ids, position_ids=read, past_key_values=past, use_cache=True,
+            out = model.model(input_ids=ids, position_ids=read, use_cache=True, **model.with_cache(past),
                               **model.keep_last(1))
-            past = out.past_key_values
+            past = cache_out(out)
             logits = out.logits[0, -1]
             hint = plan.guide(known) if plan.guide is not None else None
             x, q = _choose(place, logits, plan.params, None if uniforms is None else uniforms[i], hint)

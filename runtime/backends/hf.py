@@ -28,7 +28,7 @@ from specsched.runtime.backends.backend import (
 )
 from specsched.runtime.backends.placement import Placement
 from specsched.runtime.models.draft_model import DraftLM
-from specsched.runtime.models.growing_cache import GrowingCache
+from specsched.runtime.models.growing_cache import GrowingCache, cache_keyword, cache_out
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -68,6 +68,7 @@ class HFModel(LanguageModel):
         # transformers' causal LMs compute only the last n rows of logits when told (the distilled draft,
         # whose head is small, computes all; the rows wanted are cut out below either way)
         self._keeps_rows = "logits_to_keep" in inspect.signature(module.forward).parameters
+        self._cache_keyword = cache_keyword(module)
         if isinstance(module, DraftLM):  # it proposes, it never ends a text
             self.vocab_size, self.eos_token_id = int(module.cfg.target_vocab), None
             return
@@ -103,10 +104,14 @@ class HFModel(LanguageModel):
             ids = up(torch.tensor([list(tokens)], dtype=torch.long))
             positions = up(torch.arange(start, start + len(tokens)).unsqueeze(0))
             out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
-                             past_key_values=cache.past if cache.past is not None else GrowingCache(),
+                             **self.with_cache(cache.past if cache.past is not None else GrowingCache()),
                              **self.keep_last(len(tokens) - first_row))
-            cache.past = out.past_key_values
+            cache.past = cache_out(out)
             return self.placement.down(_last(out.logits[0], len(tokens) - first_row))
+
+    def with_cache(self, past: DynamicCache) -> dict:
+        """The model's argument for its KV cache (growing_cache.py: transformers renamed it)."""
+        return {self._cache_keyword: past}
 
     def keep_last(self, n: int) -> dict:
         """The model's argument for computing only the last n rows of logits (at least one: 0 means all)."""
@@ -172,11 +177,11 @@ class HFModel(LanguageModel):
             past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
                                past_len)
             out = self.model(input_ids=up(ids), attention_mask=up(allowed), position_ids=up(positions),
-                             past_key_values=past, use_cache=True, **self.keep_last(max(wanted)))
+                             use_cache=True, **self.with_cache(past), **self.keep_last(max(wanted)))
             for i, c in enumerate(caches):
                 keep = up(torch.tensor(columns[i], dtype=torch.long))
                 c.past = GrowingCache()
-                for li, layer in enumerate(out.past_key_values.layers):
+                for li, layer in enumerate(cache_out(out).layers):
                     c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
             logits = self.placement.down(out.logits)  # the whole batch's rows come down at once
         return [_last(logits[i], n) for i, n in enumerate(wanted)]

@@ -9,8 +9,8 @@ both small:
   stays lossless, because the residual max(0, p - q) gives those tokens back their full probability p.
 
 The module quacks like a transformers causal LM: forward(input_ids, past_key_values=..., use_cache=True)
-returns an object with full-vocabulary `.logits` [B, T, 49152] and `.past_key_values` (a DynamicCache;
-a GrowingCache unless the caller passes one).
+returns an object with full-vocabulary `.logits` [B, T, 49152] and the cache (a DynamicCache; a
+GrowingCache unless the caller passes one) in the field transformers names it (growing_cache.cache_out).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from specsched.runtime.models.draft_files import CONFIG_FILE, WEIGHTS_FILE
-from specsched.runtime.models.growing_cache import GrowingCache
+from specsched.runtime.models.growing_cache import CACHE_FIELD, GrowingCache, cache_keyword, cache_out
 from specsched.runtime.models.lean_forward import LeanDraft
 
 
@@ -111,12 +111,12 @@ class DraftLM(nn.Module):
         x = self.proj_in(self.embed(input_ids))
         out = self.core(
             inputs_embeds=x,
-            past_key_values=past_key_values,
             use_cache=use_cache,
             attention_mask=attention_mask,
             position_ids=position_ids,
+            **{cache_keyword(self.core): past_key_values},
         )
-        return self.head(out.last_hidden_state), out.past_key_values
+        return self.head(out.last_hidden_state), cache_out(out)
 
     def forward(
         self,
@@ -142,7 +142,7 @@ class DraftLM(nn.Module):
             )
         full = small.new_full((*small.shape[:-1], self.cfg.target_vocab), float("-inf"))
         full.scatter_(-1, self.vocab_ids.expand_as(small), small)  # 3x faster than full[..., ids] = small
-        return CausalLMOutputWithPast(logits=full, past_key_values=cache)
+        return CausalLMOutputWithPast(logits=full, **{CACHE_FIELD: cache})
 
     def lean(self) -> LeanDraft:
         """The inference forward over these weights (built once; `train()` drops it)."""

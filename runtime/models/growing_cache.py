@@ -8,14 +8,34 @@ so appending T tokens writes T rows. Everything else keeps DynamicLayer's meanin
 - `crop` slices the view: the rows past it are stale and the next `update` overwrites them;
 - code that replaces `keys`/`values` with new tensors (rollback by `index_select`, beam reordering) is
   detected (the view no longer starts the buffer) and the next `update` copies them into a fresh buffer.
+
+How a model is handed its cache is said here too, once: transformers 5 calls it `cache`, in a forward's
+arguments and in its output; `past_key_values`, the name before, warns and goes in transformers 5.40, and
+4.56-4.57 know only that one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 MIN_CAPACITY = 256
+# the field a model output holds its cache in, for the installed transformers
+CACHE_FIELD = next(f.name for f in dataclasses.fields(CausalLMOutputWithPast) if f.name in ("cache", "past_key_values"))
+
+
+def cache_keyword(module: torch.nn.Module) -> str:
+    """The keyword `module`'s forward takes its cache by (read once per model: a signature costs microseconds)."""
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
+def cache_out(output) -> DynamicCache | None:
+    """The cache a forward returned."""
+    return getattr(output, CACHE_FIELD)
 
 
 class GrowingLayer(DynamicLayer):

@@ -8,7 +8,7 @@ import time
 import torch
 from transformers.cache_utils import DynamicCache
 
-from specsched.runtime.models.growing_cache import GrowingCache
+from specsched.runtime.models.growing_cache import GrowingCache, cache_keyword
 
 
 def crop_to(cache: DynamicCache, keep: int) -> None:
@@ -30,15 +30,16 @@ def forward_costs(target, draft, *, context: int = 128, rounds: int = 40, k: int
         raise ValueError("k must be >= 1")
     vocab = min(target.config.vocab_size, draft.config.vocab_size)
     caches = {}
+    keyword = {"target": cache_keyword(target), "draft": cache_keyword(draft)}
     for name, model in (("target", target), ("draft", draft)):
         caches[name] = GrowingCache()  # what the runtime's workers use
-        model(torch.arange(context)[None] % vocab, past_key_values=caches[name], use_cache=True)
+        model(torch.arange(context)[None] % vocab, use_cache=True, **{keyword[name]: caches[name]})
     times: dict[str, list[float]] = {"target": [], "draft": []}
     for r in range(rounds + 2):  # the first 2 rounds warm up
         for name, model, calls in (("target", target, 1), ("draft", draft, k)):
             for j in range(calls):
                 t0 = time.perf_counter()
-                model(torch.tensor([[(r * 7 + j + 3) % vocab]]), past_key_values=caches[name], use_cache=True)
+                model(torch.tensor([[(r * 7 + j + 3) % vocab]]), use_cache=True, **{keyword[name]: caches[name]})
                 if r >= 2:
                     times[name].append(time.perf_counter() - t0)
                 crop_to(caches[name], context)
