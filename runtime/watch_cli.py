@@ -44,7 +44,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         console.print(Dashboard(monitor.snapshot(collected, ReplayClock(trace).end, final=True)))
     else:
         clock = ReplayClock(trace, args.speed)
-        view_cls = LiveView if console.is_terminal else ProgressLines
+        view_cls = LiveView if console.is_interactive else ProgressLines  # as choose_view
         with view_cls(monitor, console, clock=clock) as view:
             replay(trace, view.update, clock)
     code = finish(record, console, texts=False)

@@ -24,10 +24,13 @@ EVENTS = [Event(1, "verifier", -1, "verify", 2.0, 3.0, 0), Event(2, "draft", 0, 
 PROGRESS = re.compile(r"^\[ +\d+\.\d s\] tokens \d+/\d+ · [\d.]+ tok/s · α ")
 
 
-def test_the_terminal_decides_the_view():
+def test_the_terminal_decides_the_view(monkeypatch):
     monitor = Monitor(CONFIG)
     assert isinstance(choose_view(Console(file=io.StringIO(), force_terminal=True), monitor), LiveView)
     assert isinstance(choose_view(Console(file=io.StringIO(), force_terminal=False), monitor), ProgressLines)
+    # a terminal that cannot redraw in place (TERM=dumb) would see the live view only once the run ended
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(choose_view(Console(file=io.StringIO(), force_terminal=True), monitor), ProgressLines)
     assert choose_view(Console(file=io.StringIO(), force_terminal=True), monitor, enabled=False) is None
 
 

@@ -155,11 +155,15 @@ def progress_line(s: Snapshot) -> str:
 
 def choose_view(console: Console, monitor: Monitor, *, enabled: bool = True,
                 clock: Callable[[], float] = time.monotonic, transient: bool = False) -> _View | None:
-    """The live view on a terminal, progress lines otherwise, nothing with ``enabled=False``.
-    ``transient``: the caller prints its own summary of the run, so neither view leaves a final one."""
+    """The live view on a terminal that redraws in place, progress lines otherwise, nothing with
+    ``enabled=False``. ``transient``: the caller prints its own summary of the run, so neither view leaves a
+    final one."""
     if not enabled:
         return None
-    if console.is_terminal:
+    # is_interactive, not is_terminal: Rich's Live shows a dumb terminal (TERM=dumb: Emacs' shell, some CI
+    # consoles) only the final frame, so the live view there would be silent for the whole run; and
+    # TTY_INTERACTIVE=0 is how a user asks Rich for no animation (a log coloured through FORCE_COLOR)
+    if console.is_interactive:
         return LiveView(monitor, console, clock=clock, transient=transient)
     return ProgressLines(monitor, console, clock=clock, final=not transient)
 
