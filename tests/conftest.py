@@ -13,6 +13,7 @@
   Tests marked ``slow`` load the real models (several minutes there) and the first may fetch and
   convert the target, so they get ``SLOW_FACTOR`` times as long.
   ``SPECSCHED_TEST_HANG_LIMIT_S`` sets another limit (seconds), e.g. to see the guard work.
+* The terminal settings of whoever runs the suite do not reach the tests (``plain_terminal``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,24 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+# Rich reads these in every Console, the tests' own and the CLI's in the runs they start: FORCE_COLOR or
+# TTY_COMPATIBLE=1 turn a pipe into a terminal (escape codes in output that tests parse), TERM=dumb or
+# TTY_INTERACTIVE=0 a forced terminal into one that cannot redraw, COLUMNS/LINES set the size of a console
+# given none. A test that wants one of them sets it itself.
+TERMINAL_SETTINGS = ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "TERM", "COLORTERM",
+                     "COLUMNS", "LINES")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def plain_terminal():
+    """Each test sees the same terminal settings whatever the shell or CI running the suite exports (CI
+    systems set TERM=dumb or FORCE_COLOR=1): none of TERMINAL_SETTINGS."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in TERMINAL_SETTINGS:
+            mp.delenv(name, raising=False)
+        yield
 
 
 def pytest_configure(config):
