@@ -118,7 +118,7 @@ def print_comparison(records: list[RunRecord], console: Console, *,
         for r in records:
             path = out / f"gantt-{re.sub(r'[^A-Za-z0-9_.-]+', '_', r.config.policy)}.svg"
             path.write_text(chart_svg(r.config, r.collected, title=f"specsched · policy {r.config.policy}"))
-            console.print(Text(f"wrote {path}", style="dim"))
+            console.print(Text(f"wrote {path}", style="dim"), soft_wrap=True)  # a path stays on one line
     failed = [r for r in records if r.status != "ok"]
     if failed:
         names = ", ".join(r.config.policy for r in failed)

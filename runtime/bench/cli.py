@@ -170,8 +170,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
             path = out / "branches_sweep.svg"
             path.write_text(plot.branches_sweep(record.sweep))
             written.append(str(path))
-    for path in written:
-        console.print(f"wrote {path}", style="dim", highlight=False)
+    for path in written:  # soft_wrap: a path stays on one line to copy, however deep and the console narrow
+        console.print(f"wrote {path}", style="dim", highlight=False, markup=False, soft_wrap=True)
     if record.stopped_by:
         from specsched.runtime.engine.stopping import REASONS
         from specsched.runtime.exits import fail, stopped_status
