@@ -85,6 +85,15 @@ def test_a_policy_that_raises_or_returns_something_else_is_a_policy_failure_nami
     assert len(q) == 2  # nothing was taken out of the queue
 
 
+# SIGALRM's handler before any deadline: SIG_DFL, or SIG_IGN where the suite inherited it ignored (as it does
+# `trap '' ALRM`); a deadline puts back whatever was there
+ALARM_BEFORE = signal.getsignal(signal.SIGALRM)
+
+
+def assert_no_alarm_left() -> None:
+    assert signal.getsignal(signal.SIGALRM) is ALARM_BEFORE and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
 def _forever(ready_drafts):
     while True:   # a plug-in's loop that never returns
         pass
@@ -99,7 +108,7 @@ def test_a_pick_that_does_not_return_within_the_policy_timeout_is_stopped_and_na
     with pytest.raises(PolicyFailure, match=r"'bad-policy': pick did not return within 0.2 s \(--policy-timeout\)"):
         q.pick()
     assert time.monotonic() - started < 30 and len(q) == 2
-    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert_no_alarm_left()
     q.policy.answer = lambda r: r[1]   # the queue goes on with a policy that answers
     assert [e.draft.worker for e in q.pick()] == [1]
 
@@ -152,7 +161,7 @@ def test_a_policy_module_whose_import_does_not_return_is_stopped_in_one_line(tmp
                                           r"\(--policy-timeout\), so it was stopped$"):
         load_policy(spec, 0.3)
     assert time.monotonic() - started < 30
-    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert_no_alarm_left()
     out = specsched("run", "--backend", "sim", "--prompt", "x", "--policy", spec, "--policy-timeout", "0.5",
                     timeout=120)
     assert_one_error_line(out, 2, "its import did not return within 0.5 s (--policy-timeout)")
@@ -199,7 +208,7 @@ def test_a_deadline_keeps_an_enclosing_timer_and_a_nested_one_keeps_the_outer_de
                 pass
             time.sleep(30)
     assert time.monotonic() - started < 20
-    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert_no_alarm_left()
 
 
 def test_a_batching_policy_may_pick_several_drafts_up_to_max_batch():
