@@ -25,7 +25,7 @@ from specsched.runtime.flags import add_run_flags, config_from_args, max_batch, 
 from specsched.runtime.help_text import DefaultsHelp
 from specsched.runtime.output_paths import check_outputs
 from specsched.runtime.remote_cli import JOIN_TIMEOUT_S, check_remote_workers
-from specsched.runtime.view.console import make_console
+from specsched.runtime.view.console import make_console, replace_what_the_output_cannot_encode
 from specsched.runtime.workload_cli import add_workload_flags, wants_workload
 
 ABOUT = """Speculative decoding, scheduled the way an operating system schedules processes: draft-worker
@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> NoReturn:
     """The `specsched` command: main(), then a quick exit (exits.exit_now)."""
+    replace_what_the_output_cannot_encode()
     exit_now(main())
 
 

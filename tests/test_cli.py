@@ -97,6 +97,18 @@ def test_a_piped_summary_keeps_every_table_row_on_one_line():
     assert "verifications" in result.stdout and "longest wait" in result.stdout  # headers not cut either
 
 
+
+def test_a_locale_that_is_not_utf_8_gets_the_output_not_a_traceback():
+    # an ASCII locale (LANG=C without Python's UTF-8 mode): the · α │ of the output had ended a run, and
+    # --help, in UnicodeEncodeError; they print as '?'
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "LANG", "LC_CTYPE")}
+    env.update(LC_ALL="C", PYTHONUTF8="0")
+    for args in (["run", "--prompt", words(VOCAB, PROMPTS[0]), "--max-new-tokens", "6", *FAST_FLAGS], ["--help"]):
+        result = subprocess.run([sys.executable, "-m", "specsched", *args], capture_output=True, env=env,
+                                timeout=120, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
+        assert result.stdout.isascii() and (b"tokens/s" in result.stdout or b"usage:" in result.stdout)
+
 def test_quiet_prints_only_the_summary(tmp_path):
     result = run_cli("--prompt", words(VOCAB, PROMPTS[0]), "--workers", "1", "--max-new-tokens", "6", "--quiet",
                      *FAST_FLAGS)

@@ -22,6 +22,16 @@ def make_console(**kwargs) -> Console:
     return Console(**kwargs)
 
 
+def replace_what_the_output_cannot_encode() -> None:
+    """Under a locale whose encoding is not UTF-8 (an ISO-8859-1 one, or LANG=C with PYTHONUTF8=0) the
+    program's · α │ would end a run in UnicodeEncodeError, even ``--help``: there each such character is
+    written as '?' instead."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "")
+        if encoding not in ("utf8", "utf8sig") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def _is_tty(stream) -> bool:
     try:
         return stream.isatty()
