@@ -97,7 +97,6 @@ def test_a_piped_summary_keeps_every_table_row_on_one_line():
     assert "verifications" in result.stdout and "longest wait" in result.stdout  # headers not cut either
 
 
-
 def test_a_locale_that_is_not_utf_8_gets_the_output_not_a_traceback():
     # an ASCII locale (LANG=C without Python's UTF-8 mode): the · α │ of the output had ended a run, and
     # --help, in UnicodeEncodeError; they print as '?'
@@ -108,6 +107,7 @@ def test_a_locale_that_is_not_utf_8_gets_the_output_not_a_traceback():
                                 timeout=120, stdin=subprocess.DEVNULL)
         assert result.returncode == 0 and b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
         assert result.stdout.isascii() and (b"tokens/s" in result.stdout or b"usage:" in result.stdout)
+
 
 def test_quiet_prints_only_the_summary(tmp_path):
     result = run_cli("--prompt", words(VOCAB, PROMPTS[0]), "--workers", "1", "--max-new-tokens", "6", "--quiet",
