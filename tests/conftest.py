@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from specsched.scheduler.cores import usable_cores
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HANG_LIMIT_S = float(os.environ.get("SPECSCHED_TEST_HANG_LIMIT_S") or 600)
@@ -70,6 +72,15 @@ def plain_terminal():
         yield
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one test process per CPU this process may run on. xdist counts the host's physical cores,
+    so in a container pinned to 2 cores of a 64-core host it would start 32 test processes, each starting
+    process trees, on 2 cores. PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    return usable_cores()
+
+
 def pytest_configure(config):
     """Under pytest-xdist (`-n auto`, pyproject.toml) each test process gets its share of the CPUs for torch
     work in the process itself (a test that trains, or runs a model in-process) and in the processes it
@@ -78,7 +89,7 @@ def pytest_configure(config):
     The runtime's own children are unaffected: the engine sets each child's threads itself."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     if workers > 1:
-        share = max(1, len(os.sched_getaffinity(0)) // workers)
+        share = max(1, usable_cores() // workers)
         os.environ.setdefault("OMP_NUM_THREADS", str(share))
         try:
             import torch
