@@ -9,9 +9,9 @@ so appending T tokens writes T rows. Everything else keeps DynamicLayer's meanin
 - code that replaces `keys`/`values` with new tensors (rollback by `index_select`, beam reordering) is
   detected (the view no longer starts the buffer) and the next `update` copies them into a fresh buffer.
 
-How a model is handed its cache is said here too, once: transformers 5 calls it `cache`, in a forward's
-arguments and in its output; `past_key_values`, the name before, warns and goes in transformers 5.40, and
-4.56-4.57 know only that one.
+How a model is handed its cache is said here too, once: transformers calls it `cache` since 5.24, in a
+forward's arguments and in its output; `past_key_values`, the name before, warns there and goes in 5.40,
+and the releases before 5.24 know only that one.
 """
 
 from __future__ import annotations
