@@ -80,7 +80,7 @@ def test_a_cache_filled_in_inference_mode_keeps_working_outside_it():
 
 
 def test_the_runtime_hands_transformers_its_cache_by_the_name_it_keeps():
-    """transformers 5 renamed a forward's `past_key_values` to `cache` and drops the old name in 5.40: the
+    """transformers 5.24 renamed a forward's `past_key_values` to `cache` and drops the old name in 5.40: the
     runtime's forwards (one continuation, a batch, a drafted chain) must not lean on the old one."""
     model = HFModel.of(tiny_llama())
     with warnings.catch_warnings():
@@ -89,4 +89,4 @@ def test_the_runtime_hands_transformers_its_cache_by_the_name_it_keeps():
         model.forward(cache, [1, 2, 3])
         model.forward_batch([cache, model.new_cache()], [[4], [5, 6]])
         model.draft_chain(cache, [7], ChainPlan(k=2, params=SamplingParams()))
-    assert len(cache) == 6
+    assert len(cache) == 6  # 3, then 1, then the chain's pending token and the 1 of its 2 drafted it reads
