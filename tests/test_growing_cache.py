@@ -89,4 +89,4 @@ def test_the_runtime_hands_transformers_its_cache_by_the_name_it_keeps():
         model.forward(cache, [1, 2, 3])
         model.forward_batch([cache, model.new_cache()], [[4], [5, 6]])
         model.draft_chain(cache, [7], ChainPlan(k=2, params=SamplingParams()))
-    assert len(cache) == 6  # 3, then 1, then the chain's pending token and the 1 of its 2 drafted it reads
+    assert len(cache) == 6  # 3, 1, then the chain reads its pending token and the first of the 2 it drafts
