@@ -72,6 +72,7 @@ def plain_terminal():
         yield
 
 
+@pytest.hookimpl(optionalhook=True)  # optional: the wheel's check (.ci/run) runs pytest without xdist
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one test process per CPU this process may run on. xdist counts the host's physical cores,
     so in a container pinned to 2 cores of a 64-core host it would start 32 test processes, each starting
