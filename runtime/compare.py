@@ -21,6 +21,7 @@ from specsched.runtime.app import RunRecord, run
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.export import chart_svg
+from specsched.runtime.view.console import print_wrote
 from specsched.runtime.view.gantt import Gantt, legend
 from specsched.runtime.view.monitor import Monitor
 
@@ -118,7 +119,7 @@ def print_comparison(records: list[RunRecord], console: Console, *,
         for r in records:
             path = out / f"gantt-{re.sub(r'[^A-Za-z0-9_.-]+', '_', r.config.policy)}.svg"
             path.write_text(chart_svg(r.config, r.collected, title=f"specsched · policy {r.config.policy}"))
-            console.print(Text(f"wrote {path}", style="dim"), soft_wrap=True)  # a path stays on one line
+            print_wrote(console, f"wrote {path}", style="dim")
     failed = [r for r in records if r.status != "ok"]
     if failed:
         names = ", ".join(r.config.policy for r in failed)

@@ -10,6 +10,7 @@ from rich.console import Console
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.exits import EXIT_FAILED, finish
 from specsched.runtime.provenance import summary as provenance_summary
+from specsched.runtime.view.console import print_wrote
 
 
 def add_watch_parsers(sub) -> None:
@@ -77,16 +78,14 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     console.print(provenance_summary(data.get("provenance")), markup=False, highlight=False)
     if args.chrome:
         write_chrome(data, events, args.chrome)
-        # soft_wrap: each path stays on one line to copy, however deep and the console narrow
-        console.print(f"wrote {args.chrome} (open it in https://ui.perfetto.dev or chrome://tracing)",
-                      highlight=False, markup=False, soft_wrap=True)
+        print_wrote(console, f"wrote {args.chrome} (open it in https://ui.perfetto.dev or chrome://tracing)")
     if args.svg:
         Path(args.svg).write_text(final_svg(data, events, width=args.width,
                                             title=f"specsched · policy {data['config'].get('policy')}"))
-        console.print(f"wrote {args.svg}", highlight=False, markup=False, soft_wrap=True)
+        print_wrote(console, f"wrote {args.svg}")
     if args.reliability:
         from specsched.runtime.bench.plot import reliability
 
         Path(args.reliability).write_text(reliability(data["calibration"]))
-        console.print(f"wrote {args.reliability}", highlight=False, markup=False, soft_wrap=True)
+        print_wrote(console, f"wrote {args.reliability}")
     return 0

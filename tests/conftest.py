@@ -76,10 +76,8 @@ def plain_terminal():
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one test process per CPU this process may run on. xdist counts the host's physical cores,
     so in a container pinned to 2 cores of a 64-core host it would start 32 test processes, each starting
-    process trees, on 2 cores. PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
-        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
-    return usable_cores()
+    process trees, on 2 cores. PYTEST_XDIST_AUTO_NUM_WORKERS, where set, is xdist's to read (None: its hook)."""
+    return None if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") else usable_cores()
 
 
 def pytest_configure(config):

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from specsched.runtime.core.config import BACKENDS, ConfigError, RunConfig
 from specsched.runtime.core.config_checks import MAX_THREADS
+from specsched.runtime.view.console import print_wrote
 
 # --smoke: the harness end to end on the sim backend in seconds (CI), not a speed measurement.
 SMOKE = {"backend": "sim", "workers": 3, "max_new_tokens": 16, "warmup": 1, "repeats": 1}
@@ -170,8 +171,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
             path = out / "branches_sweep.svg"
             path.write_text(plot.branches_sweep(record.sweep))
             written.append(str(path))
-    for path in written:  # soft_wrap: a path stays on one line to copy, however deep and the console narrow
-        console.print(f"wrote {path}", style="dim", highlight=False, markup=False, soft_wrap=True)
+    for path in written:
+        print_wrote(console, f"wrote {path}", style="dim")
     if record.stopped_by:
         from specsched.runtime.engine.stopping import REASONS
         from specsched.runtime.exits import fail, stopped_status

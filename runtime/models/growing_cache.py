@@ -17,6 +17,7 @@ and the releases before 5.24 know only that one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 
 import torch
@@ -29,8 +30,13 @@ CACHE_FIELD = next(f.name for f in dataclasses.fields(CausalLMOutputWithPast) if
 
 
 def cache_keyword(module: torch.nn.Module) -> str:
-    """The keyword `module`'s forward takes its cache by (read once per model: a signature costs microseconds)."""
-    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+    """The keyword `module`'s forward takes its cache by."""
+    return _cache_keyword(type(module))
+
+
+@functools.cache
+def _cache_keyword(cls: type) -> str:  # read once per class: a signature costs tens of microseconds a call
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def cache_out(output) -> DynamicCache | None:

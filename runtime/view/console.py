@@ -22,6 +22,12 @@ def make_console(**kwargs) -> Console:
     return Console(**kwargs)
 
 
+def print_wrote(console: Console, line: str, style: str | None = None) -> None:
+    """A line naming files just written ("wrote PATH ..."): the path stays on one line to copy, however deep
+    and the console narrow (soft_wrap), and a '[' in it is text, not markup."""
+    console.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
 def replace_what_the_output_cannot_encode() -> None:
     """Under a locale whose encoding is not UTF-8 (an ISO-8859-1 one, or LANG=C with PYTHONUTF8=0) the
     program's · α │ would end a run in UnicodeEncodeError, even ``--help``: there each such character is
