@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import socket
+import tempfile
 import types
+from pathlib import Path
 
 from rendering import render_text
 
@@ -52,18 +56,38 @@ def test_on_sim_the_device_row_names_no_device_flag():  # --device is refused th
 
 # -- MPS -----------------------------------------------------------------------------------------------
 
-def test_mps_is_seen_by_its_control_pipe_or_its_process(tmp_path, monkeypatch):
+def test_mps_is_seen_by_a_listener_on_its_control_pipe_or_by_its_process(monkeypatch):
     import psutil
 
-    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path))
-    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([]))
-    assert not mps_daemon_running()
-    (tmp_path / "control").touch()
-    assert mps_daemon_running()
-    (tmp_path / "control").unlink()
-    daemon = types.SimpleNamespace(info={"name": "nvidia-cuda-mps-control"})
-    monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([daemon]))
-    assert mps_daemon_running()
+    # a short directory: a UNIX socket's path must fit in 108 bytes, whatever TMPDIR is
+    pipes = Path(tempfile.mkdtemp(prefix="mps", dir="/tmp"))
+    try:
+        monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipes))
+        monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([]))
+        control = pipes / "control"
+        assert not mps_daemon_running()
+        control.touch()  # a plain file is no daemon
+        assert not mps_daemon_running()
+        control.unlink()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
+            daemon.bind(str(control))
+            daemon.listen()
+            assert mps_daemon_running()
+        assert control.exists() and not mps_daemon_running()  # the file a quit daemon leaves behind
+        control.unlink()
+        os.mkfifo(control)
+        assert not mps_daemon_running()  # a FIFO nobody reads
+        reader = os.open(control, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert mps_daemon_running()
+        finally:
+            os.close(reader)
+        assert not mps_daemon_running()
+        daemon = types.SimpleNamespace(info={"name": "nvidia-cuda-mps-control"})
+        monkeypatch.setattr(psutil, "process_iter", lambda attrs: iter([daemon]))
+        assert mps_daemon_running()
+    finally:
+        shutil.rmtree(pipes)
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")
     assert str(device_module.mps_control_pipe()) == "/tmp/nvidia-mps/control"
 

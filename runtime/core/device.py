@@ -100,13 +100,48 @@ def mps_control_pipe() -> Path:
 
 
 def mps_daemon_running() -> bool:
-    """True when NVIDIA's MPS control daemon runs: its control pipe exists, or a process of its name does.
-    Without it, kernels of different processes on one GPU time-slice; with it they run concurrently."""
-    if mps_control_pipe().exists():
-        return True
+    """True when NVIDIA's MPS control daemon runs: a process of its name is visible, or something listens on
+    its control pipe. Without it, kernels of different processes on one GPU time-slice; with it they run
+    concurrently.
+
+    The pipe alone is not enough: `echo quit | nvidia-cuda-mps-control` stops the daemon and leaves the file
+    behind (seen on the H100, 2026-11-27: runs after a quit were labelled "MPS on" while NVML still showed
+    each process's own SM use, which under MPS belongs to the server). A daemon outside this PID namespace
+    (a container sharing the host's pipe directory) is found by its pipe having a listener."""
     import psutil
 
     for proc in psutil.process_iter(["name"]):
         if proc.info.get("name") == "nvidia-cuda-mps-control":
             return True
+    return has_listener(mps_control_pipe())
+
+
+def has_listener(path: Path) -> bool:
+    """Whether a live process listens on `path`: a UNIX socket accepts a connection (a stale one refuses),
+    a FIFO has a reader (opening it to write without blocking fails with ENXIO when none has it open).
+    Anything else, or nothing, is no listener. Nothing is written either way."""
+    import socket
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    if stat.S_ISSOCK(mode):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            try:
+                sock.connect(str(path))
+            except TimeoutError:
+                return True  # a listener whose backlog is full is still a listener
+            except OSError:
+                return False
+            return True
+    if stat.S_ISFIFO(mode):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
     return False
