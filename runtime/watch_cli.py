@@ -33,7 +33,7 @@ def add_watch_parsers(sub) -> None:
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from specsched.runtime.trace import ReplayClock, load_trace, replay
     from specsched.runtime.view.dashboard import Dashboard
-    from specsched.runtime.view.live import LiveView, ProgressLines
+    from specsched.runtime.view.live import choose_view
     from specsched.runtime.view.monitor import Monitor
     from specsched.runtime.view.usage import RecordedUsage
 
@@ -45,8 +45,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         console.print(Dashboard(monitor.snapshot(collected, ReplayClock(trace).end, final=True)))
     else:
         clock = ReplayClock(trace, args.speed)
-        view_cls = LiveView if console.is_interactive else ProgressLines  # as choose_view
-        with view_cls(monitor, console, clock=clock) as view:
+        with choose_view(console, monitor, clock=clock) as view:
             replay(trace, view.update, clock)
     code = finish(record, console, texts=False)
     console.print(provenance_summary(record.provenance), markup=False, highlight=False)
