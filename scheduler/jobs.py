@@ -36,6 +36,8 @@ class SequenceState:
     epoch: int = 0               # restarts of its worker it has resumed after (scheduler/resume.py)
     seed: int = 0                # the job's seed and the stream's purpose, for draws()
     purpose: str = "verify"
+    held: int = -1               # feature rows its drafter holds, as its last draft said (-1: it reads none)
+    features: np.ndarray | None = None  # float16 [cache entries, d]: the target's features (features.py)
 
     @property
     def context(self) -> list[int]:

@@ -26,6 +26,7 @@ from specsched.runtime.core.transport import Telemetry
 from specsched.scheduler.beam_rounds import BeamRounds
 from specsched.scheduler.beam_steps import BeamSteps
 from specsched.scheduler.cores import Cores
+from specsched.scheduler.features import attach, keep_features, wanted
 from specsched.scheduler.job_book import JobBook
 from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, count_traffic, running_mean
 from specsched.scheduler.layout import lane_predictions, lay_out, settle
@@ -135,6 +136,9 @@ class Verifier(JobBook, BeamSteps):
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q, e.draft.lanes) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
                     else DraftQ.of([], self.target.vocab_size), 0) for st in states[len(entries):]]
+        for e in entries:
+            self.seqs[e.draft.seq].held = e.draft.held
+        self.target.want_features = wanted(states)
         before = self.target.traffic.copy()  # the rollback of each cache (lay_out) counts too
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
                    for st, (tokens, parents, _, _) in zip(states, drafts)]
@@ -146,6 +150,7 @@ class Verifier(JobBook, BeamSteps):
             logits = self.target.forward_batch(caches, [x.tokens for x in layouts], [x.parents for x in layouts],
                                                [x.first_row for x in layouts])
         t1 = time.monotonic()
+        features = self.target.features if self.target.want_features else None
         count_traffic(self.target.traffic.since(before), [self.counters, *(self.jobs[j].counters for j in
                                                                            {st.job for st in states})])
         self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)
@@ -158,6 +163,7 @@ class Verifier(JobBook, BeamSteps):
             predictions = lane_predictions(layout, rows, len(tokens), n_lanes)
             outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws(),
                              n_lanes)
+            keep_features(self.target, st, layout, features[i] if features else None, outcome.path)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             for c in (self.counters, job.counters):
@@ -174,7 +180,7 @@ class Verifier(JobBook, BeamSteps):
                     c.aside_tokens += len(kept)
                 if st.done or rider.left <= 0:
                     del self.riders[rider.seq]
-                    replies.append(Reply(rider.release(st.done), rider.reply_to, rider.worker))
+                    replies.append(Reply(attach(rider.release(st.done), st), rider.reply_to, rider.worker))
                 continue
             e, d = entries[i], entries[i].draft
             st.rounds += 1
@@ -192,7 +198,7 @@ class Verifier(JobBook, BeamSteps):
             if aside:
                 self.riders[st.seq] = Rider(st.seq, e.reply_to, d.worker, verdict, aside)
             else:
-                replies.append(Reply(verdict, e.reply_to, d.worker))
+                replies.append(Reply(attach(verdict, st), e.reply_to, d.worker))
         self.counters.verifications += 1
         self.counters.batched_drafts += len(entries)
         for job_id in {st.job for st in states}:  # a forward shared by several jobs counts for each

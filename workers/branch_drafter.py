@@ -128,6 +128,12 @@ class BranchDrafter:
     def close(self) -> None:
         self.branches.close()
 
+    def features_held(self) -> int:
+        return -1  # no draft model: it reads no features
+
+    def take_features(self, start: int, rows) -> None:
+        pass
+
 
 class WithBranches:
     """Another drafter's tree plus the cache candidates and the lanes (`--drafter both`)."""
@@ -167,6 +173,12 @@ class WithBranches:
 
     def close(self) -> None:
         self.branches.close()
+
+    def features_held(self) -> int:
+        return self.inner.features_held()
+
+    def take_features(self, start: int, rows) -> None:
+        self.inner.take_features(start, rows)
 
 
 def branch_drafter(config: RunConfig, model_drafter: Callable[[], Drafter], prompt: list[int],

@@ -206,7 +206,7 @@ class DraftWorker:
                 sent = time.monotonic()
                 draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
                               sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch,
-                              lanes=proposal.lanes)
+                              lanes=proposal.lanes, held=drafter.features_held())
                 self.sock.send_multipart(draft.to_frames(), copy=False)
                 verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
                 if verdict.seq != seq or verdict.round != rnd:
@@ -215,6 +215,8 @@ class DraftWorker:
                 self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
                 self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
                 committed = verdict.tokens.tolist()
+                if verdict.features is not None:
+                    drafter.take_features(verdict.features_from, verdict.features)
                 drafter.observe(committed, verdict.path.tolist(), verdict.aside,
                                 None if verdict.predictions is None else verdict.predictions.tolist())
                 drafter.hear(CostCurve.from_list(verdict.cost), verdict.queue)

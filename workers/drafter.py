@@ -48,6 +48,18 @@ class Drafter(ABC):
     def close(self) -> None:
         """The sequence is done (or its worker stops): release what the drafter holds. Default: nothing."""
 
+    def ready(self) -> bool:
+        """Whether the model can draft after the context now (a feature draft waits for its features)."""
+        return self.model.can_draft(self.cache, self.context)
+
+    def features_held(self) -> int:
+        """The target's feature rows this drafter holds (the draft says it; -1: its model reads none)."""
+        return self.model.features_held(self.cache)
+
+    def take_features(self, start: int, rows) -> None:
+        """A verdict's feature rows, from prefix position `start` on."""
+        self.model.take_features(self.cache, start, rows)
+
     def hear(self, curve: CostCurve | None, queue_ahead: int) -> None:
         """What the verdict says of the verifier: its cost curve and its queue (cost-aware drafters use it)."""
         if curve is not None:
@@ -97,7 +109,7 @@ class TreeDrafter(Drafter):
             self.ngrams.extend(committed)
 
     def propose(self, budget: int) -> Proposal:
-        shape = self.k_config[:max(budget, 0)]
+        shape = self.k_config[:max(budget, 0)] if self.ready() else ()
         if shape and set(shape) == {1} and self.model.chains_on_device and not self.min_confidence:
             return self._chain_on_device(len(shape))
         tokens: list[int] = []

@@ -88,7 +88,7 @@ class PctDrafter(TreeDrafter):
         parents: list[int] = []
         qs: list[np.ndarray | None] = []
         confs: list[float] = []
-        if budget <= 0:
+        if budget <= 0 or not self.ready():
             self.base = len(self.cache)
             return self._proposal(tokens, parents, qs, confs)
         started = time.monotonic()

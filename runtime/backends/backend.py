@@ -57,10 +57,27 @@ class LanguageModel(ABC):
     device: str = "cpu"          # where its forwards run: "cpu" or "cuda:N"
     chains_on_device: bool = False  # draft_chain is implemented (and pays: the logits live off the host)
 
+    # A target whose forwards keep their features (the last hidden state, the LM head's input) for the feature
+    # draft: after a forward with `want_features` set, `features[i]` holds sequence i's rows [its new tokens, d].
+    want_features: bool = False
+    features: list[np.ndarray] | None = None
+
     @property
     def traffic(self) -> Traffic:
         """Host <-> device bytes of its forwards so far (placement.py); none on the CPU."""
         return Traffic()
+
+    # -- a draft that reads the target's features (backends/feature.py); other drafts need none --------
+    def features_held(self, cache: Cache) -> int:
+        """How many of the target's feature rows of the verified prefix this draft holds; -1: it reads none."""
+        return -1
+
+    def take_features(self, cache: Cache, start: int, rows: np.ndarray) -> None:
+        """A verdict's feature rows, from prefix position `start` on."""
+
+    def can_draft(self, cache: Cache, context: Sequence[int]) -> bool:
+        """Whether it can draft after `context` now (a feature draft waits for the context's features)."""
+        return True
 
     @abstractmethod
     def new_cache(self) -> Cache: ...

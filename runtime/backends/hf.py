@@ -103,11 +103,27 @@ class HFModel(LanguageModel):
         with self.placement.running():
             ids = up(torch.tensor([list(tokens)], dtype=torch.long))
             positions = up(torch.arange(start, start + len(tokens)).unsqueeze(0))
-            out = self.model(input_ids=ids, position_ids=positions, use_cache=True,
-                             **self.with_cache(cache.past if cache.past is not None else GrowingCache()),
-                             **self.keep_last(len(tokens) - first_row))
-            cache.past = cache_out(out)
-            return self.placement.down(_last(out.logits[0], len(tokens) - first_row))
+            past, logits, hidden = self._run(ids, positions, None,
+                                             cache.past if cache.past is not None else GrowingCache(),
+                                             len(tokens) - first_row)
+            cache.past = past
+            self.features = [self.placement.down(hidden[0])] if hidden is not None else None
+            return self.placement.down(_last(logits[0], len(tokens) - first_row))
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, past: DynamicCache,
+             rows: int) -> tuple[DynamicCache, torch.Tensor, torch.Tensor | None]:
+        """One forward: (the cache, logits of the last `rows` rows, the last hidden state of every row when
+        `want_features`, else None). For features the decoder and the LM head are called apart (a causal
+        LM's forward returns no hidden state without all of them, one per layer)."""
+        if not self.want_features:
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                             **self.with_cache(past), **self.keep_last(rows))
+            return cache_out(out), out.logits, None
+        decoder = self.model.get_decoder()
+        out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                      **{cache_keyword(decoder): past})
+        hidden = out.last_hidden_state
+        return cache_out(out), self.model.get_output_embeddings()(hidden[:, -max(rows, 1):]), hidden
 
     def with_cache(self, past: DynamicCache) -> dict:
         """The model's argument for its KV cache (growing_cache.py: transformers renamed it)."""
@@ -176,14 +192,18 @@ class HFModel(LanguageModel):
         with self.placement.running():
             past = self._stack([c.past for c in caches], [len(col) - len(t) for col, t in zip(columns, tokens)],
                                past_len)
-            out = self.model(input_ids=up(ids), attention_mask=up(allowed), position_ids=up(positions),
-                             use_cache=True, **self.with_cache(past), **self.keep_last(max(wanted)))
+            out_past, out_logits, hidden = self._run(up(ids), up(positions), up(allowed), past, max(wanted))
             for i, c in enumerate(caches):
                 keep = up(torch.tensor(columns[i], dtype=torch.long))
                 c.past = GrowingCache()
-                for li, layer in enumerate(cache_out(out).layers):
+                for li, layer in enumerate(out_past.layers):
                     c.past.update(layer.keys[i:i + 1, :, keep], layer.values[i:i + 1, :, keep], li)
-            logits = self.placement.down(out.logits)  # the whole batch's rows come down at once
+            logits = self.placement.down(out_logits)  # the whole batch's rows come down at once
+            if hidden is not None:
+                rows = self.placement.down(hidden)
+                self.features = [rows[i, new_len - len(t):] for i, t in enumerate(tokens)]
+            else:
+                self.features = None
         return [_last(logits[i], n) for i, n in enumerate(wanted)]
 
     def _stack(self, pasts: list[DynamicCache | None], lengths: list[int], past_len: int) -> DynamicCache:

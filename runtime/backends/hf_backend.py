@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 from specsched.runtime.backends.backend import Backend, Tokenizer
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.device import device_chains, refuse_absent_gpu
-from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft
+from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft, is_feature_draft
 
 if TYPE_CHECKING:
+    from specsched.runtime.backends.feature import FeatureModel
     from specsched.runtime.backends.hf import HFModel
     from specsched.runtime.backends.placement import Placement
 
@@ -85,7 +86,7 @@ class HFBackend(Backend):
     def vocabulary(self, role: str) -> dict:
         path = self.paths()[0 if role == "target" else 1]
         self.exists(role, path)
-        if is_distilled_draft(Path(path)):
+        if is_distilled_draft(Path(path)) or is_feature_draft(Path(path)):
             size = distilled_vocab(Path(path))
         else:
             try:
@@ -110,12 +111,16 @@ class HFBackend(Backend):
 
         return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
 
-    def draft(self) -> HFModel:
+    def draft(self) -> HFModel | FeatureModel:
         import torch
 
         from specsched.runtime.backends.hf import HFModel
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        if is_feature_draft(Path(self.paths()[1])):  # reads the target's features from the verdicts
+            from specsched.runtime.backends.feature import FeatureModel
+
+            return FeatureModel(self.paths()[1], self.paths()[0])
         return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
                        placement=self.placement())
 

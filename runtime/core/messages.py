@@ -29,6 +29,7 @@ class Draft:
     draft_s: float = 0.0            # seconds the worker spent drafting it
     epoch: int = 0                  # restarts of the worker before it drafted this (supervisor.py)
     lanes: int = 0                  # the last `lanes` tokens are branch lanes: read, not verified
+    held: int = -1                  # feature rows of the verified prefix the drafter holds; -1: it reads none
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -66,14 +67,14 @@ class Draft:
             arrays["conf"] = self.conf.astype(np.float32)
         return pack("draft", {"seq": self.seq, "worker": self.worker, "round": self.round,
                               "sent_at": self.sent_at, "draft_s": self.draft_s, "epoch": self.epoch,
-                              "lanes": self.lanes}, arrays)
+                              "lanes": self.lanes, "held": self.held}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> Draft:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["worker"]), int(f["round"]), a["tokens"], a["parents"], DraftQ.from_arrays(a),
                    a.get("prompt"), float(f.get("sent_at", 0.0)), a.get("conf"), float(f.get("draft_s", 0.0)),
-                   int(f.get("epoch", 0)), _count(f.get("lanes", 0)))
+                   int(f.get("epoch", 0)), _count(f.get("lanes", 0)), _held(f.get("held", -1)))
 
 
 @dataclass(slots=True)
@@ -91,25 +92,42 @@ class Verdict:
     aside: int = 0               # target-only rounds the verifier decoded this sequence alone before answering
     epoch: int = 0               # the draft's epoch, echoed: a worker ignores answers meant for a dead predecessor
     predictions: np.ndarray | None = None  # int32: the target's argmax after each branch-lane token of the draft
+    # float16 [r, d]: the target's features of prefix positions features_from.. (row i: its last hidden state
+    # after reading the sequence up to position features_from + i), for a draft that reads them (Draft.held)
+    features: np.ndarray | None = None
+    features_from: int = 0
+
+    def __post_init__(self) -> None:
+        if self.features is not None and (self.features.ndim != 2 or self.features_from < 0):
+            raise ValueError("verdict features must be [rows, width], from a position >= 0")
 
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
                                 "verify_end": self.verify_end, "cost": self.cost, "queue": self.queue,
-                                "aside": self.aside, "epoch": self.epoch},
+                                "aside": self.aside, "epoch": self.epoch, "features_from": self.features_from},
                     {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32),
-                     **({"predictions": self.predictions.astype(np.int32)} if self.predictions is not None else {})})
+                     **({"predictions": self.predictions.astype(np.int32)} if self.predictions is not None else {}),
+                     **({"features": self.features.astype(np.float16)} if self.features is not None else {})})
 
     @classmethod
     def from_message(cls, msg: Message) -> Verdict:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
                    bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
-                   int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)), a.get("predictions"))
+                   int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)), a.get("predictions"),
+                   a.get("features"), _count(f.get("features_from", 0)))
 
 
 def _count(value) -> int:
     """A count from a header: an int, never a float, a string or a bool that int() would accept."""
     if type(value) is not int:
         raise ProtocolError(f"expected a whole number, got {value!r}")
+    return value
+
+
+def _held(value) -> int:
+    """Draft.held from a header: a whole number, -1 or more."""
+    if type(value) is not int or value < -1:
+        raise ProtocolError(f"expected a whole number >= -1, got {value!r}")
     return value

@@ -63,7 +63,7 @@ KINDS = frozenset({
 })
 
 # Only plain numeric dtypes may travel: nothing that needs an object constructor.
-DTYPES = frozenset({"<i4", "<i8", "<f4", "<f8", "|u1", "|b1"})
+DTYPES = frozenset({"<i4", "<i8", "<f2", "<f4", "<f8", "|u1", "|b1"})
 
 
 class ProtocolError(ValueError):

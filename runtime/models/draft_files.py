@@ -12,6 +12,8 @@ from pathlib import Path
 
 CONFIG_FILE = "draft_config.json"
 WEIGHTS_FILE = "draft.safetensors"
+FEATURE_CONFIG = "feature_config.json"          # a feature draft (feature_draft.py)
+FEATURE_WEIGHTS = "feature_draft.safetensors"
 
 
 def is_distilled_draft(path: Path) -> bool:
@@ -19,6 +21,12 @@ def is_distilled_draft(path: Path) -> bool:
     return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / WEIGHTS_FILE).is_file()
 
 
+def is_feature_draft(path: Path) -> bool:
+    """A draft that reads the target's features (`save_feature_draft`)."""
+    return (Path(path) / FEATURE_CONFIG).is_file() and (Path(path) / FEATURE_WEIGHTS).is_file()
+
+
 def distilled_vocab(path: Path) -> int:
-    """The full vocabulary a distilled draft's logits span: its target's."""
-    return int(json.loads((Path(path) / CONFIG_FILE).read_text())["target_vocab"])
+    """The full vocabulary a distilled (or feature) draft's logits span: its target's."""
+    config = CONFIG_FILE if is_distilled_draft(path) else FEATURE_CONFIG
+    return int(json.loads((Path(path) / config).read_text())["target_vocab"])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specsched.runtime.models.cache import cache_root, cached_models, is_complete, model_dir
-from specsched.runtime.models.draft_files import is_distilled_draft
+from specsched.runtime.models.draft_files import is_distilled_draft, is_feature_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.pull import SMOLLM2, WheelSource
 
@@ -99,7 +99,7 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
     if name in PRESETS:
         name = str(PRESETS[name].draft_dir)
     path = Path(name).expanduser()
-    if path.is_dir() and (is_distilled_draft(path) or is_complete(path)):
+    if path.is_dir() and (is_distilled_draft(path) or is_feature_draft(path) or is_complete(path)):
         return path
     if is_complete(model_dir(name)):
         return model_dir(name)

@@ -1,0 +1,157 @@
+"""The feature draft (runtime/models/feature_draft.py) as a LanguageModel: what a draft worker runs.
+
+Its cache is the drafter's usual token tree, plus what a feature draft needs: the target's true features
+of the verified prefix (`truth`, from the verdicts) and, per entry, the feature it predicted (`outs`) and
+whether it read a true feature (`true_in`). The input feature of a new entry e whose parent is a:
+
+- a plain read (the committed context, `parents` None): f_a = truth[a], the target's own;
+- a drafted token (`parents` given, a tree level or a chain step): f̂_a = outs[a], the draft's prediction
+  (EAGLE's feedback), so an entry read that way is not a true one.
+
+`sync_to` therefore rolls back to the first entry that did not read a true feature, so what was accepted
+is read again with the target's features (one forward over the new verdict's tokens). Until the verdicts
+have brought the features of the whole context (a new sequence, a restarted worker) `can_draft` is
+False and the drafter proposes nothing: the verifier's answer to an empty draft carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from specsched.runtime.backends.backend import LanguageModel, common_prefix
+from specsched.runtime.backends.cache import Cache
+from specsched.runtime.models.feature_draft import FeatureDraft, load_feature_draft
+
+
+class FeatureCache(Cache):
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.kv: tuple[torch.Tensor, torch.Tensor] | None = None  # [1, kv heads, entries, head_dim] each
+        self.outs = torch.zeros((0, hidden))                      # f̂ of each entry
+        self.true_in: list[bool] = []
+        self.truth = torch.zeros((0, hidden))                     # f_0.. of the verified prefix
+
+
+class FeatureModel(LanguageModel):
+    def __init__(self, path: str | Path, target_dir: str | Path, *, threads: int | None = None) -> None:
+        self.draft: FeatureDraft = load_feature_draft(Path(path), Path(target_dir))
+        self._adopt()
+        if threads:
+            torch.set_num_threads(threads)
+
+    @classmethod
+    def of(cls, draft: FeatureDraft) -> FeatureModel:
+        """A feature draft already in memory (a test's, one being trained)."""
+        model = cls.__new__(cls)
+        model.draft = draft.eval()
+        model._adopt()
+        return model
+
+    def _adopt(self) -> None:
+        self.vocab_size = int(self.draft.cfg.target_vocab)
+        self.eos_token_id = None  # it proposes, it never ends a text
+        self.hidden = int(self.draft.cfg.hidden)
+
+    def set_threads(self, n: int) -> None:
+        if n > 0 and n != torch.get_num_threads():
+            torch.set_num_threads(n)
+
+    def new_cache(self) -> FeatureCache:
+        return FeatureCache(self.hidden)
+
+    # -- the features the verdicts bring ---------------------------------------------------------------
+    def features_held(self, cache: FeatureCache) -> int:
+        return len(cache.truth)
+
+    def take_features(self, cache: FeatureCache, start: int, rows: np.ndarray) -> None:
+        """Rows of the target's features from prefix position `start` on (earlier ones kept)."""
+        start = max(0, min(int(start), len(cache.truth)))
+        cache.truth = torch.cat((cache.truth[:start], torch.from_numpy(np.asarray(rows, np.float32))))
+        for e in range(start + 1, len(cache.true_in)):  # entries that read a feature now replaced
+            cache.true_in[e] = False
+
+    def can_draft(self, cache: FeatureCache, context: Sequence[int]) -> bool:
+        return len(cache.truth) >= len(context) - 1
+
+    # -- reading -----------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def forward(self, cache: FeatureCache, tokens: Sequence[int], parents: Sequence[int] | None = None, *,
+                first_row: int = 0) -> np.ndarray:
+        if not tokens:
+            return np.zeros((0, self.vocab_size), np.float32)
+        plain = parents is None
+        base = len(cache)
+        wanted = self._inputs(cache, base, list(tokens), None if plain else list(parents))
+        if wanted is None:  # a plain read past the known features: one entry at a time (each reads the last f̂)
+            rows = [self.forward(cache, [t]) for t in tokens]
+            return np.concatenate(rows)[first_row:]
+        inputs, true_in = wanted
+        cache.append(tokens, None if plain else parents)
+        tree = not plain or not cache.linear
+        mask = None
+        if tree:
+            allowed = torch.from_numpy(cache.visibility(base))          # [T, all entries]
+            mask = allowed[None, None]
+        positions = torch.tensor([cache.positions[base:]])
+        ids = torch.tensor([list(tokens)])
+        pred, cache.kv = self.draft.step(inputs[None], ids, positions, cache.kv, mask)
+        cache.outs = torch.cat((cache.outs, pred[0]))
+        cache.true_in += true_in
+        small = self.draft.logits(pred[0, first_row:])
+        full = torch.full((small.shape[0], self.vocab_size), float("-inf"))
+        full.scatter_(-1, self.draft.vocab_ids.expand_as(small), small)
+        return full.numpy()
+
+    def _inputs(self, cache: FeatureCache, base: int, tokens: list[int],
+                parents: list[int] | None) -> tuple[torch.Tensor, list[bool]] | None:
+        """The feature each new entry reads, and whether it is the target's; None when a plain read needs a
+        prediction made within the same call."""
+        rows, true_in = [], []
+        for j in range(len(tokens)):
+            a = (base + j - 1) if parents is None else int(parents[j])
+            if a < 0:
+                rows.append(torch.zeros(self.hidden))
+                true_in.append(True)
+            elif parents is None and a < len(cache.truth):
+                rows.append(cache.truth[a])
+                true_in.append(True)
+            elif a < base:
+                rows.append(cache.outs[a])
+                true_in.append(False)
+            else:
+                return None
+        return torch.stack(rows), true_in
+
+    def keep(self, cache: FeatureCache, indices: Sequence[int]) -> None:
+        indices = list(indices)
+        idx = torch.tensor(indices, dtype=torch.long)
+        if cache.kv is not None:
+            cache.kv = (cache.kv[0].index_select(2, idx), cache.kv[1].index_select(2, idx))
+        cache.outs = cache.outs.index_select(0, idx)
+        cache.true_in = [cache.true_in[i] for i in indices]
+        cache.select(indices)
+
+    def crop(self, cache: FeatureCache, length: int) -> None:
+        if length < len(cache):
+            if cache.kv is not None and cache.linear:
+                cache.kv = (cache.kv[0][:, :, :length], cache.kv[1][:, :, :length])
+                cache.outs, cache.true_in = cache.outs[:length], cache.true_in[:length]
+                cache.select(range(length))
+                return
+            self.keep(cache, range(length))
+
+    def sync_to(self, cache: FeatureCache, committed: Sequence[int]) -> list[int]:
+        """As LanguageModel.sync_to, but an entry that read a predicted feature is read again."""
+        if not cache.linear:
+            raise RuntimeError("sync_to needs a plain-sequence cache: collapse the tree with keep() first")
+        keep = common_prefix(cache.tokens, committed)
+        if False in cache.true_in[:keep]:
+            keep = cache.true_in.index(False)
+        if keep == len(committed):
+            keep -= 1
+        self.crop(cache, keep)
+        return list(committed[keep:])

@@ -1,0 +1,190 @@
+"""The feature draft: one decoder layer at the target's width that reads the target's own features
+(EAGLE, Li et al. 2024, arXiv:2401.15077), with the restricted output vocabulary of the distilled draft.
+
+Entry e of a sequence reads the pair (g_e, t_e): the token t_e and the target's feature of the position
+before it, g_e = f_{e-1} (zeros for e = 0), where f_i is the target's last hidden state after reading
+t_0..t_i (the input of its LM head). It predicts f̂_e ≈ f_e, and so the next token:
+
+    x_e   = W_fc [g_e ; E(t_e)]                (a linear layer, 2d -> d; E: the target's embeddings)
+    h_e   = DecoderLayer(x_0..x_e)             (one Llama layer at width d, causal, RoPE at position e)
+    f̂_e   = RMSNorm(h_e) · w                   (w starts as the target's final-norm weight)
+    q_e   = softmax(f̂_e · W_lm[V']ᵀ)            (the target's own LM-head rows, on the draft vocabulary V')
+
+Drafting k tokens feeds f̂ back as the next entry's g. Logits outside V' are -inf, so q(v) = 0 there, and
+speculative sampling stays lossless (the residual max(0, p - q) returns their full mass p). Embeddings and
+LM-head rows are the target's, read from its directory and not shipped; the file holds fc, the layer, the
+output norm and the ids of V'.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from specsched.runtime.models.draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
+
+
+@dataclass(slots=True)
+class FeatureDraftConfig:
+    hidden: int = 576          # the target's width: features, embeddings and LM-head rows all have it
+    heads: int = 9
+    kv_heads: int = 3
+    head_dim: int = 64
+    intermediate: int = 1536
+    draft_vocab: int = 4096
+    target_vocab: int = 49152
+    rope_theta: float = 100000.0
+    rms_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.heads % self.kv_heads:
+            raise ValueError("heads must be a multiple of kv_heads")
+        if not 0 < self.draft_vocab <= self.target_vocab:
+            raise ValueError("draft_vocab must be in (0, target_vocab]")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding, halves convention (Llama's): x·cos + rotate_half(x)·sin."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class FeatureDraft(nn.Module):
+    def __init__(self, cfg: FeatureDraftConfig, embeddings: torch.Tensor, lm_rows: torch.Tensor,
+                 vocab_ids: torch.Tensor) -> None:
+        super().__init__()
+        d, hd = cfg.hidden, cfg.head_dim
+        self.cfg = cfg
+        self.register_buffer("embed", embeddings.float(), persistent=False)    # [target_vocab, d], frozen
+        self.register_buffer("lm_rows", lm_rows.float(), persistent=False)     # [draft_vocab, d], frozen
+        self.register_buffer("vocab_ids", vocab_ids.long(), persistent=False)  # [draft_vocab]
+        self.fc = nn.Linear(2 * d, d, bias=True)
+        self.attn_norm = RMSNorm(d, cfg.rms_norm_eps)
+        self.qkv = nn.Linear(d, (cfg.heads + 2 * cfg.kv_heads) * hd, bias=False)
+        self.o = nn.Linear(cfg.heads * hd, d, bias=False)
+        self.mlp_norm = RMSNorm(d, cfg.rms_norm_eps)
+        self.gate_up = nn.Linear(d, 2 * cfg.intermediate, bias=False)
+        self.down = nn.Linear(cfg.intermediate, d, bias=False)
+        self.out_norm = RMSNorm(d, cfg.rms_norm_eps)
+        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2).float() / hd)
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    # -- the layer -----------------------------------------------------------------------------------
+    def layer(self, x: torch.Tensor, positions: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None,
+              mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """x [B, T, d] at `positions` [B, T]; `past` (keys, values) [B, kv, L, hd]; `mask` [B, 1, T, L + T]
+        bool (True: may attend) or None for causal over the new tokens (after all of `past`)."""
+        c = self.cfg
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.attn_norm(x)).split([c.heads * c.head_dim, c.kv_heads * c.head_dim,
+                                                     c.kv_heads * c.head_dim], dim=-1)
+        q = q.view(b, t, c.heads, c.head_dim).transpose(1, 2)
+        k = k.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+        v = v.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+        angle = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, hd/2]
+        cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        if past is not None:
+            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
+        causal = mask is None and past is None and t > 1
+        if mask is None and past is not None and t > 1:  # new tokens after a cache: causal among themselves
+            n = k.shape[2]
+            mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
+        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
+        x = x + self.down(F.silu(gate) * up)
+        return x, (k, v)
+
+    def step(self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
+             past: tuple[torch.Tensor, torch.Tensor] | None = None, mask: torch.Tensor | None = None):
+        """Predicted features f̂ [B, T, d] for entries (g = `features`, t = `tokens`), and the new cache."""
+        x = self.fc(torch.cat((features, self.embed[tokens]), dim=-1))
+        h, kv = self.layer(x, positions, past, mask)
+        return self.out_norm(h), kv
+
+    def logits(self, predicted: torch.Tensor) -> torch.Tensor:
+        """Logits over the draft vocabulary V' [..., draft_vocab] from predicted features."""
+        return predicted @ self.lm_rows.T
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        state = {k: v for k, v in self.state_dict().items()}
+        state["vocab_ids"] = self.vocab_ids
+        return state
+
+
+def shifted(feats: torch.Tensor) -> torch.Tensor:
+    """g_e = f_{e-1}, g_0 = 0: the features each entry reads, from the target's features [B, T, d]."""
+    return torch.cat((torch.zeros_like(feats[:, :1]), feats[:, :-1]), dim=1)
+
+
+def target_parts(target_dir: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The target's token embeddings, LM head (the embeddings when tied) and final-norm weight."""
+    tensors: dict[str, torch.Tensor] = {}
+    for file in sorted(Path(target_dir).glob("*.safetensors")):
+        tensors.update(load_file(str(file)))
+    embed = tensors["model.embed_tokens.weight"].float()
+    head = tensors.get("lm_head.weight", embed).float()
+    return embed, head, tensors["model.norm.weight"].float()
+
+
+def new_feature_draft(target_dir: Path, vocab_ids: torch.Tensor, cfg: FeatureDraftConfig | None = None,
+                      seed: int = 0) -> FeatureDraft:
+    """A fresh draft for the target in `target_dir`: fc starts as [0 ; I]-like mixing of the feature, the
+    layer's output matrices at zero (the layer starts as the identity), the output norm as the target's."""
+    embed, head, norm = target_parts(target_dir)
+    n_vocab, d = embed.shape
+    cfg = cfg or FeatureDraftConfig(hidden=d, target_vocab=n_vocab, draft_vocab=len(vocab_ids))
+    torch.manual_seed(seed)
+    model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
+    with torch.no_grad():
+        for lin in (model.qkv, model.gate_up):
+            nn.init.normal_(lin.weight, std=1 / math.sqrt(d))
+        nn.init.normal_(model.o.weight, std=0.02 / math.sqrt(d))
+        nn.init.normal_(model.down.weight, std=0.02 / math.sqrt(cfg.intermediate))
+        nn.init.normal_(model.fc.weight, std=0.02 / math.sqrt(2 * d))
+        model.fc.weight[:, :d] += torch.eye(d)  # starts by passing the target's feature through
+        model.fc.bias.zero_()
+        model.out_norm.weight.copy_(norm)
+    return model
+
+
+def save_feature_draft(model: FeatureDraft, path: Path, *, meta: dict | None = None) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+             for k, v in model.trainable_state().items()}
+    save_file(state, str(path / FEATURE_WEIGHTS), metadata={k: str(v) for k, v in (meta or {}).items()})
+    (path / FEATURE_CONFIG).write_text(json.dumps(asdict(model.cfg), indent=2) + "\n")
+
+
+def load_feature_draft(path: Path, target_dir: Path, dtype: torch.dtype = torch.float32) -> FeatureDraft:
+    cfg = FeatureDraftConfig(**json.loads((Path(path) / FEATURE_CONFIG).read_text()))
+    state = load_file(str(Path(path) / FEATURE_WEIGHTS))
+    vocab_ids = state.pop("vocab_ids").long()
+    embed, head, _ = target_parts(target_dir)
+    if embed.shape != (cfg.target_vocab, cfg.hidden):
+        raise ValueError(f"{path}: drafts for a target with {cfg.target_vocab} tokens of width {cfg.hidden}, "
+                         f"but {target_dir} has {tuple(embed.shape)}")
+    model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
+    missing = set(model.state_dict()) - set(state)
+    if missing:
+        raise KeyError(f"{path}: feature draft weights missing {sorted(missing)}")
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    return model.to(dtype).eval()

@@ -1,0 +1,30 @@
+"""A feature draft trained inside the tests, in seconds, for a tiny transformers target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 0) -> Path:
+    """Train a feature draft on the target's own sampled continuations of random prompts (features from
+    one fp32 forward, as `specsched models` makes them) and save it in `out`."""
+    from transformers import AutoModelForCausalLM
+
+    from specsched.runtime.models.feature_draft import new_feature_draft, save_feature_draft
+    from specsched.runtime.models.training.feature_data import features
+    from specsched.runtime.models.training.feature_train import FeatureTrainConfig, train
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    vocab = int(model.config.vocab_size)
+    prompts = torch.randint(2, vocab, (32, 5))
+    with torch.inference_mode():
+        out_ids = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=24,
+                                 do_sample=True, top_k=0, top_p=1.0, eos_token_id=None, pad_token_id=0)
+    records = features(model, [{"ids": row.to(torch.int32), "start": 5} for row in out_ids], rows=8)
+    draft = new_feature_draft(target, torch.arange(vocab), seed=seed)
+    train(draft, records, FeatureTrainConfig(steps=steps, batch=8, max_len=64, warmup=5, lr=3e-3), log=lambda m: None)
+    save_feature_draft(draft, out)
+    return out

@@ -1,0 +1,150 @@
+"""The feature draft (EAGLE-style): the target's features on the wire, the draft's cache, and lossless runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from specsched.runtime.app import run
+from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.messages import Draft, Verdict
+from specsched.runtime.core.wire import ProtocolError, unpack
+from tests.feature_drafts import make_feature_draft
+from tests.fp32 import assert_greedy_equal
+from tests.tiny_hf import logits_after, make_pair
+
+PROMPTS = ["w1 w2 w3", "w5 w6", "w7 w8 w9 w10 w11"]
+SHAPE = dict(layers=2, width=128)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """The tiny target of the tests and, as its draft, a feature draft trained on it here."""
+    root = tmp_path_factory.mktemp("feature")
+    target, _ = make_pair(root)
+    return target, make_feature_draft(target, root / "feature-draft")
+
+
+@pytest.fixture(scope="module")
+def ar(pair):
+    return _tokens(_run(pair, mode="ar"))
+
+
+def _run(pair, **kw):
+    kw.setdefault("max_new_tokens", 16)
+    kw.setdefault("prompts", PROMPTS)
+    record = run(RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), **kw))
+    assert record.status == "ok", record.error
+    return record
+
+
+def _tokens(record):
+    return [s.tokens for s in record.sequences]
+
+
+def _model(pair):
+    from specsched.runtime.backends.feature import FeatureModel
+
+    return FeatureModel(pair[1], pair[0])
+
+
+# -- the draft's cache -------------------------------------------------------------------------------
+def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(pair):
+    model = _model(pair)
+    rng = np.random.default_rng(0)
+    seq = rng.integers(2, 96, 12).tolist()
+    truth = rng.standard_normal((11, model.hidden)).astype(np.float32)
+
+    def fresh():
+        cache = model.new_cache()
+        model.take_features(cache, 0, truth)
+        return cache
+
+    whole = model.forward(fresh(), seq)
+    pieces = fresh()
+    split = np.concatenate([model.forward(pieces, seq[:7]), model.forward(pieces, seq[7:])])
+    finite = np.isfinite(whole)
+    np.testing.assert_allclose(split[finite], whole[finite], atol=1e-4)
+    # drafted tokens read the parent's predicted feature: as a chain, or as siblings in one tree level
+    chain, tree = fresh(), fresh()
+    model.forward(chain, seq[:7])
+    model.forward(tree, seq[:7])
+    first = model.forward(chain, [seq[7]], [6])
+    second = model.forward(chain, [seq[8]], [7])
+    level = model.forward(tree, [seq[7], 5], [6, 6])
+    below = model.forward(tree, [9, seq[8]], [8, 7])
+    np.testing.assert_allclose(level[0][finite[0]], first[0][finite[0]], atol=1e-4)
+    np.testing.assert_allclose(below[1][finite[0]], second[0][finite[0]], atol=1e-4)
+    # a drafted entry read a prediction, not the target's feature: accepted, it is read again
+    model.keep(tree, [*range(7), 7, 10])
+    assert model.sync_to(tree, seq[:10]) == seq[7:10] and len(tree) == 7
+
+
+def test_without_the_contexts_features_the_draft_waits(pair):
+    model = _model(pair)
+    cache = model.new_cache()
+    assert not model.can_draft(cache, [3, 4, 5])
+    model.take_features(cache, 0, np.zeros((2, model.hidden), np.float32))
+    assert model.can_draft(cache, [3, 4, 5]) and model.features_held(cache) == 2
+
+
+# -- the verifier's side -----------------------------------------------------------------------------
+def test_the_features_a_sequence_keeps_are_a_fresh_forwards_hidden_states(pair):
+    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.core.sampling import SamplingParams
+    from specsched.scheduler.features import attach, keep_features
+    from specsched.scheduler.jobs import SequenceState
+    from specsched.scheduler.layout import lay_out, settle
+
+    target = HFModel(str(pair[0]), "fp32")
+    target.want_features = True
+    st = SequenceState(0, 0, 0, [4, 5, 6, 7], target.new_cache(), held=0)
+    drafts = [([9, 10, 11], [-1, 0, 0]), ([], []), ([12, 13], [-1, 0])]  # a tree, nothing, a chain
+    for tokens, parents in drafts:
+        tokens, parents = np.asarray(tokens, np.int32), np.asarray(parents, np.int32)
+        layout = lay_out(target, st.cache, st.context, tokens, parents)
+        rows = target.forward(st.cache, layout.tokens, layout.parents, first_row=layout.first_row)
+        outcome = settle(target, st.cache, layout, rows, tokens, parents, None, SamplingParams(0.0),
+                         np.random.default_rng(0))
+        keep_features(target, st, layout, target.features[0], outcome.path)
+        st.generated += outcome.tokens
+    decoder = target.model.get_decoder()
+    with torch.inference_mode():
+        fresh = decoder(input_ids=torch.tensor([st.context[:-1]])).last_hidden_state[0].numpy()
+    assert st.features.shape == fresh.shape and st.features.dtype == np.float16
+    np.testing.assert_allclose(st.features.astype(np.float32), fresh, atol=2e-3, rtol=2e-3)
+    st.held = 3
+    verdict = attach(Verdict(0, 0, 0, np.zeros(1, np.int32), np.zeros(0, np.int32)), st)
+    assert verdict.features_from == 3 and len(verdict.features) == len(fresh) - 3
+
+
+def test_features_and_held_cross_the_wire_and_a_bad_held_is_refused():
+    rows = np.arange(12, dtype=np.float16).reshape(3, 4)
+    v = Verdict(1, 2, 0, np.asarray([5], np.int32), np.zeros(0, np.int32), features=rows, features_from=7)
+    back = Verdict.from_message(unpack(v.to_frames()))
+    assert back.features_from == 7 and back.features.dtype == np.float16
+    np.testing.assert_array_equal(back.features, rows)
+    d = Draft.chain(1, 0, 0, [3, 4], held=9)
+    assert Draft.from_message(unpack(d.to_frames())).held == 9
+    assert Draft.from_message(unpack(Draft.chain(1, 0, 0, [3]).to_frames())).held == -1
+    for bad in (-2, 1.5, "3", True):
+        frames = Draft.chain(1, 0, 0, [3], held=0).to_frames()
+        msg = unpack(frames)
+        msg.fields["held"] = bad
+        with pytest.raises(ProtocolError):
+            Draft.from_message(msg)
+
+
+# -- lossless runs -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("settings", [
+    dict(mode="seed"),
+    dict(mode="sd"),
+    dict(mode="seed", k_config=[2, 2, 1], policy="batch", max_batch=0, lockstep=True),
+    dict(mode="seed", tree="pct"),
+])
+def test_greedy_with_the_feature_draft_is_target_only_decoding(pair, ar, settings):
+    record = _run(pair, **settings)
+    assert_greedy_equal(_tokens(record), ar, logits_after(pair[0], PROMPTS), **SHAPE)
+    counters = record.collected.counters
+    assert counters["drafted"] > 0 and counters["accepted"] > 0  # it drafted, and the target agreed at times
