@@ -148,3 +148,80 @@ def test_greedy_with_the_feature_draft_is_target_only_decoding(pair, ar, setting
     assert_greedy_equal(_tokens(record), ar, logits_after(pair[0], PROMPTS), **SHAPE)
     counters = record.collected.counters
     assert counters["drafted"] > 0 and counters["accepted"] > 0  # it drafted, and the target agreed at times
+
+
+@pytest.mark.slow
+def test_sampled_output_with_the_feature_draft_follows_the_targets_law(pair):
+    """400 sequences of three tokens at T = 1, top-k 4, one prompt: their joint law p(a) p(b | a) p(c | a b)
+    (up to 64 outcomes; a text ends early at EOS) is known exactly from the target's fp32 logits. The first
+    token is the target's alone (a feature draft's first draft is empty), the next two pass through
+    speculative sampling on the feature draft's q. Pearson's chi-square over cells pooled to >= 5 expected
+    draws; the test fails below p = 1e-4, so a correct sampler fails one run in 10,000, while one that keeps
+    the draft's q instead of p moves these cells far outside it (the control: a colder target's law is
+    rejected by the same draws)."""
+    from specsched.runtime.engine.engine import Engine
+    from tests.chi2 import chi2_goodness_of_fit
+
+    n, k, workers = 400, 4, 8
+    after = logits_after(pair[0], [PROMPTS[0]])
+
+    def law(prefix, temperature):
+        logits = after(0, prefix).astype(np.float64)
+        top = np.argsort(logits)[-k:]
+        w = np.exp((logits[top] - logits[top].max()) / temperature)
+        return dict(zip(top.tolist(), (w / w.sum()).tolist()))
+
+    def joint(temperature, prefix=(), p=1.0, out=None):  # a text ends at EOS (id 1) or after three tokens
+        out = {} if out is None else out
+        for t, pt in law(list(prefix), temperature).items():
+            if t == 1 or len(prefix) == 2:
+                out[(*prefix, t)] = p * pt
+            else:
+                joint(temperature, (*prefix, t), p * pt, out)
+        return out
+
+    config = RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=[PROMPTS[0]],
+                       workers=workers, max_new_tokens=3, temperature=1.0, top_k=k, lookup=0)
+    samples, drafted = [], 0
+    with Engine(config) as e:
+        for seed in range(n // workers):
+            record = e.generate([PROMPTS[0]], seed=seed)
+            assert record.status == "ok", record.error
+            samples += [tuple(t[:3]) for t in _tokens(record)]
+            drafted += record.collected.counters["drafted"]
+    assert drafted >= sum(len(t) > 1 for t in samples)  # every text past one token went through the draft
+    stat, dof, p, impossible = chi2_goodness_of_fit(samples, joint(1.0))
+    assert not impossible and p > 1e-4, (stat, dof, p)
+    assert chi2_goodness_of_fit(samples, joint(0.6))[2] < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["draft", "verifier"])
+def test_after_kill_9_of_a_worker_or_the_verifier_the_feature_draft_goes_on_and_the_output_is_ar(pair, victim):
+    """A restarted worker holds no features: its first draft is empty and the verdict brings every row of the
+    verified prefix. A restarted verifier reads each context anew, and so has every row again."""
+    import random
+    import time
+
+    from specsched.runtime.engine.engine import Engine
+    from tests.process_watch import kill_one
+
+    tokens = 120
+    config = RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), max_new_tokens=tokens,
+                       max_restarts=100, restart_period_s=1)
+    rng, kills, killed = random.Random(1), 0, set()
+    with Engine(config) as e:
+        reference = _tokens(e.generate(PROMPTS, mode="ar"))
+        job = e.submit(PROMPTS, mode="seed")
+        deadline = time.monotonic() + 120
+        while kills < 2 and time.monotonic() < deadline and not job.done():
+            time.sleep(0.3)
+            rows = [p for p in e.processes if p["role"] == victim and p["pid"] not in killed
+                    and p["state"] in ("drafting", "ready") and job.collected.tokens]
+            if rows:
+                kills += kill_one(rows, rng, killed)
+        record = job.result(timeout=180)
+    assert record.status == "ok", record.error
+    assert kills >= 1 and len(record.collected.restarts) >= 1
+    assert_greedy_equal(_tokens(record), reference, logits_after(pair[0], PROMPTS), **SHAPE)
+    assert record.collected.counters["accepted"] > 0

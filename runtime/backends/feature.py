@@ -90,12 +90,9 @@ class FeatureModel(LanguageModel):
             rows = [self.forward(cache, [t]) for t in tokens]
             return np.concatenate(rows)[first_row:]
         inputs, true_in = wanted
+        causal = cache.plain(parents) is None  # a continuation of a plain sequence: no tree mask needed
         cache.append(tokens, None if plain else parents)
-        tree = not plain or not cache.linear
-        mask = None
-        if tree:
-            allowed = torch.from_numpy(cache.visibility(base))          # [T, all entries]
-            mask = allowed[None, None]
+        mask = None if causal else torch.from_numpy(cache.visibility(base))[None, None]  # [1, 1, T, entries]
         positions = torch.tensor([cache.positions[base:]])
         ids = torch.tensor([list(tokens)])
         pred, cache.kv = self.draft.step(inputs[None], ids, positions, cache.kv, mask)

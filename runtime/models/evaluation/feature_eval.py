@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,8 @@ class Tally:
     accepted: int = 0
     committed: int = 0
     verifications: int = 0
+    reached: list[int] = field(default_factory=lambda: [0] * 8)  # reached[d]: rounds that drafted a (d+1)-th token
+    passed: list[int] = field(default_factory=lambda: [0] * 8)   # passed[d]: ... whose (d+1)-th was accepted
 
     @property
     def alpha(self) -> float:
@@ -49,10 +51,17 @@ class Tally:
 
     def add(self, other: Tally) -> None:
         for k, v in asdict(other).items():
-            setattr(self, k, getattr(self, k) + v)
+            mine = getattr(self, k)
+            setattr(self, k, [a + b for a, b in zip(mine, v)] if isinstance(v, list) else mine + v)
+
+    def by_position(self) -> list[float]:
+        """Acceptance at draft position d given the d earlier ones were accepted (chains)."""
+        return [round(p / r, 3) for p, r in zip(self.passed, self.reached) if r]
 
     def row(self) -> dict:
-        return {**asdict(self), "alpha": round(self.alpha, 4), "per_verification": round(self.per_verification, 3)}
+        return {"drafted": self.drafted, "accepted": self.accepted, "committed": self.committed,
+                "verifications": self.verifications, "alpha": round(self.alpha, 4),
+                "per_verification": round(self.per_verification, 3), "by_position": self.by_position()}
 
 
 def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *, max_new: int, k: int = 4,
@@ -85,6 +94,10 @@ def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *,
         tally.accepted += outcome.accepted
         tally.committed += len(tokens)
         tally.verifications += 1
+        for d in range(min(len(proposal.tokens), 8)):
+            if d <= outcome.accepted:  # the d-th token was judged: every one before it was accepted
+                tally.reached[d] += 1
+                tally.passed[d] += d < outcome.accepted
         if target.eos_token_id in tokens:
             break
     return st.generated, tally
