@@ -217,3 +217,34 @@ def test_the_main_job_builds_its_tree_on_the_default_gguf(tmp_path):
     assert (target["preset"], target["name"], target["dtype"]) == ("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
                                                                    "Q4_1")
     assert len(record["trees"]) == 1 and record["trees"][0]
+
+
+@pytest.mark.slow
+def test_llama_cpp_returns_the_features_of_every_token_and_a_feature_draft_stays_lossless(model, prompt_ids,
+                                                                                           tmp_path):
+    """With embeddings on, one llama_decode gives each token's last hidden state (the LM head's input) beside
+    its logits: the transformers target's, to fp32 rounding. A feature draft trained on the tiny target then
+    drafts for the llama.cpp verifier, and greedy output stays llama.cpp's own."""
+    import torch
+    from feature_drafts import make_feature_draft
+    from transformers import AutoModelForCausalLM
+
+    from specsched.runtime.models.registry import ASSETS
+
+    tokens = prompt_ids[1]
+    probe = LlamaModel(LlamaCppBackend(RunConfig(backend="llamacpp", target="tiny")).gguf, threads=1)
+    probe.want_features = True
+    probe.forward(probe.new_cache(), tokens, first_row=len(tokens) - 1)
+    hf = AutoModelForCausalLM.from_pretrained(ASSETS / "tiny" / "target", dtype=torch.float32)
+    with torch.inference_mode():
+        hidden = hf.get_decoder()(input_ids=torch.tensor([tokens])).last_hidden_state[0].numpy()
+    assert probe.features[0].shape == hidden.shape
+    assert_close(probe.features[0], hidden, **SHAPE)
+    draft = make_feature_draft(ASSETS / "tiny" / "target", tmp_path / "feature", steps=40)
+    config = RunConfig(backend="llamacpp", target="tiny", draft=str(draft), prompts=PROMPTS, max_new_tokens=24)
+    with Engine(config) as e:
+        ar = outputs(e.generate(PROMPTS, mode="ar"))
+        record = e.generate(PROMPTS, mode="seed")
+    assert record.status == "ok", record.error
+    assert_greedy_equal(outputs(record), ar, lambda i, p: fresh(model, [*prompt_ids[i], *p])[-1], **SHAPE)
+    assert record.collected.counters["drafted"] > 0

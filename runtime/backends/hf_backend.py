@@ -119,8 +119,9 @@ class HFBackend(Backend):
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         if is_feature_draft(Path(self.paths()[1])):  # reads the target's features from the verdicts
             from specsched.runtime.backends.feature import FeatureModel
+            from specsched.runtime.models.pull import pull
 
-            return FeatureModel(self.paths()[1], self.paths()[0])
+            return FeatureModel(self.paths()[1], self.draft_embeddings() or pull())
         return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
                        placement=self.placement())
 

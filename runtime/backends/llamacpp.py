@@ -128,6 +128,7 @@ class LlamaModel(LanguageModel):
         if not self._ctx:
             raise RuntimeError(f"llama.cpp cannot create a context for {gguf}: {last_error()}")
         self._mem = self.lc.llama_get_memory(self._ctx)
+        self._embeddings = False  # llama_set_embeddings: on from the first forward that wants features
         vocab = self.lc.llama_model_get_vocab(self._model)
         self.vocab_size = int(self.lc.llama_vocab_n_tokens(vocab))
         eos = int(self.lc.llama_vocab_eos(vocab))
@@ -183,8 +184,13 @@ class LlamaModel(LanguageModel):
                     self.lc.llama_memory_seq_cp(self._mem, cache.base, seq, 0, length)
         width = max(len(s) for plan in plans for s in plan.seq_sets)
         batch = self.lc.llama_batch_init(total, 0, width)
+        if self.want_features and not self._embeddings:
+            # llama.cpp then also returns each output token's last hidden state (the LM head's input), with its
+            # logits; every token is an output, so the rows before first_row get logits too (not read)
+            self.lc.llama_set_embeddings(self._ctx, True)
+            self._embeddings = True
         try:
-            self._fill(batch, caches, plans, firsts, first_rows)
+            self._fill(batch, caches, plans, firsts, [0] * len(caches) if self.want_features else first_rows)
             code = self.lc.llama_decode(self._ctx, batch)
             if code != 0:
                 self._undo(caches, plans)
@@ -199,9 +205,21 @@ class LlamaModel(LanguageModel):
                     block[r] = np.ctypeslib.as_array(ptr, shape=(self.vocab_size,))
                 rows.append(block)
                 out += len(toks)
+            self.features = self._features(tokens) if self.want_features else None
             return rows
         finally:
             self.lc.llama_batch_free(batch)
+
+    def _features(self, tokens: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Each sequence's feature rows of the last decode, one per new token."""
+        n_embd, out, rows = self.lc.llama_model_n_embd(self._model), 0, []
+        for toks in tokens:
+            block = np.empty((len(toks), n_embd), np.float32)
+            for r in range(len(toks)):
+                block[r] = np.ctypeslib.as_array(self.lc.llama_get_embeddings_ith(self._ctx, out + r), shape=(n_embd,))
+            rows.append(block)
+            out += len(toks)
+        return rows
 
     def _fill(self, batch, caches, plans, firsts, first_rows) -> None:
         i = 0
