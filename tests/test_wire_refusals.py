@@ -52,6 +52,8 @@ MALFORMED = {
     "unicode dtype": [_header(arrays=[["x", "<U1", [1]]]), b"\x00" * 4],
     "negative shape": [_header(arrays=[["x", "<i4", [-1]]]), b""],
     "shape not a list": [_header(arrays=[["x", "<i4", 3]]), b"\x00" * 12],
+    "shape whose size wraps int64 to 0": [_header(arrays=[["x", "<i4", [2 ** 32, 2 ** 32]]]), b""],
+    "shape with a bool": [_header(arrays=[["x", "<i4", [True]]]), b"\x00" * 4],
     "array entry not a triple": [_header(arrays=[["x", "<i4"]]), b""],
     "arrays not a list": [_header(arrays="x")],
 }

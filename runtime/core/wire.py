@@ -13,6 +13,7 @@ count - and raises ``ProtocolError``; receivers count those and carry on, never 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,10 +133,11 @@ def _array(kind: str, entry: Any, frame: Any) -> tuple[str, np.ndarray]:
     name, dtype, shape = entry
     if dtype not in DTYPES:
         raise ProtocolError(f"{kind}: array {name!r} has unsupported dtype {dtype!r}")
-    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
         raise ProtocolError(f"{kind}: array {name!r} has malformed shape {shape!r}")
     buf = _buffer(frame)
-    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    # Python integers: numpy's int64 product wraps around ([2**32, 2**32] -> 0 bytes, then reshape failed)
+    expected = math.prod(shape) * np.dtype(dtype).itemsize
     if len(buf) != expected:
         raise ProtocolError(f"{kind}: array {name!r} has {len(buf)} bytes, shape needs {expected}")
     return name, np.frombuffer(buf, dtype=dtype).reshape(shape)

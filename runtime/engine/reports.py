@@ -31,13 +31,13 @@ class Reports:
         except (KeyError, UnicodeDecodeError):
             self._door(frames)
             return
-        try:
+        try:  # junk under a child's name is refused and counted, as on the telemetry socket (never a crash)
             msg = unpack(frames[1:])
-        except ProtocolError:
-            return
-        if msg.kind == "ready" and child.state is State.STARTING:
-            child.placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
-            child.become(State.READY)
+            if msg.kind == "ready" and child.state is State.STARTING:
+                child.placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
+                child.become(State.READY)
+        except REFUSED:
+            self._refuse_telemetry()
 
     def _telemetry(self, frames: list) -> None:
         """One message of a child's. Anything malformed, not from a live child of this engine (by the pid
