@@ -9,6 +9,7 @@ import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import TreeDraft
+from specsched.runtime.core.deadline import when_swallowed
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.messages import Draft
@@ -38,6 +39,9 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
         gate.start()
     router.bind(endpoint)
     v = Verifier(target, telemetry, Cores(set_threads))
+    # a policy that swallows its deadline's stop: its jobs fail in one line, then this process exits (a new
+    # verifier serves whatever comes next), and the engine hears of it before the exit
+    when_swallowed(lambda message: _fail_and_flush(v, telemetry, message))
     poller = zmq.Poller()
     poller.register(router, zmq.POLLIN)
     poller.register(control, zmq.POLLIN)
@@ -64,6 +68,11 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     finally:
         router.close()
     return v.counters
+
+
+def _fail_and_flush(v: Verifier, telemetry: Telemetry, message: str) -> None:
+    v.fail_speculative_jobs(f"verifier: PolicyFailure: {message}")
+    time.sleep(0.5)  # the failure leaves through zmq's I/O thread, which the exit would stop mid-send
 
 
 def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry) -> bool:

@@ -269,3 +269,31 @@ def test_bad_policy_specs_raise_policy_error(tmp_path, spec, message):
     (tmp_path / "exits.py").write_text("raise SystemExit(5)\n")
     with pytest.raises(PolicyError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_policy(spec.format(tmp=tmp_path))
+
+
+SWALLOWS = """
+import time
+from specsched.policies import Policy
+
+class Swallows(Policy):
+    def pick(self, ready):
+        while True:
+            try:
+                time.sleep(3600)
+            except BaseException:   # the deadline's stop too: it never returns
+                pass
+"""
+
+
+def test_a_pick_that_swallows_the_deadlines_stop_ends_its_run_in_one_line_not_a_hang(tmp_path):
+    """A bare except (or except BaseException) catches the deadline's Overrun; one grace period later the
+    verifier fails the policy's jobs in one line and exits, and the run ends with status failed."""
+    from cli_runs import specsched
+
+    (tmp_path / "swallows.py").write_text(SWALLOWS)
+    started = time.monotonic()
+    out = specsched("run", "--backend", "sim", "--prompt", "x", "--policy", f"{tmp_path}/swallows.py:Swallows",
+                    "--policy-timeout", "0.5", "--quiet", timeout=120)
+    assert time.monotonic() - started < 100
+    assert out.returncode != 0
+    assert "swallowed the stop" in out.stderr, out.stderr[-2000:]

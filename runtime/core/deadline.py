@@ -7,6 +7,11 @@ loop still beats. The policy runs in the verifier's main thread, so a real-time 
 (``SIGALRM``) interrupts it there: a Python loop at its next bytecode, a sleep or a blocking read at
 once. A call into C that never returns to Python (one long numpy operation) is stopped only when it does.
 
+A body that swallows the Overrun (a policy's bare ``except:`` or ``except BaseException``) and goes on past
+a further grace period (the deadline again, at least a second) cannot be stopped from inside Python: the
+process reports what it can (``when_swallowed``: the verifier fails the jobs of that policy in one line) and
+exits. Nothing hangs.
+
 There is one real-time timer a process: a deadline entered while another timer runs (an enclosing
 deadline, a caller's ``signal.alarm``) keeps that timer's time, its handler fires when it is due, and
 the timer runs on after the deadline's body with what it had left.
@@ -14,10 +19,38 @@ the timer runs on after the deadline's body with what it had left.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+
+EXIT_SWALLOWED = 70  # the exit status of a process whose policy code swallowed its deadline's stop
+
+
+def _exit_swallowed(message: str) -> None:
+    sys.stderr.write(f"specsched: {message}\n")
+    sys.stderr.flush()
+    os._exit(EXIT_SWALLOWED)
+
+
+_last_resort: Callable[[str], None] = _exit_swallowed
+
+
+def when_swallowed(report: Callable[[str], None]) -> None:
+    """What this process does when policy code swallowed its stop: `report(message)` then exits (a verifier
+    tells the engine its jobs failed). The default writes the message to stderr."""
+    global _last_resort
+
+    def last_resort(message: str) -> None:
+        try:
+            report(message)
+        finally:
+            _exit_swallowed(message)
+
+    _last_resort = last_resort
 
 
 class Overrun(BaseException):
@@ -37,10 +70,10 @@ def deadline(seconds: float):
     if seconds <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
-    start, armed, outer_due = time.monotonic(), True, False
+    start, armed, outer_due, stopped = time.monotonic(), True, False, False
 
     def expired(signum, frame):
-        nonlocal outer_due
+        nonlocal outer_due, stopped
         if not armed:  # a signal handled after the body ended is not the body's
             return
         elapsed = time.monotonic() - start
@@ -50,6 +83,11 @@ def deadline(seconds: float):
             if callable(previous):
                 previous(signum, frame)  # it fires as it would have (an enclosing deadline raises its Overrun)
             return
+        if stopped:  # the Overrun raised a grace period ago was swallowed, and the body runs on
+            _last_resort(f"policy code ran {elapsed:.0f} s, past its {seconds:g} s deadline (--policy-timeout), "
+                         "and swallowed the stop (a bare except: or except BaseException); its jobs failed")
+        stopped = True
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 1.0))
         raise Overrun
 
     previous = signal.signal(signal.SIGALRM, expired)
