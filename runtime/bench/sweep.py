@@ -11,6 +11,7 @@ are ratios of arms measured in the same invocation at the same setting. Axes:
     task         the ToT task family the prompts come from (hf backend)
     branches     Self-Draft's branch lanes N and tokens per lane L, as ``N:L`` (Self-Draft's Fig. 5/6);
                  ``2,4:4,6,8`` is every pair of N in {2, 4} and L in {4, 6, 8}
+    draft        the draft model: a named draft (``smollm2-distilled``, ``smollm2-feature``) or a folder
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult
 from specsched.runtime.core.config import ConfigError, RunConfig
 
-AXES = ("n", "k", "k-config", "temperature", "task", "branches")
+AXES = ("n", "k", "k-config", "temperature", "task", "branches", "draft")
 DEFAULT_VALUES = {
     "n": "1,2,3,4,5,6,7,8",
     "k": "1,2,3,4,6,8",
@@ -34,6 +35,7 @@ DEFAULT_VALUES = {
     "temperature": "0.2,1.0",
     "task": ",".join(workload.TASKS),
     "branches": "2,4:4,6,8",
+    "draft": "smollm2-distilled,smollm2-feature",
 }
 SWEEP_ARMS = "ar,sd,seed-fcfs"
 AXIS_ARMS = {"branches": "ar,branches"}  # axes whose default arms are not SWEEP_ARMS
@@ -96,6 +98,9 @@ def parse_values(axis: str, text: str | None) -> list[Value]:
         elif axis == "temperature":
             values = [float(x) for x in text.split(",") if x.strip()]
             bad = [v for v in values if v < 0]
+        elif axis == "draft":
+            values = [x.strip() for x in text.split(",") if x.strip()]
+            bad = []
         elif axis == "task":
             values = [x.strip() for x in text.split(",") if x.strip()]
             bad = [v for v in values if v not in workload.TASKS]
@@ -148,6 +153,8 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
         fields["temperature"] = value
     elif axis == "branches":
         fields.update(branches=value.lanes, branch_length=value.length)  # type: ignore[union-attr]
+    elif axis == "draft":
+        fields["draft"] = value
     texts = workload.prompts(base.backend, n_prompts or n, task=value if axis == "task" else task)  # type: ignore[arg-type]
     fields["prompts"] = workload.per_thought(texts, n)
     return dataclasses.replace(base, **fields)

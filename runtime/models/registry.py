@@ -48,6 +48,11 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 DEFAULT = "smollm2"
+# Drafts by name, for --draft (and bench --sweep draft): each default pair's drafts, whichever the preset uses
+DRAFTS: dict[str, str] = {
+    "smollm2-distilled": "smollm2-draft",    # the 2-layer distilled draft (docs/models.md)
+    "smollm2-feature": "smollm2-feature",    # the feature draft, EAGLE-style (docs/models.md)
+}
 
 
 def default_draft_dir() -> Path:
@@ -98,6 +103,8 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
         name = str(preset.draft_dir)
     if name in PRESETS:
         name = str(PRESETS[name].draft_dir)
+    if name in DRAFTS:
+        name = str(ASSETS / DRAFTS[name])
     path = Path(name).expanduser()
     if path.is_dir() and (is_distilled_draft(path) or is_feature_draft(path) or is_complete(path)):
         return path
