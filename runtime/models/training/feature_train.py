@@ -42,6 +42,7 @@ class FeatureTrainConfig:
     noise: float = 0.1
     unroll: int = 2
     prompt_weight: float = 0.2
+    prompt_keep: int = 128  # prompt tokens kept before the answer (RoPE is relative: a left crop changes nothing else)
     seed: int = 0
     ckpt_every_s: float = 120.0
 
@@ -50,8 +51,18 @@ class FeatureTrainConfig:
             raise ValueError("steps, batch and max_len must be at least 1, unroll 1 or 2")
 
 
-def collate(records: list[dict], max_len: int) -> dict[str, torch.Tensor]:
-    """Right-padded ids, features and loss weights (0 on padding and on the last real position)."""
+def crop(record: dict, keep: int) -> dict:
+    """The record from `keep` tokens before its answer on: long ToT prompts (a Blocksworld header is ~400
+    tokens) would otherwise take most of a step's compute for positions weighted `prompt_weight`."""
+    cut = max(0, int(record["start"]) - keep)
+    return {"ids": record["ids"][cut:], "feats": record["feats"][cut:], "start": int(record["start"]) - cut}
+
+
+def collate(records: list[dict], max_len: int, keep: int | None = None) -> dict[str, torch.Tensor]:
+    """Right-padded ids, features and loss weights (0 on padding and on the last real position); with
+    `keep`, each record cropped to `keep` prompt tokens first."""
+    if keep is not None:
+        records = [crop(r, keep) for r in records]
     n = min(max(len(r["ids"]) for r in records), max_len)
     d = records[0]["feats"].shape[1]
     ids = torch.zeros((len(records), n), dtype=torch.long)
@@ -119,7 +130,7 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
     last = time.time()
     for step in range(start, cfg.steps):
         rng = random.Random(cfg.seed * 1_000_003 + step)
-        batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len)
+        batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len, cfg.prompt_keep)
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
         loss, parts = losses(model, batch, cfg, scale, torch.Generator().manual_seed(step))
