@@ -136,8 +136,8 @@ class Verifier(JobBook, BeamSteps):
         drafts = [(e.draft.tokens, e.draft.parents, e.draft.q, e.draft.lanes) for e in entries]
         drafts += [(NO_TOKENS, NO_TOKENS, None if self.jobs[st.job].config.sampling.greedy
                     else DraftQ.of([], self.target.vocab_size), 0) for st in states[len(entries):]]
-        for e in entries:
-            self.seqs[e.draft.seq].held = e.draft.held
+        for e in entries:  # a target that cannot give features answers as if the draft had asked for none
+            self.seqs[e.draft.seq].held = e.draft.held if self.target.gives_features else -1
         self.target.want_features = wanted(states)
         before = self.target.traffic.copy()  # the rollback of each cache (lay_out) counts too
         layouts = [lay_out(self.target, st.cache, st.context, tokens, parents)
@@ -151,6 +151,7 @@ class Verifier(JobBook, BeamSteps):
                                                [x.first_row for x in layouts])
         t1 = time.monotonic()
         features = self.target.features if self.target.want_features else None
+        self.target.want_features = False  # target-only and beam forwards read none
         count_traffic(self.target.traffic.since(before), [self.counters, *(self.jobs[j].counters for j in
                                                                            {st.job for st in states})])
         self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)

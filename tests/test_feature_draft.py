@@ -225,3 +225,28 @@ def test_after_kill_9_of_a_worker_or_the_verifier_the_feature_draft_goes_on_and_
     assert kills >= 1 and len(record.collected.restarts) >= 1
     assert_greedy_equal(_tokens(record), reference, logits_after(pair[0], PROMPTS), **SHAPE)
     assert record.collected.counters["accepted"] > 0
+
+
+def test_a_feature_draft_is_refused_in_one_line_for_beams_or_a_target_of_another_width(pair, tmp_path):
+    import json
+    import shutil
+
+    from tests.cli_runs import assert_one_error_line, specsched
+
+    base = ["run", "--backend", "hf", "--target", str(pair[0]), "--prompt", "w1 w2", "--max-new-tokens", "4"]
+    out = specsched(*base, "--draft", str(pair[1]), "--mode", "dsbd", timeout=120)
+    assert_one_error_line(out, 2, "--mode dsbd cannot use the feature draft")
+    narrow = shutil.copytree(pair[1], tmp_path / "narrow")
+    config = json.loads((narrow / "feature_config.json").read_text())
+    (narrow / "feature_config.json").write_text(json.dumps({**config, "hidden": config["hidden"] // 2}))
+    out = specsched(*base, "--draft", str(narrow), timeout=120)
+    assert_one_error_line(out, 2, "it was trained for another target")
+
+
+def test_a_target_without_features_answers_a_draft_that_asks_as_if_it_had_not():
+    """The sim target gives no features: a draft saying held >= 0 (a hostile or confused worker) gets plain
+    verdicts, and the target's cache is not thrown away each round."""
+    from specsched.runtime.backends.sim import SimBackend
+
+    target = SimBackend(RunConfig(backend="sim")).target()
+    assert not target.gives_features

@@ -59,6 +59,7 @@ class LanguageModel(ABC):
 
     # A target whose forwards keep their features (the last hidden state, the LM head's input) for the feature
     # draft: after a forward with `want_features` set, `features[i]` holds sequence i's rows [its new tokens, d].
+    gives_features: bool = False   # its forwards can keep features (hf and llama.cpp targets)
     want_features: bool = False
     features: list[np.ndarray] | None = None
 

@@ -24,6 +24,7 @@ import torch
 
 from specsched.runtime.backends.backend import LanguageModel, common_prefix
 from specsched.runtime.backends.cache import Cache
+from specsched.runtime.core.wire import ProtocolError
 from specsched.runtime.models.feature_draft import FeatureDraft, load_feature_draft
 
 
@@ -69,8 +70,11 @@ class FeatureModel(LanguageModel):
 
     def take_features(self, cache: FeatureCache, start: int, rows: np.ndarray) -> None:
         """Rows of the target's features from prefix position `start` on (earlier ones kept)."""
-        start = max(0, min(int(start), len(cache.truth)))
-        cache.truth = torch.cat((cache.truth[:start], torch.from_numpy(np.asarray(rows, np.float32))))
+        rows = np.asarray(rows, np.float32)
+        if not 0 <= start <= len(cache.truth) or rows.ndim != 2 or rows.shape[1] != self.hidden:
+            raise ProtocolError(f"verdict features {rows.shape} from position {start}: this draft holds "
+                                f"{len(cache.truth)} rows {self.hidden} wide")
+        cache.truth = torch.cat((cache.truth[:start], torch.from_numpy(rows)))
         for e in range(start + 1, len(cache.true_in)):  # entries that read a feature now replaced
             cache.true_in[e] = False
 

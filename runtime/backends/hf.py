@@ -64,6 +64,11 @@ class HFModel(LanguageModel):
         self.placement = placement or Placement()
         self.device = self.placement.name
         self.model = self.placement.adopt(module).eval()
+        self._hidden: torch.Tensor | None = None
+        decoder = None if isinstance(module, DraftLM) else getattr(self.model, "get_decoder", lambda: None)()
+        if decoder is not None:  # a target: its features, for drafts that read them (scheduler/features.py)
+            decoder.register_forward_hook(self._catch_hidden)
+        self.gives_features = decoder is not None
         self.chains_on_device = device_chain.wanted(self.placement.cuda)
         # transformers' causal LMs compute only the last n rows of logits when told (the distilled draft,
         # whose head is small, computes all; the rows wanted are cut out below either way)
@@ -112,18 +117,19 @@ class HFModel(LanguageModel):
 
     def _run(self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None, past: DynamicCache,
              rows: int) -> tuple[DynamicCache, torch.Tensor, torch.Tensor | None]:
-        """One forward: (the cache, logits of the last `rows` rows, the last hidden state of every row when
-        `want_features`, else None). For features the decoder and the LM head are called apart (a causal
-        LM's forward returns no hidden state without all of them, one per layer)."""
-        if not self.want_features:
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                             **self.with_cache(past), **self.keep_last(rows))
-            return cache_out(out), out.logits, None
-        decoder = self.model.get_decoder()
-        out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                      **{cache_keyword(decoder): past})
-        hidden = out.last_hidden_state
-        return cache_out(out), self.model.get_output_embeddings()(hidden[:, -max(rows, 1):]), hidden
+        """One forward of the model's own: (the cache, logits of the last `rows` rows, and when `want_features`
+        the last hidden state of every row, else None). The hidden state is what the decoder hands the LM head,
+        caught on its way out (a hook), so the logits stay the model's, whatever it does after the head
+        (Gemma2's soft-capping, Granite's scaling)."""
+        self._hidden = None
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         **self.with_cache(past), **self.keep_last(rows))
+        hidden, self._hidden = self._hidden, None
+        return cache_out(out), out.logits, hidden if self.want_features else None
+
+    def _catch_hidden(self, module, args, output) -> None:
+        if self.want_features:
+            self._hidden = output.last_hidden_state
 
     def with_cache(self, past: DynamicCache) -> dict:
         """The model's argument for its KV cache (growing_cache.py: transformers renamed it)."""

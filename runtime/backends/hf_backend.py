@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING
 from specsched.runtime.backends.backend import Backend, Tokenizer
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.device import device_chains, refuse_absent_gpu
-from specsched.runtime.models.draft_files import distilled_vocab, is_distilled_draft, is_feature_draft
+from specsched.runtime.models.draft_files import (
+    FEATURE_CONFIG,
+    distilled_vocab,
+    is_distilled_draft,
+    is_feature_draft,
+)
 
 if TYPE_CHECKING:
     from specsched.runtime.backends.feature import FeatureModel
@@ -77,6 +82,25 @@ class HFBackend(Backend):
         if t["tokens"] is not None and d["tokens"] is not None and t["tokens"] != d["tokens"]:
             raise ConfigError(f"draft and target tokenizers differ ({target} vs {draft}): "
                               "speculative decoding needs the same vocabulary")
+        if is_feature_draft(Path(draft)):
+            self.check_feature_draft(target, draft)
+
+    def check_feature_draft(self, target: str, draft: str) -> None:
+        """A feature draft reads the target's features: their width must be its own, and beams (dsbd), whose
+        drafts carry no features, cannot use it."""
+        from specsched.runtime.core.config import Mode
+
+        if self.config.mode == Mode.DSBD:
+            raise ConfigError(f"--mode dsbd cannot use the feature draft {draft}: beam drafts carry no target "
+                              "features; use a distilled draft (--draft smollm2-distilled)")
+        width = int(json.loads((Path(draft) / FEATURE_CONFIG).read_text())["hidden"])
+        try:
+            target_width = int(_model_config(target).hidden_size)
+        except (OSError, ValueError, AttributeError, TypeError):
+            return  # no transformers config (a GGUF): the worker's first verdict tells
+        if width != target_width:
+            raise ConfigError(f"the feature draft {draft} reads features {width} wide, but the target {target} "
+                              f"gives {target_width}: it was trained for another target")
 
     @staticmethod
     def exists(role: str, path: str) -> None:

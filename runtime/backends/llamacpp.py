@@ -128,7 +128,8 @@ class LlamaModel(LanguageModel):
         if not self._ctx:
             raise RuntimeError(f"llama.cpp cannot create a context for {gguf}: {last_error()}")
         self._mem = self.lc.llama_get_memory(self._ctx)
-        self._embeddings = False  # llama_set_embeddings: on from the first forward that wants features
+        self._embeddings = False  # llama_set_embeddings: on for the forwards that want features
+        self.gives_features = True
         vocab = self.lc.llama_model_get_vocab(self._model)
         self.vocab_size = int(self.lc.llama_vocab_n_tokens(vocab))
         eos = int(self.lc.llama_vocab_eos(vocab))
@@ -184,11 +185,11 @@ class LlamaModel(LanguageModel):
                     self.lc.llama_memory_seq_cp(self._mem, cache.base, seq, 0, length)
         width = max(len(s) for plan in plans for s in plan.seq_sets)
         batch = self.lc.llama_batch_init(total, 0, width)
-        if self.want_features and not self._embeddings:
-            # llama.cpp then also returns each output token's last hidden state (the LM head's input), with its
-            # logits; every token is an output, so the rows before first_row get logits too (not read)
-            self.lc.llama_set_embeddings(self._ctx, True)
-            self._embeddings = True
+        if self.want_features != self._embeddings:
+            # on: llama.cpp also returns each output token's last hidden state (the LM head's input) beside its
+            # logits; every token is then an output, so the rows before first_row get logits too (not read)
+            self.lc.llama_set_embeddings(self._ctx, self.want_features)
+            self._embeddings = self.want_features
         try:
             self._fill(batch, caches, plans, firsts, [0] * len(caches) if self.want_features else first_rows)
             code = self.lc.llama_decode(self._ctx, batch)

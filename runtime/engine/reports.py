@@ -33,11 +33,13 @@ class Reports:
             return
         try:  # junk under a child's name is refused and counted, as on the telemetry socket (never a crash)
             msg = unpack(frames[1:])
-            if msg.kind == "ready" and child.state is State.STARTING:
-                child.placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
-                child.become(State.READY)
+            placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
         except REFUSED:
             self._refuse_telemetry()
+            return
+        if msg.kind == "ready" and child.state is State.STARTING:
+            child.placed = placed
+            child.become(State.READY)
 
     def _telemetry(self, frames: list) -> None:
         """One message of a child's. Anything malformed, not from a live child of this engine (by the pid

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -137,9 +138,11 @@ def shifted(feats: torch.Tensor) -> torch.Tensor:
 
 def target_parts(target_dir: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The target's token embeddings, LM head (the embeddings when tied) and final-norm weight."""
+    wanted = {"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"}
     tensors: dict[str, torch.Tensor] = {}
-    for file in sorted(Path(target_dir).glob("*.safetensors")):
-        tensors.update(load_file(str(file)))
+    for file in sorted(Path(target_dir).glob("*.safetensors")):  # only these three: not the 0.5 GB of layers
+        with safe_open(str(file), framework="pt") as f:
+            tensors.update({k: f.get_tensor(k) for k in wanted & set(f.keys())})
     embed = tensors["model.embed_tokens.weight"].float()
     head = tensors.get("lm_head.weight", embed).float()
     return embed, head, tensors["model.norm.weight"].float()
