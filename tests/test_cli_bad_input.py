@@ -96,6 +96,15 @@ def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments
     assert result.stdout == ""  # refused before anything ran
 
 
+@pytest.mark.parametrize("backend", ["sim", "hf"])
+def test_a_prompt_that_is_not_utf8_is_one_line_naming_the_flag(backend):
+    """`--prompt "$(printf 'ab\\xffcd')"`: Python's argv holds byte 0xff as U+DCFF. It was a UnicodeEncodeError
+    traceback on sim and a TypeError on hf."""
+    result = run_cli("--backend", backend, "--prompt", "ab\udcffcd", "--max-new-tokens", "4")
+    assert_one_error_line(result, 2, "a --prompt is not UTF-8 text (byte 0xff at character 3)")
+    assert result.stdout == ""
+
+
 def test_a_policy_that_raises_stops_the_run_with_one_line_naming_it(policy_files):
     result = run_cli("--policy", f"{policy_files}/named_boom.py:Boom", "--workers", "2",
                      "--max-new-tokens", "8", *FAST_FLAGS)
