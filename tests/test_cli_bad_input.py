@@ -57,6 +57,7 @@ def policy_files(tmp_path):
     (["--json", "{tmp}/no/such/folder/run.json"], ["--json", "does not exist"]),
     (["--json", "{tmp}"], ["--json", "is a folder"]),
     (["--trace", "{tmp}/sub/"], ["--trace", "is a folder"]),
+    (["--json", "/dev/full"], ["--json /dev/full is not writable"]),  # it failed after the whole run
     (["--workers", "abc"], ["--workers: invalid int value: 'abc'", "--help"]),
     (["--k-config", "2,,1"], ["--k-config", "'2,,1'"]),
     (["--sim-draft-ms", "-1"], ["--sim-draft-ms must be in [0, 60,000] ms, got -1.0"]),
