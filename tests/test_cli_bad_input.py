@@ -106,6 +106,24 @@ def test_a_prompt_that_is_not_utf8_is_one_line_naming_the_flag(backend):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_a_damaged_target_weights_file_is_one_line_before_any_process(tmp_path, damage):
+    """It was `draft-0 died more than 3 times`, after some 20 s of workers loading the model and dying."""
+    import random
+    import shutil
+
+    from specsched.runtime.models.registry import resolve_target
+
+    target = shutil.copytree(resolve_target("tiny"), tmp_path / "target")
+    weights = target / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else random.Random(0).randbytes(len(whole)))
+    result = run_cli("--backend", "hf", "--target", str(target), "--draft", "tiny", "--max-new-tokens", "2",
+                     timeout=60)
+    assert_one_error_line(result, 2, f"--target: {weights} is damaged")
+    assert result.stdout == ""
+
+
 def test_a_policy_that_raises_stops_the_run_with_one_line_naming_it(policy_files):
     result = run_cli("--policy", f"{policy_files}/named_boom.py:Boom", "--workers", "2",
                      "--max-new-tokens", "8", *FAST_FLAGS)
