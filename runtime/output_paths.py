@@ -70,8 +70,10 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
 def _opens(path: Path) -> bool:
     """Whether the file can be opened for writing (os.access says yes to root everywhere, /proc included); a
     file made by asking is removed again, one that was there is left as it was."""
-    if os.path.lexists(path) and not path.is_file():  # a device, a FIFO (opening it would block, or end its
-        return True                                  # reader early), a dangling link: os.access decides
+    if path.is_char_device():
+        return _takes_writes(path)
+    if os.path.lexists(path) and not path.is_file():  # a FIFO (opening it would block, or end its reader
+        return True                                  # early), a dangling link: os.access decides
     try:
         if path.exists():
             with open(path, "a"):
@@ -82,3 +84,22 @@ def _opens(path: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+def _takes_writes(device: Path) -> bool:
+    """Whether a character device takes a write of zero bytes: /dev/full refuses even that (ENOSPC), /dev/null
+    and a terminal take it, and nothing reaches them. Opened without blocking, and without making a terminal
+    this process's controlling one."""
+    try:
+        fd = os.open(device, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, b"")
+        return True
+    except BlockingIOError:  # a device that is busy now may take the record when the run ends
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.config_checks import MAX_NEW_TOKENS, check_priority, is_int, is_number
+from specsched.runtime.core.config_checks import MAX_NEW_TOKENS, check_priority, is_int, is_number, not_utf8
 from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.engine.job_checks import check_deadline
 from specsched.runtime.engine.stopping import stopped_by
@@ -81,6 +81,8 @@ def _job(line: str, where: str, index: int) -> WorkloadJob:
     prompts = d.get("prompts", [d["prompt"]] if "prompt" in d else None)
     if not (isinstance(prompts, list) and prompts and all(isinstance(p, str) and p.strip() for p in prompts)):
         raise ConfigError(f"{where}: give a non-empty \"prompt\" or a list of them as \"prompts\"")
+    if why := next(filter(None, map(not_utf8, prompts)), None):
+        raise ConfigError(f"{where}: a prompt {why}")
     arrival, deadline, budget = d.get("arrival", 0.0), d.get("deadline"), d.get("max_new_tokens")
     if not (is_number(arrival) and 0 <= arrival <= MAX_ARRIVAL_S):
         raise ConfigError(f"{where}: \"arrival\" must be seconds in [0, {MAX_ARRIVAL_S}], got {arrival!r}")

@@ -57,6 +57,7 @@ def policy_files(tmp_path):
     (["--json", "{tmp}/no/such/folder/run.json"], ["--json", "does not exist"]),
     (["--json", "{tmp}"], ["--json", "is a folder"]),
     (["--trace", "{tmp}/sub/"], ["--trace", "is a folder"]),
+    (["--json", "/dev/full"], ["--json /dev/full is not writable"]),  # it failed after the whole run
     (["--workers", "abc"], ["--workers: invalid int value: 'abc'", "--help"]),
     (["--k-config", "2,,1"], ["--k-config", "'2,,1'"]),
     (["--sim-draft-ms", "-1"], ["--sim-draft-ms must be in [0, 60,000] ms, got -1.0"]),
@@ -94,6 +95,33 @@ def test_bad_input_gets_one_clear_line_and_exit_2(policy_files, flags, fragments
     result = run_cli("--max-new-tokens", "4", *FAST_FLAGS, *flags)  # the last value of a flag wins
     assert_one_error_line(result, 2, *fragments)
     assert result.stdout == ""  # refused before anything ran
+
+
+@pytest.mark.parametrize("backend", ["sim", "hf"])
+def test_a_prompt_that_is_not_utf8_is_one_line_naming_the_flag(backend):
+    """`--prompt "$(printf 'ab\\xffcd')"`: Python's argv holds byte 0xff as U+DCFF. It was a UnicodeEncodeError
+    traceback on sim and a TypeError on hf."""
+    result = run_cli("--backend", backend, "--prompt", "ab\udcffcd", "--max-new-tokens", "4")
+    assert_one_error_line(result, 2, "a --prompt is not UTF-8 text (byte 0xff at character 3)")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random bytes"])
+def test_a_damaged_target_weights_file_is_one_line_before_any_process(tmp_path, damage):
+    """It was `draft-0 died more than 3 times`, after some 20 s of workers loading the model and dying."""
+    import random
+    import shutil
+
+    from specsched.runtime.models.registry import resolve_target
+
+    target = shutil.copytree(resolve_target("tiny"), tmp_path / "target")
+    weights = target / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else random.Random(0).randbytes(len(whole)))
+    result = run_cli("--backend", "hf", "--target", str(target), "--draft", "tiny", "--max-new-tokens", "2",
+                     timeout=60)
+    assert_one_error_line(result, 2, f"--target: {weights} is damaged")
+    assert result.stdout == ""
 
 
 def test_a_policy_that_raises_stops_the_run_with_one_line_naming_it(policy_files):

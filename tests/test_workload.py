@@ -54,6 +54,7 @@ def test_a_workload_file_is_read_in_arrival_order(tmp_path):
     ('{"prompt": "a", "priority": 100000000000000000000}', '"priority" must be an integer in -2**63..2**63-1'),
     ('{"prompt": "a", "deadline": Infinity}', 'line 2: "deadline" must be seconds > 0 after the job arrives'),
     ('{"prompt": "a", "prompts": ["b"]}', 'give "prompt" or "prompts", not both'),  # "prompt" was dropped
+    ('{"prompts": ["a", "b\\udcff"]}', 'line 2: a prompt is not UTF-8 text (byte 0xff at character 2)'),
 ])
 def test_a_bad_job_line_is_named_by_file_and_line(tmp_path, line, fragment):
     with pytest.raises(ConfigError, match=re.escape(fragment)):

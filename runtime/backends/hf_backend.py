@@ -25,6 +25,7 @@ from specsched.runtime.models.draft_files import (
     is_distilled_draft,
     is_feature_draft,
 )
+from specsched.runtime.models.weights import damaged_weights
 
 if TYPE_CHECKING:
     from specsched.runtime.backends.feature import FeatureModel
@@ -69,6 +70,9 @@ class HFBackend(Backend):
         device_chains()  # each draft model reads it: a bad value is refused here, not by every worker in turn
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
+            if Path(path).is_dir() and (why := damaged_weights(Path(path))):
+                raise ConfigError(f"--{role}: {why}; copy or pull it again (the default target: `specsched "
+                                  "models pull --force`)")
 
     def check(self) -> None:
         """The GPU asked for is there (imports torch), the vocabularies agree (imports transformers)."""

@@ -80,7 +80,9 @@ def read_gguf(path: Path) -> GgufInfo:
     params.vocab_only = True
     model = lc.llama_model_load_from_file(str(path).encode(), params)
     if not model:
-        raise RuntimeError(f"llama.cpp cannot read {path}: {last_error()}")
+        # for a damaged file llama.cpp's log often says nothing (ggml's parser logs elsewhere)
+        why = ERRORS[-1] if ERRORS else "is it damaged, truncated, or newer than this llama.cpp?"
+        raise RuntimeError(f"llama.cpp cannot read {path}: {why}")
     try:
         vocab = lc.llama_model_get_vocab(model)
         tokens = [lc.llama_vocab_get_text(vocab, i).decode("utf-8", "replace")

@@ -45,6 +45,11 @@ class LlamaCppBackend(HFBackend):
 
         return str(resolve_target(self.config.draft)) if self.config.draft in PRESETS else None
 
+    def check_paths(self) -> None:
+        super().check_paths()
+        if is_gguf(self.config.target):  # llama.cpp reads a GGUF's header and vocabulary in ~0.1 s, without torch:
+            self.info  # noqa: B018 - a damaged file is one line before the zygote starts, not a verifier that dies
+
     def check(self) -> None:
         why = same_vocabulary(self.vocabulary("target"), self.vocabulary("draft"))
         if why:
@@ -56,7 +61,10 @@ class LlamaCppBackend(HFBackend):
         """The GGUF's vocabulary and weight type (``llamacpp.GgufInfo``)."""
         from specsched.runtime.backends.llamacpp import read_gguf
 
-        return read_gguf(self.gguf)
+        try:
+            return read_gguf(self.gguf)
+        except RuntimeError as exc:  # llama.cpp refused the file: damaged, truncated, or a GGUF version it lacks
+            raise ConfigError(f"--target: {exc}") from None
 
     def context_length(self) -> int | None:
         return None  # the GGUF's cache cells bound it instead (llamacpp.py)

@@ -99,6 +99,9 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--temperature must be a finite number, got {c.temperature}")
     if any(not p.strip() for p in c.prompts):
         raise ConfigError("a --prompt is empty: give the text to continue")
+    for p in c.prompts:
+        if why := not_utf8(p):
+            raise ConfigError(f"a --prompt {why}")
     try:
         c.sampling  # noqa: B018 - validates temperature / top-k / top-p
     except ValueError as exc:
@@ -119,6 +122,19 @@ def check_priority(name: str, value) -> None:
     """A priority - a job's (`submit(priority=)`) or a worker's (--priorities) - is an integer that fits the wire."""
     if not is_int(value) or not -MAX_INT - 1 <= value <= MAX_INT:
         raise ConfigError(f"{name} must be an integer in -2**63..2**63-1 (lower = more urgent), got {shown(value)}")
+
+
+def not_utf8(text: str) -> str | None:
+    """Why a prompt cannot be tokenized, or None: it must be UTF-8 text. Bytes that are not UTF-8 reach Python
+    as lone surrogates (argv's surrogateescape turns byte 0xff into U+DCFF; JSON's "\\udcff" makes one too),
+    and no tokenizer encodes those."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        return f"is not UTF-8 text ({what} at character {exc.start + 1})"
+    return None
 
 
 def is_int(value) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 import zmq
 
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.leftovers import owned, remove_dead
 from specsched.runtime.core.security import Keys, curve_client
 from specsched.runtime.core.wire import pack
 
@@ -46,11 +47,13 @@ SUN_PATH_MAX = 107  # bytes of a Unix socket's path on Linux (sockaddr_un.sun_pa
 def private_dir(prefix: str, longest_name: str) -> Path:
     """A new directory only this user reaches (0700), for ipc sockets named at most like `longest_name`: in
     the temp directory, or in /tmp when a socket there would have a longer path than a Unix socket may (a
-    deep TMPDIR), so that a run never fails for where it was started."""
+    deep TMPDIR), so that a run never fails for where it was started. Its name carries this process's pid:
+    the folders there of processes killed before they could remove theirs are removed first."""
     where = tempfile.gettempdir()
-    if len(os.fsencode(os.path.join(where, f"{prefix}{'x' * 8}", longest_name))) > SUN_PATH_MAX:
+    if len(os.fsencode(os.path.join(where, f"{owned(prefix)}{'x' * 8}", longest_name))) > SUN_PATH_MAX:
         where = "/tmp"
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+    remove_dead(Path(where), prefix)
+    path = Path(tempfile.mkdtemp(prefix=owned(prefix), dir=where))
     os.chmod(path, 0o700)
     return path
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
+
+from specsched.runtime.core.leftovers import owned, remove_dead
 
 ENV_VAR = "SPECSCHED_CACHE"
 PARTIAL_PREFIX = ".partial-"
@@ -29,8 +32,19 @@ def cache_root() -> Path:
 def staging(out: Path) -> Path:
     """A hidden sibling of the file `out`, unique to this process, to write into and then `os.replace` onto
     `out` (atomic in one directory). Two processes that make the same file at once (two first runs of a
-    new target) each write their own; the last rename wins, with an equal file, and neither reads half."""
-    return out.with_name(f"{PARTIAL_PREFIX}{out.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    new target) each write their own; the last rename wins, with an equal file, and neither reads half.
+    Those of killed processes beside it are removed first (core/leftovers.py)."""
+    remove_dead(out.parent, PARTIAL_PREFIX)
+    return out.with_name(f"{owned(PARTIAL_PREFIX)}{out.name}.{os.urandom(4).hex()}")
+
+
+def staging_dir(what: str) -> Path:
+    """A new hidden folder in the cache to build `what` in, renamed into place once whole. The folders of
+    builds killed before they could remove theirs (`models pull --force` under SIGKILL) are removed first."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    remove_dead(root, PARTIAL_PREFIX)
+    return Path(tempfile.mkdtemp(prefix=f"{owned(PARTIAL_PREFIX)}{what}-", dir=root))
 
 
 def model_dir(model_id: str) -> Path:

