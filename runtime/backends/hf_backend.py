@@ -70,6 +70,8 @@ class HFBackend(Backend):
         device_chains()  # each draft model reads it: a bad value is refused here, not by every worker in turn
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
+            if role == "draft" and self.config.drafter == "branches":
+                continue  # Self-Draft: the target drafts for itself, no draft weights are read
             if Path(path).is_dir() and (why := damaged_weights(Path(path))):
                 raise ConfigError(f"--{role}: {why}; copy or pull it again (the default target: `specsched "
                                   "models pull --force`)")

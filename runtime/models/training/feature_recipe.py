@@ -29,18 +29,22 @@ GSM8K_TEST = Path(__file__).resolve().parents[4] / "shared" / "data" / "gsm8k_te
 
 def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("work", type=Path, help="folder for the shards, checkpoints and the result (resumable)")
-    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all")
-    ap.add_argument("--shards", type=int, default=40, help="teacher shards to make (48 prompts each)")
-    ap.add_argument("--batch", type=int, default=48, help="prompts per shard")
-    ap.add_argument("--max-new-tokens", type=int, default=192, help="longest teacher answer")
-    ap.add_argument("--train-shards", type=int, default=0, help="train on the first N shards on disk (0: all)")
-    ap.add_argument("--steps", type=int, default=3000, help="training steps")
-    ap.add_argument("--train-batch", type=int, default=8, help="sequences per training step")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--eval-prompts", type=int, default=24)
-    ap.add_argument("--eval-max-new", type=int, default=128)
-    ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, help="GSM8K test file (evaluation only)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all",
+                    help="run one stage only; all runs data, train and eval in turn")
+    ap.add_argument("--shards", type=int, default=40, metavar="N", help="teacher shards to make")
+    ap.add_argument("--batch", type=int, default=48, metavar="B", help="prompts per shard")
+    ap.add_argument("--max-new-tokens", type=int, default=192, metavar="M", help="longest teacher answer")
+    ap.add_argument("--train-shards", type=int, default=0, metavar="N",
+                    help="train on the first N shards on disk; 0 = all")
+    ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
+    ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
+    ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
+                    help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
+    ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
+    ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
+                    help="the GSM8K test file: evaluation prompts only, never training data")
+    ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
     ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")
 
 
