@@ -250,3 +250,21 @@ def test_a_target_without_features_answers_a_draft_that_asks_as_if_it_had_not():
 
     target = SimBackend(RunConfig(backend="sim")).target()
     assert not target.gives_features
+
+
+def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_path):
+    from specsched.runtime.models.training.feature_data import export_answers, import_answers
+
+    made = tmp_path / "made"
+    made.mkdir()
+    shards = {0: [([5, 6, 7, 8], 2), ([9, 10], 1)], 3: [([11, 12, 13], 2)]}
+    for s, rows in shards.items():
+        torch.save({"records": [{"ids": torch.tensor(i, dtype=torch.int32), "start": st} for i, st in rows]},
+                   made / f"answers_{s:05d}.pt")
+    assert export_answers(made, tmp_path / "answers.npz") == 2
+    again = tmp_path / "again"
+    assert import_answers(tmp_path / "answers.npz", again) == 2
+    for s, rows in shards.items():
+        got = torch.load(again / f"answers_{s:05d}.pt", weights_only=True)["records"]
+        assert [(r["ids"].tolist(), r["start"]) for r in got] == rows
+    assert import_answers(tmp_path / "answers.npz", again) == 0  # a shard already there is kept

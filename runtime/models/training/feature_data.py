@@ -188,6 +188,45 @@ def machine() -> str:
     return platform.processor() or platform.machine()
 
 
+def export_answers(folder: Path, path: Path) -> int:
+    """The answers of every shard in `folder` as one small file (token ids, no features: a forward remakes
+    those in minutes, generation took hours), so that a later machine resumes from them. Returns the shards."""
+    import numpy as np
+
+    shards = sorted(folder.glob("answers_*.pt"))
+    ids, offsets, starts, shard_of = [], [0], [], []
+    for p in shards:
+        s = int(p.stem.split("_")[1])
+        for r in torch.load(p, weights_only=True)["records"]:
+            ids.append(r["ids"].numpy())
+            offsets.append(offsets[-1] + len(r["ids"]))
+            starts.append(int(r["start"]))
+            shard_of.append(s)
+    np.savez_compressed(path, ids=np.concatenate(ids).astype(np.int32), offsets=np.asarray(offsets, np.int64),
+                        starts=np.asarray(starts, np.int32), shards=np.asarray(shard_of, np.int32))
+    return len(shards)
+
+
+def import_answers(path: Path, folder: Path) -> int:
+    """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept); the data stage
+    then only computes their features. Returns the shards written."""
+    import numpy as np
+
+    data = np.load(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    by_shard: dict[int, list[dict]] = {}
+    for i, s in enumerate(data["shards"].tolist()):
+        row = torch.from_numpy(data["ids"][data["offsets"][i]:data["offsets"][i + 1]].copy())
+        by_shard.setdefault(s, []).append({"ids": row, "start": int(data["starts"][i])})
+    written = 0
+    for s, records in by_shard.items():
+        target = folder / f"answers_{s:05d}.pt"
+        if not target.exists():
+            _save({"records": records}, target)
+            written += 1
+    return written
+
+
 def load_shards(folder: Path, limit: int | None = None) -> list[dict]:
     """Every record of the feature shards in `folder` (the first `limit` shards when given)."""
     paths = sorted(folder.glob("features_*.pt"))[:limit]

@@ -45,6 +45,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
                     help="the GSM8K test file: evaluation prompts only, never training data")
     ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
+    ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
+                    help="start the data stage from teacher answers saved by an earlier run (an .npz of "
+                         "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")
     ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")
 
 
@@ -58,8 +61,10 @@ def run(args: argparse.Namespace, log=print) -> int:
     work: Path = args.work
     stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
     if "data" in stages:
-        from specsched.runtime.models.training.feature_data import FeatureDataConfig, make
+        from specsched.runtime.models.training.feature_data import FeatureDataConfig, import_answers, make
 
+        if args.answers is not None:
+            log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
         make(FeatureDataConfig(target=target, out=work / "data", shards=args.shards, batch=args.batch,
                                max_new_tokens=args.max_new_tokens), log=log)
     if "train" in stages:
