@@ -104,6 +104,9 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
     if name in PRESETS:
         name = str(PRESETS[name].draft_dir)
     if name in DRAFTS:
+        if not (ASSETS / DRAFTS[name]).is_dir():
+            raise ModelUnavailable(f"the draft {name!r} is not shipped with this version: make one with "
+                                   "`specsched models features WORK` and pass --draft WORK/train/final")
         name = str(ASSETS / DRAFTS[name])
     path = Path(name).expanduser()
     if path.is_dir() and (is_distilled_draft(path) or is_feature_draft(path) or is_complete(path)):
