@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import shutil
 import signal
 import tempfile
 import textwrap
@@ -273,31 +272,6 @@ def test_children_die_with_a_killed_cli():
         w.finish()
     assert w.proc.returncode == -signal.SIGKILL
     assert w.survivors(grace=15) == []
-
-
-def test_a_killed_runs_socket_folder_is_removed_by_the_next_run_and_a_running_ones_is_kept(monkeypatch):
-    """SIGKILL leaves the CLI no chance to remove its folder of sockets and logs in the temp directory: they
-    piled up there, one a killed run. The next run removes it, and never the folder of a run still going."""
-    temp = Path(tempfile.mkdtemp(dir="/tmp"))  # short: a socket path under it fits, so the runs use it
-    monkeypatch.setenv("TMPDIR", str(temp))
-    try:
-        with Watched(*LONG_RUN) as killed:
-            killed.wait_for_children(1 + len(ENDLESS))
-            killed.signal(signal.SIGKILL)
-            killed.finish()
-        assert killed.survivors(grace=15) == []
-        [dead] = temp.iterdir()  # the killed run's
-        with Watched(*LONG_RUN) as running:
-            running.wait_for_children(1 + len(ENDLESS))
-            [alive] = set(temp.iterdir()) - {dead}
-            assert specsched("run", "--backend", "sim", "--prompt", "a b", "--max-new-tokens", "4", "--no-live",
-                             "--quiet").returncode == 0
-            assert list(temp.iterdir()) == [alive]
-            running.signal(signal.SIGTERM)
-            running.finish()
-        assert list(temp.iterdir()) == []
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_in_process_runs_leave_no_child_of_the_caller(tmp_path):
