@@ -14,7 +14,7 @@ from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draf
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.evaluation.evaluate import LookupDrafter, chain, decode
 from specsched.runtime.models.growing_cache import cache_out
-from specsched.runtime.models.lean_forward import int8_available
+from specsched.runtime.models.lean_forward import Int8Linear, int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
 from specsched.runtime.models.training.draft_init import compress_target
 from tests.fp32 import assert_close, assert_greedy_equal
@@ -130,6 +130,26 @@ def test_int8_inference_stays_close_to_the_fp32_forward(target: LlamaForCausalLM
     assert tv.max() < 0.1
     assert not make_draft(target, int8=True).to(torch.bfloat16).lean().int8  # int8 is for fp32 on CPU only
     assert not make_draft(target).lean().int8
+
+
+@pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")
+def test_an_int8_row_does_not_depend_on_the_rows_sharing_its_call() -> None:
+    """A restarted draft re-reads its context in one call where the first run read it a few tokens at a
+    time: each token's result must be the same bits either way, or a sampled run's text changes (issue 43)."""
+    torch.manual_seed(0)
+    layer = Int8Linear(torch.randn(96, 48))
+    row = torch.randn(1, 48) * 3
+    alone = layer(row)
+    for n, spread in ((2, 0.1), (5, 10.0), (40, 100.0)):  # neighbours far smaller and far larger than the row
+        rows = torch.randn(n, 48) * spread
+        rows[n // 2] = row[0]
+        assert torch.equal(layer(rows)[n // 2], alone[0])
+    exact = row @ layer_weight(layer).T
+    assert (alone - exact).norm() / exact.norm() < 0.05  # 7-bit activations, 8-bit weights: ~2 %
+
+
+def layer_weight(layer: Int8Linear) -> torch.Tensor:
+    return torch.ops.quantized.linear_unpack(layer.packed)[0].dequantize()
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

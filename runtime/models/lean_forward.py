@@ -17,9 +17,18 @@ rope(x, p) = x cos(p f) + rotate_half(x) sin(p f), f_i = theta^(-2i/d), rotate_h
 
 int8 (`DraftConfig.int8`, CPU only): at batch 1 a forward reads every weight once, so its time follows the
 weight bytes. Each matrix W [out, in] is stored as int8 with one scale per output row, s_o = max|W_o| / 127,
-and multiplied by fbgemm's dynamic-quantised GEMM (the activations are quantised per call). The draft's
-precision only changes which tokens it proposes and their q: the verifier accepts against the q the draft
-actually used, so losslessness is untouched.
+and multiplied by fbgemm's dynamic-quantised GEMM. The draft's precision only changes which tokens it
+proposes and their q: the verifier accepts against the q the draft actually used, so losslessness is
+untouched.
+
+Activations are quantised per token, not per call. fbgemm picks one (scale, zero point) per call from the
+call's min and max, so a token's q used to depend on which tokens shared its call: a draft restarted after
+a crash re-reads its context in one call where the first run read it a few tokens at a time, got another q,
+and a sampled run wrote other text (issue 43). Here each row x is divided by r = max|x| before the call and
+a sentinel row [1, -1, 0, ...] is appended, so every call's range is exactly [-1, 1] and its quantisation
+parameters are the same constants; the int8 products are summed in int32, exactly, in any order; the row's
+result is multiplied by r again. So a token's output does not depend on its call's other rows, bit for bit
+(tests/test_lean_forward.py), at one extra row per call.
 """
 
 from __future__ import annotations
@@ -50,9 +59,16 @@ class Int8Linear:
             warnings.simplefilter("ignore")
             qw = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
         self.packed = torch.ops.quantized.linear_prepack(qw, None)
+        self.sentinel = torch.zeros(1, w.shape[1])
+        self.sentinel[0, :2] = torch.tensor([1.0, -1.0])  # pins every call's range to [-1, 1]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, True)  # reduce_range: no int16 overflow
+        shape = x.shape
+        rows = x.reshape(-1, shape[-1])
+        r = rows.abs().amax(dim=1, keepdim=True).clamp_min(1e-30)
+        # reduce_range (7-bit activations): no int16 overflow in fbgemm's kernels
+        y = torch.ops.quantized.linear_dynamic(torch.cat((rows / r, self.sentinel)), self.packed, True)
+        return (y[:-1] * r).reshape(*shape[:-1], -1)
 
 
 class Dense:
