@@ -89,18 +89,6 @@ def test_ps_names_every_process_and_close_leaves_none():
     assert _children() == []
 
 
-def test_children_are_forked_by_one_zygote_and_die_with_it():
-    with engine() as e:
-        e.generate(PROMPTS, max_new_tokens=4)
-        zygote = next(p for p in psutil.Process().children() if p.cmdline()[0] == "specsched: zygote")
-        assert sorted(c.pid for c in zygote.children()) == sorted(p["pid"] for p in e.processes)
-        job = e.submit(PROMPTS, max_new_tokens=100_000)
-        zygote.kill()  # PR_SET_PDEATHSIG: every child dies with it, and the engine says so
-        record = job.result(timeout=60)
-        assert record.status == "failed" and "exited with status -9" in record.error
-    assert _children() == []
-
-
 def test_idle_workers_are_retired_and_new_ones_started_on_demand():
     with Engine(sim_config(), idle_timeout_s=0.2) as e:
         e.generate(PROMPTS[:2], max_new_tokens=4)

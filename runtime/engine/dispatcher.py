@@ -232,7 +232,12 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
                                      "sequences": sequences})
 
     def _reap(self) -> None:
-        for child, code in self.table.dead():
+        dead = self.table.dead()
+        if self.table.zygote.died:
+            self._supervise_zygote()
+        for child, code in dead:
+            if self.broken:  # the zygote could not be restarted: every job has failed already
+                break
             self._supervise(child, code)
 
     # -- telemetry -----------------------------------------------------------------------------------

@@ -77,8 +77,22 @@ class ProcessTable:
         self.spawned = 0  # models loaded over the engine's life (one per child)
         self.joined = 0   # workers that joined from other hosts
         self.tell_stop = tell_stop  # a remote worker is stopped by a message: the engine cannot signal it
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
-        self.zygote = Zygote(run_dir / "zygote.log", preload, env)
+        self.preload = preload
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        self.zygotes = 1  # zygotes started: the first, and one after each death (supervisor.py)
+        self.zygote = Zygote(run_dir / "zygote.log", preload, self.env)
+
+    def zygote_death(self) -> str:
+        """Why the zygote is gone, in one line (its exit status and the last line of its log)."""
+        code = self.zygote.proc.wait()
+        said = last_line(self.zygote.log)
+        return f"the zygote exited with status {code}" + ("" if said.startswith("(no") else f": {said}")
+
+    def new_zygote(self) -> None:
+        """A fresh zygote after the last one died (its log kept beside the new one's)."""
+        self.zygote.close(grace=0)
+        self.zygotes += 1
+        self.zygote = Zygote(self.run_dir / f"zygote-{self.zygotes}.log", self.preload, self.env)
 
     @property
     def verifier(self) -> Child:

@@ -21,6 +21,10 @@ sequence the engine does not yet hold as done resumes it (commits and verdicts t
 with no order between them). A beam sequence is announced with its beams as well, as the dead verifier
 reported them with its last round's commit (runtime/core/beam_state.py); the new verifier goes on from
 that round, and a dsbd worker resumes the slot it holds there.
+
+The zygote that forks every child (zygote.py) as well: when it dies, every child dies with it; a new
+zygote is started first (under the same restart intensity, by the name "zygote"), then each child is
+restarted as above, its record entry saying it died with the zygote.
 """
 
 from __future__ import annotations
@@ -52,10 +56,28 @@ class Intensity:
 class Supervision:
     """A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets."""
 
+    def _supervise_zygote(self) -> None:
+        """The zygote died, and every child it forked with it (PR_SET_PDEATHSIG): a new zygote first, so the
+        children's restarts have something to fork them; its death goes in each live job's record as its own.
+        Beyond the restart intensity nothing can be started any more: every job fails, in one line."""
+        error = self.table.zygote_death()
+        if not self.intensity.allow("zygote", time.monotonic()):
+            c = self.config
+            self.broken = (f"the zygote died more than {c.max_restarts} times within {c.restart_period_s:g} s "
+                           f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
+            for job in list(self.jobs):
+                self._end(job, "failed", self.broken)
+            return
+        self.table.new_zygote()
+        for job in self.jobs:
+            job.collected.restarts.append({"process": "zygote", "at": time.monotonic(), "why": error,
+                                           "epoch": self.table.zygotes - 1, "reprefilled_tokens": 0})
+
     def _supervise(self, child: Child, code: int) -> None:
         """A child exited unasked: restart it if what it serves can resume, else fail that."""
-        error = f"{child.name} {child.hung}" if child.hung else child.said or \
-            f"{child.name} exited with status {code}: {self.table.why(child)}"
+        error = f"{child.name} {child.hung}" if child.hung else child.said or (
+            f"{child.name} died with the zygote" if child.proc.with_zygote else
+            f"{child.name} exited with status {code}: {self.table.why(child)}")
         if child.role == "verifier":
             self._restart_verifier(child, error)
             return

@@ -14,7 +14,8 @@ Protocol, JSON lines on pipes (no pickle): the first line names the modules to p
 line per child ``{"spec", "log", "env", "threads"}``. The zygote answers ``{"pid"}`` at once and
 ``{"exit", "code"}`` when it reaps the child (``code`` as subprocess reports it: -N for signal N).
 EOF on its stdin: SIGKILL what is left, reap it, exit. The zygote dies with the engine's thread
-(PR_SET_PDEATHSIG), and its children die with it the same way.
+(PR_SET_PDEATHSIG), and its children die with it the same way; if it dies alone, the engine starts a
+new one and restarts the children (supervisor.py).
 """
 
 from __future__ import annotations
@@ -158,6 +159,8 @@ class Zygote:
             self.proc = subprocess.Popen(command("specsched.runtime.engine.zygote"), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=out, env=env, start_new_session=True)
         self._lock = threading.Lock()
+        self.closed = False  # closed by the engine: its end is not a death
+        self.gone = False    # its pipe reached EOF: it exited, and every child it forked died with it
         self._unanswered: collections.deque[Forked] = collections.deque()
         self._by_pid: dict[int, Forked] = {}
         self._write({"preload": preload})
@@ -175,8 +178,14 @@ class Zygote:
                 child.exited(-signal.SIGKILL)
         return child
 
+    @property
+    def died(self) -> bool:
+        """It exited without being closed (killed, or it crashed)."""
+        return self.gone and not self.closed
+
     def close(self, grace: float = 3.0) -> None:
         """EOF: the zygote kills whatever is left (the engine stopped its children before), then exits."""
+        self.closed = True
         try:
             self.proc.stdin.close()
         except OSError:
@@ -202,7 +211,9 @@ class Zygote:
                 else:
                     self._by_pid.pop(message["exit"]).exited(message["code"])
         with self._lock:  # EOF: the zygote died, and PR_SET_PDEATHSIG killed its children with it
+            self.gone = True
             for child in [*self._unanswered, *self._by_pid.values()]:
+                child.with_zygote = True
                 child.answer(-1)
                 child.exited(-signal.SIGKILL)
             self._unanswered.clear()
@@ -215,6 +226,7 @@ class Forked:
     def __init__(self) -> None:
         self._pid: int | None = None
         self.returncode: int | None = None
+        self.with_zygote = False  # it died because its zygote did
         self._known, self._done = threading.Event(), threading.Event()
 
     def answer(self, pid: int) -> None:
