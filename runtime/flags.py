@@ -70,6 +70,10 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
                    help="sample from the K likeliest tokens; 0 = off")
     p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
                    help="sample from the likeliest tokens whose mass reaches P; 1 = off")
+    p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.coupling,
+                   help="how a sampled draft is accepted: residual (speculative sampling, the most accepted) or "
+                        "gumbel (the text depends on the seed and the target alone, the same after any crash "
+                        "and under any policy, and equal to --mode ar's; fewer tokens accepted)")
     p.add_argument("--seed", type=int, default=d.seed, metavar="S",
                    help="the random seed (sampling, sim models, arrivals): the same seed gives the same run")
 
@@ -231,7 +235,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
-        top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        top_k=args.top_k, top_p=args.top_p, coupling=args.coupling, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,

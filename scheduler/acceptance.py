@@ -8,6 +8,10 @@ from q_i; accept it with probability min(1, p_i(x_i) / q_i(x_i)). At the first r
 replacement from norm(max(0, p_i - q_i)); if every token is accepted draw a bonus from p_{n+1}.
 Then each emitted token is distributed exactly as p, whatever q is.
 
+Coupled (`--coupling gumbel`, runtime/core/coupling.py): the greedy rule with the target's token at
+depth d taken as y = argmax p(v) / E_v over the sequence's fixed clocks E of that position, an exact draw
+from p; q is not read, so the text does not depend on the draft.
+
 A point-mass candidate (q = δ_x, runtime/core/draft_q.py) takes the same rule in closed form:
 min(1, p(x)/δ_x(x)) = p(x), and max(0, p - δ_x) is p with x zeroed (p(x) <= 1, every other entry
 unchanged), so it is accepted iff u < p(x) and otherwise p <- norm(p with x zeroed). These are the dense
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specsched.runtime.core.coupling import Race, winners
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams, distribution, normalised, sample
 
@@ -37,14 +42,15 @@ class Outcome:
 
 
 def verify_chain(logits: np.ndarray, draft: np.ndarray, q: DraftQ | None,
-                 params: SamplingParams, rng: np.random.Generator) -> Outcome:
+                 params: SamplingParams, rng: np.random.Generator, race: Race | None = None) -> Outcome:
     """``logits`` [n + 1, V]: row i is the target's prediction for draft position i (row n: bonus)."""
     parents = np.arange(-1, len(draft) - 1)
-    return verify_tree(logits[0], logits[1:], draft, parents, q, params, rng)
+    return verify_tree(logits[0], logits[1:], draft, parents, q, params, rng, race)
 
 
 def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents: np.ndarray,
-                q: DraftQ | None, params: SamplingParams, rng: np.random.Generator) -> Outcome:
+                q: DraftQ | None, params: SamplingParams, rng: np.random.Generator,
+                race: Race | None = None) -> Outcome:
     """Walk a draft tree from the root (multi-candidate speculative decoding, Yang et al. 2024).
 
     ``root`` is the target's logits after the committed prefix, ``rows[i]`` after draft token i.
@@ -53,7 +59,7 @@ def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents:
     without replacement is expressed by the q each sibling travels with (the previous siblings
     zeroed out), so one rule covers both; a point mass stays δ at its token. If every child is
     rejected the next token is drawn from p'; below an accepted leaf a bonus token is drawn from p.
-    A chain is the tree of width one.
+    A chain is the tree of width one. Coupled, `race` holds the sequence's clocks from the root's position.
     """
     children: dict[int, list[int]] = {}
     for i, par in enumerate(parents):
@@ -62,8 +68,8 @@ def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents:
     node, logits = -1, root
     while True:
         kids = children.get(node, [])
-        if params.greedy:
-            best = int(logits.argmax())
+        if params.greedy or params.coupled:
+            best = int(logits.argmax()) if params.greedy else _raced(logits, params, race, len(path))
             match = next((j for j in kids if tokens[j] == best), None)
             if match is None:
                 return Outcome(path, [int(tokens[j]) for j in path] + [best], False)
@@ -104,8 +110,20 @@ def _try(p: np.ndarray, x: int, row: np.ndarray | None, rng: np.random.Generator
     return False, residual / total if total > 0 else p
 
 
-def next_token(logits_row: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
-    """Target-only decoding (modes ar and parallel): argmax, or a draw from p."""
+def next_token(logits_row: np.ndarray, params: SamplingParams, rng: np.random.Generator,
+               race: Race | None = None) -> int:
+    """Target-only decoding (modes ar and parallel): argmax, or a draw from p (coupled: the raced one, so
+    `ar` writes the text the coupled speculative modes write with the same seed)."""
     if params.greedy:
         return int(logits_row.argmax())
+    if params.coupled:
+        return _raced(logits_row, params, race, 0)
     return sample(normalised(distribution(logits_row[None], params)[0]), rng)
+
+
+def _raced(logits: np.ndarray, params: SamplingParams, race: Race | None, depth: int) -> int:
+    """The target's token at `depth` below the race's start: argmax p(v) / E_v (coupling.py)."""
+    if race is None:
+        raise ValueError("a coupled verification needs the sequence's race (SequenceState.race)")
+    p = normalised(distribution(logits[None], params)[0])
+    return winners(p, race.at(depth, len(p)))[0]

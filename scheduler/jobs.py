@@ -17,6 +17,7 @@ import numpy as np
 from specsched.runtime.backends.backend import Cache, LanguageModel, Traffic
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import Mode, RunConfig
+from specsched.runtime.core.coupling import Race
 from specsched.runtime.core.sampling import stream
 
 
@@ -48,6 +49,11 @@ class SequenceState:
         (tokens committed), so a restarted process draws what the undisturbed run would (sampling.stream).
         Every verification commits at least one token, so no position is drawn at twice."""
         return stream(self.seed, self.local, self.purpose, len(self.generated))
+
+    def race(self) -> Race:
+        """The sequence's clocks from its next token on (`--coupling gumbel`): keyed by the token's place in
+        the sequence, prompt included, as the draft worker keys the same clocks (runtime/core/coupling.py)."""
+        return Race(self.seed, self.local, len(self.prompt) + len(self.generated))
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.core.coupling import Race
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.scheduler.acceptance import Outcome, verify_tree
@@ -45,11 +46,11 @@ def lay_out(target: LanguageModel, cache: Cache, context: list[int], tokens: np.
 
 def settle(target: LanguageModel, cache: Cache, layout: Layout, rows: np.ndarray, tokens: np.ndarray,
            parents: np.ndarray, q: DraftQ | None, params: SamplingParams,
-           rng: np.random.Generator, lanes: int = 0) -> Outcome:
+           rng: np.random.Generator, lanes: int = 0, race: Race | None = None) -> Outcome:
     """Accept what the target agrees with (acceptance.py) and keep only the accepted path in the cache.
     The draft's last `lanes` tokens are branch lanes: read in the forward, never candidates, never kept."""
     m = len(tokens) - lanes
-    outcome = verify_tree(rows[0], rows[1:1 + m], tokens[:m], parents[:m], q, params, rng)
+    outcome = verify_tree(rows[0], rows[1:1 + m], tokens[:m], parents[:m], q, params, rng, race)
     target.keep(cache, [*range(layout.base), *(layout.base + j for j in outcome.path)])
     return outcome
 

@@ -37,7 +37,7 @@ def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, c
     cores.add([job.id], threads, seconds)
     out = []
     for st, rows in zip(active, logits):
-        kept = commit(st, [next_token(rows[-1], job.config.sampling, st.draws())], target.eos_token_id,
+        kept = commit(st, [next_token(rows[-1], job.config.sampling, st.draws(), st.race())], target.eos_token_id,
                       job.config.max_new_tokens)
         job.counters.committed += len(kept)
         out.append((st, kept))

@@ -163,7 +163,7 @@ class Verifier(JobBook, BeamSteps):
             job = self.jobs[st.job]
             predictions = lane_predictions(layout, rows, len(tokens), n_lanes)
             outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws(),
-                             n_lanes)
+                             n_lanes, st.race())
             keep_features(self.target, st, layout, features[i] if features else None, outcome.path)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled

@@ -28,6 +28,8 @@ from specsched.runtime.core.config import ConfigError, RunConfig
     (["--task", "gsm8k", "--backend", "sim"], "need real models"),
     (["--prompts", "0"], "--prompts must be at least 1, got 0"),
     (["--arms", ","], "--arms is empty"),
+    (["--sweep", "coupling"], "--sweep coupling needs --temperature > 0"),
+    (["--sweep", "coupling", "--temperature", "1", "--values", "residual,maximal"], "bad value"),
     (["--sweep", "k", "--values", ""], "bad value"),
     (["--backend", "sim", "--target", "tiny"], r"--target applies to --backend hf or llamacpp \(this run uses"),
     (["--smoke", "--max-new-tokens", "99999999999999999999"], "--max-new-tokens must be in 1..1,000,000"),
@@ -71,6 +73,8 @@ def test_sweep_points_get_their_own_workload():
     assert drafts == ["smollm2-distilled", "/some/feature-draft"]          # one bench run, both drafts
     hf = settings_from_args(bench_args("--backend", "hf")).base
     assert [point_config(hf, "draft", d, n_prompts=None, task=None).draft for d in drafts] == drafts
+    couplings = parse_values("coupling", None)                               # both rules, in one bench run
+    assert [point_config(base, "coupling", c, n_prompts=None, task=None).coupling for c in couplings] == couplings
     svg = ET.fromstring(plot.speedup_vs_axis("n", points))
     titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert titles == ["seed-fcfs: (1, 1)", "seed-fcfs: (2, 2)", "seed-fcfs: (4, 4)"]

@@ -191,7 +191,8 @@ class DraftWorker:
                                 lookup=config.draft_lookup, min_confidence=config.min_confidence,
                                 pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
                                 else None,
-                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()))
+                                calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()),
+                                clocks=(config.seed, local))
 
         # --drafter model | branches | both: the draft model's tree, Self-Draft's lanes and caches, or both
         drafter = branch_drafter(config, model_drafter, context, self.vocab)

@@ -15,6 +15,7 @@ import numpy as np
 
 from specsched.runtime.backends.backend import ChainPlan, LanguageModel
 from specsched.runtime.core.costs import CostCurve
+from specsched.runtime.core.coupling import race, winners
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
 from specsched.workers.lookup import NgramIndex
@@ -40,6 +41,7 @@ class Drafter(ABC):
         self.base = 0                # cache index of the first draft token of the last proposal
         self.curve: CostCurve | None = None  # the verifier's measured forward cost, from the last verdict
         self.queue_ahead = 0         # drafts that were still waiting in the run queue at the last verdict
+        self.clocks = (0, 0)         # coupled: the (seed, sequence) of the sequence's race (coupling.py)
 
     @abstractmethod
     def propose(self, budget: int) -> Proposal:
@@ -110,7 +112,8 @@ class TreeDrafter(Drafter):
 
     def propose(self, budget: int) -> Proposal:
         shape = self.k_config[:max(budget, 0)] if self.ready() else ()
-        if shape and set(shape) == {1} and self.model.chains_on_device and not self.min_confidence:
+        if (shape and set(shape) == {1} and self.model.chains_on_device and not self.min_confidence
+                and not self.params.coupled):
             return self._chain_on_device(len(shape))
         tokens: list[int] = []
         parents: list[int] = []
@@ -129,7 +132,7 @@ class TreeDrafter(Drafter):
                     elif depth and self.min_confidence and confidence(logits) < self.min_confidence:
                         continue  # the draft doubts itself here: stop this branch (draft-side, so lossless)
                     else:
-                        candidates = self._candidates(logits, width)
+                        candidates = self._candidates(logits, width, depth)
                     probs = softmax(logits)
                     for x, q in candidates:
                         tokens.append(x)
@@ -185,12 +188,18 @@ class TreeDrafter(Drafter):
         q = None if self.params.greedy else DraftQ.of(qs, self.model.vocab_size)
         return Proposal(np.asarray(tokens, np.int32), np.asarray(parents, np.int32), q, np.asarray(confs, np.float32))
 
-    def _candidates(self, logits: np.ndarray, width: int) -> Iterator[tuple[int, np.ndarray | None]]:
+    def _candidates(self, logits: np.ndarray, width: int, depth: int) -> Iterator[tuple[int, np.ndarray | None]]:
+        """`width` children of a node at `depth` below the context, each with the q it was drawn from."""
         if self.params.greedy:  # deterministic top-width: lossless because acceptance is argmax equality
             for x in top_tokens(logits, width):
                 yield int(x), None
             return
         q = distribution(logits[None], self.params)[0]
+        if self.params.coupled:  # the race's front-runners under q: the verifier's y is the race's winner under p
+            clocks = race(*self.clocks, len(self.context) + depth, len(q))
+            for x in winners(q, clocks, width):
+                yield x, q
+            return
         for _ in range(width):
             x = sample(q, self.rng)
             yield x, q  # the very array x was drawn from travels to the verifier
@@ -228,14 +237,18 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Generator, prompt: list[int],
                  *, k_config: tuple[int, ...], replacement: bool = True, lookup: int = 0,
                  min_confidence: float = 0.0, pct: tuple[int, int, float] | None = None,
-                 calibration=None) -> Drafter:
+                 calibration=None, clocks: tuple[int, int] = (0, 0)) -> Drafter:
     """A fixed shape (`k_config`), or with `pct` = (top-k, depth, floor) a tree shaped by expected gain (with
-    `calibration`, the bins it learns from, shared across the sequences of one worker)."""
+    `calibration`, the bins it learns from, shared across the sequences of one worker). `clocks`: the job's
+    seed and the sequence's index in it, which key the race a coupled draft runs (coupling.py)."""
     if pct is not None:
         from specsched.workers.pct import PctDrafter  # it builds on TreeDrafter, defined above
 
         top_k, depth, floor = pct
-        return PctDrafter(model, params, rng, prompt, top_k=top_k, depth=depth, floor=floor,
-                          replacement=replacement, lookup=lookup, calibration=calibration)
-    return TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement, lookup=lookup,
-                       min_confidence=min_confidence)
+        drafter: Drafter = PctDrafter(model, params, rng, prompt, top_k=top_k, depth=depth, floor=floor,
+                                      replacement=replacement, lookup=lookup, calibration=calibration)
+    else:
+        drafter = TreeDrafter(model, params, rng, prompt, k_config=k_config, replacement=replacement,
+                              lookup=lookup, min_confidence=min_confidence)
+    drafter.clocks = clocks
+    return drafter

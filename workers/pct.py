@@ -101,7 +101,7 @@ class PctDrafter(TreeDrafter):
             level = []
             for parent, logits, p in frontier:
                 probs = softmax(logits)
-                for x, q in self._children(tokens, parents, parent, logits, probs, p, enter):
+                for x, q in self._children(tokens, parents, parent, logits, probs, p, enter, depth):
                     if len(tokens) >= MAX_NODES:
                         break
                     tokens.append(x)
@@ -128,7 +128,7 @@ class PctDrafter(TreeDrafter):
         self.step_s = _mean(self.step_s, seconds)
 
     def _children(self, tokens: list[int], parents: list[int], parent: int, logits: np.ndarray,
-                  probs: np.ndarray, p: float, enter: float):
+                  probs: np.ndarray, p: float, enter: float, depth: int):
         looked_up = self._lookup(tokens, parents, parent)
         if looked_up is not None:  # repeated text: one certain candidate (q = δ), as the tree drafter does
             yield self._certain(looked_up)
@@ -142,7 +142,7 @@ class PctDrafter(TreeDrafter):
         # sampled: the width is fixed before any draw - the i-th likeliest token must pass the entry rule
         likeliest = np.sort(probs)[::-1][: self.top_k]
         width = int(np.sum(p * self.calibration.acceptance(likeliest) >= enter))
-        yield from self._candidates(logits, width)
+        yield from self._candidates(logits, width, depth)
 
 
 def _mean(old: float | None, new: float) -> float:

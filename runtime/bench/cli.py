@@ -105,6 +105,8 @@ def settings_from_args(args: argparse.Namespace):
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if args.values is not None and not args.sweep:
         raise ConfigError("--values needs --sweep")
+    if args.sweep == "coupling" and not args.temperature:
+        raise ConfigError("--sweep coupling needs --temperature > 0: greedy decoding has no coupling")
     if not 0 <= args.threads <= MAX_THREADS:
         raise ConfigError(f"--threads must be in 0..{MAX_THREADS:,}, got {args.threads}")
     if args.prompts is not None and args.prompts < 1:
@@ -114,7 +116,8 @@ def settings_from_args(args: argparse.Namespace):
     backend = pick("backend")
     texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
     base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
-                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, coupling=args.coupling,
+                     seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
                      prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
                      verifier_threads=args.threads,

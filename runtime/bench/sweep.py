@@ -12,6 +12,8 @@ are ratios of arms measured in the same invocation at the same setting. Axes:
     branches     Self-Draft's branch lanes N and tokens per lane L, as ``N:L`` (Self-Draft's Fig. 5/6);
                  ``2,4:4,6,8`` is every pair of N in {2, 4} and L in {4, 6, 8}
     draft        the draft model: a named draft (``smollm2-distilled``, ``smollm2-feature``) or a folder
+    coupling     how a sampled draft is accepted: ``residual`` or ``gumbel`` (runtime/core/coupling.py); what
+                 drafter-invariant text costs in acceptance and time (needs --temperature > 0)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult
 from specsched.runtime.core.config import ConfigError, RunConfig
 
-AXES = ("n", "k", "k-config", "temperature", "task", "branches", "draft")
+AXES = ("n", "k", "k-config", "temperature", "task", "branches", "draft", "coupling")
 DEFAULT_VALUES = {
     "n": "1,2,3,4,5,6,7,8",
     "k": "1,2,3,4,6,8",
@@ -36,6 +38,7 @@ DEFAULT_VALUES = {
     "task": ",".join(workload.TASKS),
     "branches": "2,4:4,6,8",
     "draft": "smollm2-distilled,smollm2-feature",
+    "coupling": "residual,gumbel",
 }
 SWEEP_ARMS = "ar,sd,seed-fcfs"
 AXIS_ARMS = {"branches": "ar,branches"}  # axes whose default arms are not SWEEP_ARMS
@@ -101,6 +104,9 @@ def parse_values(axis: str, text: str | None) -> list[Value]:
         elif axis == "draft":
             values = [x.strip() for x in text.split(",") if x.strip()]
             bad = []
+        elif axis == "coupling":
+            values = [x.strip() for x in text.split(",") if x.strip()]
+            bad = [v for v in values if v not in ("residual", "gumbel")]
         elif axis == "task":
             values = [x.strip() for x in text.split(",") if x.strip()]
             bad = [v for v in values if v not in workload.TASKS]
@@ -153,8 +159,8 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
         fields["temperature"] = value
     elif axis == "branches":
         fields.update(branches=value.lanes, branch_length=value.length)  # type: ignore[union-attr]
-    elif axis == "draft":
-        fields["draft"] = value
+    elif axis in ("draft", "coupling"):
+        fields[axis] = value
     texts = workload.prompts(base.backend, n_prompts or n, task=value if axis == "task" else task)  # type: ignore[arg-type]
     fields["prompts"] = workload.per_thought(texts, n)
     return dataclasses.replace(base, **fields)

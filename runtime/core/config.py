@@ -60,6 +60,7 @@ class RunConfig:
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+    coupling: str = "residual"       # sampled acceptance: residual (Leviathan) | gumbel (drafter-invariant text)
     seed: int = 0
     mode: str = "seed"
     policy: str = "fcfs"
@@ -119,7 +120,7 @@ class RunConfig:
 
     @property
     def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
+        return SamplingParams(self.temperature, self.top_k, self.top_p, self.coupling)
 
     @property
     def elastic_threads(self) -> bool:

@@ -251,6 +251,8 @@ def _check_beams(c: RunConfig) -> None:
     if c.beam_threshold and c.temperature == 0:
         raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "
                           "keeps a fixed width")
+    if c.mode in BEAM_MODES and c.coupling != "residual":
+        raise ConfigError(f"--coupling {c.coupling} is for chains and trees: --mode {c.mode} samples beams jointly")
 
 
 def _check_supervision(c: RunConfig) -> None:

@@ -20,8 +20,11 @@ class SamplingParams:
     temperature: float = 0.0  # 0 = greedy
     top_k: int = 0            # 0 = off
     top_p: float = 1.0        # 1 = off
+    coupling: str = "residual"  # how a sampled draft is accepted: residual | gumbel (runtime/core/coupling.py)
 
     def __post_init__(self) -> None:
+        if self.coupling not in ("residual", "gumbel"):
+            raise ValueError(f"--coupling must be residual or gumbel, got {self.coupling!r}")
         if self.temperature < 0:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
@@ -32,6 +35,12 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def coupled(self) -> bool:
+        """Sampled with Gumbel coupling: the draft's candidates and the target's token come from shared
+        per-position noise, and a candidate is accepted iff it is the target's token (coupling.py)."""
+        return self.coupling == "gumbel" and not self.greedy
 
 
 def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:

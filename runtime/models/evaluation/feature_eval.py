@@ -69,7 +69,7 @@ def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *,
     """One prompt, decoded serially with k-token chains: (the tokens, the tally)."""
     st = SequenceState(0, 0, 0, list(prompt), target.new_cache(), seed=seed)
     drafter = make_drafter(draft, params, stream(seed, 0, "draft", 0), list(prompt), k_config=(1,) * k,
-                           lookup=lookup)
+                           lookup=lookup, clocks=(seed, 0))
     target.want_features = drafter.features_held() >= 0
     tally = Tally()
     while len(st.generated) < max_new:
@@ -79,7 +79,7 @@ def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *,
         layout = lay_out(target, st.cache, st.context, proposal.tokens, proposal.parents)
         rows = target.forward(st.cache, layout.tokens, layout.parents, first_row=layout.first_row)
         outcome = settle(target, st.cache, layout, rows, proposal.tokens, proposal.parents, proposal.q, params,
-                         st.draws())
+                         st.draws(), race=st.race())
         keep_features(target, st, layout, target.features[0] if target.want_features else None, outcome.path)
         tokens = outcome.tokens[:max_new - len(st.generated)]
         if target.eos_token_id in tokens:
