@@ -58,7 +58,7 @@ class RunRecord:
             **({"restarts": self.collected.restarts} if self.collected.restarts else {}),
             "rejected_telemetry": self.collected.rejected_telemetry,  # refused by the engine (engine/reports.py)
             # tcp: handshakes of peers without the run's key (runtime/core/gatekeeper.py)
-            **({"refused_handshakes": self.collected.refused_handshakes} if self.config.transport == "tcp" else {}),
+            "refused_handshakes": self.collected.refused_handshakes,
             **({"hosts": self.collected.hosts} if self.collected.hosts else {}),  # workers on other hosts
             # where each process placed its model, and the --device it was given
             **({"devices": self.collected.devices} if self.collected.devices else {}),

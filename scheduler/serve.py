@@ -14,7 +14,7 @@ from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.resume import Resume
-from specsched.runtime.core.security import Keys, curve_server
+from specsched.runtime.core.security import Keys, secure_server
 from specsched.runtime.core.transport import Telemetry
 from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
@@ -33,7 +33,7 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
     router = ctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 1000)
     router.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted worker takes its dead predecessor's identity over
-    curve_server(router, keys)
+    secure_server(router, keys)
     if gate is not None:
         gate.watch(router)
         gate.start()

@@ -1,7 +1,8 @@
-"""The wire under attack: ten thousand junk messages - malformed, truncated, oversized, another version,
-the wrong round or epoch, forged identities and pids - at the verifier's socket and at the engine's
-telemetry socket during a live run. None crashes anything, every one is refused and counted, and the
-run's output is the undisturbed run's."""
+"""The wire under attack from inside: ten thousand junk messages - malformed, truncated, oversized, another
+version, the wrong round or epoch, forged identities and pids - at the verifier's socket and at the engine's
+telemetry socket during a live run, sent with the run's own credentials (as a compromised child would hold
+them; a process without them gets nothing through: test_hostile_peers.py). None crashes anything, every one
+is refused and counted, and the run's output is the undisturbed run's."""
 
 from __future__ import annotations
 
@@ -13,11 +14,22 @@ import zmq
 from fuzz_frames import TELEMETRY_KINDS, VERIFIER_KINDS, junk
 from helpers import sim_config, words
 
+from specsched.runtime.core.security import secure_client
 from specsched.runtime.engine.engine import Engine
 
 VOCAB = 16
 PROMPTS = [words(VOCAB, (i + 1, i + 3)) for i in range(4)]
 AT_VERIFIER, AT_ENGINE = 6_000, 4_000
+
+
+def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = None) -> zmq.Socket:
+    """A socket holding the run's credentials (the engine's own, read from its dispatcher)."""
+    sock = ctx.socket(kind)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 5000)
+    secure_client(sock, e._dispatcher.keys)
+    return sock
 
 
 @pytest.mark.slow  # 14 s of CPU, in the slow set (CI); each kind of refusal alone: test_wire_refusals.py
@@ -35,13 +47,10 @@ def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
         endpoints = e.endpoints
         ctx = zmq.Context()
         try:
-            forged = [ctx.socket(zmq.DEALER) for _ in range(4)]  # identities no worker has
-            for i, sock in enumerate(forged):
-                sock.setsockopt(zmq.IDENTITY, f"fz{i}".encode())
-                sock.setsockopt(zmq.LINGER, 5000)
+            forged = [insider(ctx, zmq.DEALER, e, f"fz{i}".encode()) for i in range(4)]  # identities no worker has
+            for sock in forged:
                 sock.connect(endpoints["verify"])
-            push = ctx.socket(zmq.PUSH)
-            push.setsockopt(zmq.LINGER, 5000)
+            push = insider(ctx, zmq.PUSH, e)
             push.connect(endpoints["telemetry"])
             for n in range(AT_VERIFIER):
                 forged[n % len(forged)].send_multipart(junk(rng, VERIFIER_KINDS, seqs))
@@ -62,8 +71,9 @@ def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
 
 def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash():
     """A `ready` under the verifier's name whose array header overflows int64 ([2**32, 2**32] of int32: numpy's
-    product wraps to 0 bytes) once crashed the engine with a traceback; it is refused and counted. (The
-    name itself is taken over by the sender, ROUTER_HANDOVER: issue 43's item 3, open; so no job follows.)"""
+    product wraps to 0 bytes) once crashed the engine with a traceback; it is refused and counted. Only a
+    holder of the run's credentials can send it (the name is then taken over, ROUTER_HANDOVER: so no job
+    follows here); a process without them is refused at the handshake (test_hostile_peers.py)."""
     import msgpack
 
     from specsched.runtime.core.wire import PROTOCOL_VERSION
@@ -75,9 +85,7 @@ def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash()
         before = dispatcher.rejected_telemetry
         ctx = zmq.Context()
         try:
-            sock = ctx.socket(zmq.DEALER)
-            sock.setsockopt(zmq.IDENTITY, b"verifier")
-            sock.setsockopt(zmq.LINGER, 5000)
+            sock = insider(ctx, zmq.DEALER, e, b"verifier")
             sock.connect(e.endpoints["control"])
             sock.send_multipart([header, b""])
             sock.close()

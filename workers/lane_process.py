@@ -8,6 +8,10 @@ context-cache entries and moves its window on (branch_lanes.py, the same rule), 
 window and the entries (``lane_state``). `LaneProcesses` is the worker's side, with the interface of
 `Lanes`, so a sequence's branches run either way. A lane process dies with its worker (PR_SET_PDEATHSIG,
 and a parent check in its wait loop) and exits on ``stop``.
+
+Each PAIR is a PLAIN server with a gatekeeper, as the engine's sockets are (runtime/core/security.py): the
+worker makes a password for its lanes and writes it to each lane's stdin, so no other process can take a
+lane's place on its socket.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import sys
 import numpy as np
 import zmq
 
+from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.process import die_with_parent, set_title
+from specsched.runtime.core.security import Keys, secure_client, secure_server
 from specsched.runtime.core.transport import private_dir
 from specsched.runtime.core.wire import pack, unpack
 from specsched.workers.branch_lanes import GRAM, Lanes
@@ -38,16 +44,23 @@ class LaneProcesses:
         self.ctx = zmq.Context()
         self.dir = private_dir("specsched-lanes-", f"lane-{n}")  # 0700: only this user reaches the sockets
         self.socks, self.procs = [], []
+        keys = Keys.for_ipc()  # and only the lanes started here, which read the password from their stdin
+        self.gate = Gatekeeper(self.ctx, keys)
         try:  # every lane starts at once; then each gets its window
             for i in range(len(self.windows)):
                 sock = self.ctx.socket(zmq.PAIR)
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.setsockopt(zmq.SNDTIMEO, 100)  # a PAIR send to a lane that is gone would block for ever
+                secure_server(sock, keys)
                 endpoint = f"ipc://{self.dir}/lane-{i}"
                 sock.bind(endpoint)
                 self.socks.append(sock)
-                self.procs.append(subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint,
-                                                    str(os.getpid())]))
+                proc = subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint,
+                                         str(os.getpid())], stdin=subprocess.PIPE)
+                proc.stdin.write(keys.password.encode() + b"\n")
+                proc.stdin.close()
+                self.procs.append(proc)
+            self.gate.start()
             for i, window in enumerate(self.windows):
                 self._send(i, pack("lane_step", {"length": length}, {"window": np.asarray(window, np.int32)}))
         except BaseException:
@@ -101,6 +114,7 @@ class LaneProcesses:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self.gate.stop()
         self.ctx.destroy(linger=0)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -111,9 +125,11 @@ def main(endpoint: str, parent: int) -> int:
     set_title(f"{LANE_TITLE}{endpoint.rpartition('lane-')[2]}")  # ps, and the live view's process lines
     if os.getppid() != parent:  # the worker died before prctl took effect: nobody is left to serve
         return 0
+    password = sys.stdin.readline().strip()  # the worker's, for its lanes alone (never argv: ps shows that)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PAIR)
     sock.setsockopt(zmq.LINGER, 0)
+    secure_client(sock, Keys("", "", "", password=password))
     sock.connect(endpoint)
     lane: Lanes | None = None
     try:

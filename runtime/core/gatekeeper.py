@@ -1,7 +1,8 @@
 """The gatekeeper: a binding process's ZAP handler, and its count of refused handshakes.
 
 ZeroMQ asks the ZAP handler of a socket's context (RFC 27: a REP socket at ``inproc://zeromq.zap.01``)
-about every CURVE handshake; it answers 200 for a client key the run admits and 400 for any other.
+about every handshake; it answers 200 for a CURVE client key the run admits (tcp) or the run's PLAIN
+password (ipc), and 400 for anything else.
 Handshakes that fail - a key it refused, a peer that speaks no CURVE, bytes that are not ZMTP - are
 seen on socket monitors and counted: ``refused`` is what the record calls ``refused_handshakes``. A
 refused client's library retries (ZeroMQ reconnects), so the count is of handshakes, not of peers.
@@ -69,8 +70,9 @@ class Gatekeeper:
     def _answer(self, request: list[bytes]) -> None:
         """RFC 27: version, request id, domain, address, identity, mechanism, credentials."""
         version, request_id, mechanism = request[0], request[1], request[5] if len(request) > 5 else b""
-        key = request[6] if len(request) > 6 else b""
-        ok = mechanism == b"CURVE" and z85.encode(key) in self._admitted
+        credentials = request[6:]
+        ok = (mechanism == b"CURVE" and len(credentials) == 1 and z85.encode(credentials[0]) in self._admitted) or (
+            mechanism == b"PLAIN" and len(credentials) == 2 and self._keys.admits_password(credentials[1]))
         self._zap.send_multipart([version, request_id, b"200" if ok else b"400",
                                   b"OK" if ok else b"key not admitted", b"", b""])
 

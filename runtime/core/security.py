@@ -1,4 +1,13 @@
-"""CurveZMQ on tcp: who may talk to an engine's sockets.
+"""Who may talk to an engine's sockets: a per-run capability on ipc, CurveZMQ on tcp.
+
+On ``--transport ipc`` (the default) the sockets live in a private (0700) run directory, which keeps
+other users out but not another process of the same user. So every run makes a random 256-bit password,
+held in the engine's memory and handed to its children through the zygote's pipe (never a file, never
+argv or the environment); the engine's and the verifier's sockets are ZeroMQ PLAIN servers whose
+gatekeeper (gatekeeper.py) admits that password only. A process the engine did not start cannot
+connect, so it can neither take a worker's identity over nor send a message under a child's name.
+PLAIN, not CURVE, because the peers share one host and a private directory: nothing to hide from a
+wire, and CURVE's encryption costs ~4 ms per 1 MB draft frame on ipc (a sampled draft's q rows).
 
 On ``--transport tcp`` every socket the engine and its verifier bind is a CURVE server, and every
 process of the run - local children and workers on other hosts alike - connects as a CURVE client
@@ -11,13 +20,14 @@ through the zygote's pipe), or read from files that ``specsched keys DIR`` write
 Both are JSON, mode 0600; the keys are Z85 text, as ZeroMQ prints them. A server without a ZAP
 handler would admit any client that knows its public key, so each binding process runs a
 ``Gatekeeper`` (gatekeeper.py) that admits listed worker keys only and counts every refused handshake.
-ipc needs none of this: its sockets live in a private (0700) directory.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import secrets
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -35,6 +45,7 @@ class Keys:
     client_secret: str
     server_secret: str = ""               # the engine's side only
     admitted: tuple[str, ...] = ()        # client public keys the servers admit
+    password: str = ""                    # ipc: the run's capability (PLAIN); the CURVE fields are then empty
 
     @classmethod
     def generate(cls) -> Keys:
@@ -42,6 +53,18 @@ class Keys:
         client_public, client_secret = zmq.curve_keypair()
         return cls(server_public.decode(), client_public.decode(), client_secret.decode(), server_secret.decode(),
                    (client_public.decode(),))
+
+    @classmethod
+    def for_ipc(cls) -> Keys:
+        """A run's capability on ipc: a random password, 256 bits."""
+        return cls("", "", "", password=secrets.token_hex(32))
+
+    @property
+    def plain(self) -> bool:
+        return bool(self.password)
+
+    def admits_password(self, password: bytes) -> bool:
+        return self.plain and hmac.compare_digest(password, self.password.encode())
 
     @property
     def serves(self) -> bool:
@@ -58,6 +81,8 @@ class Keys:
     def from_dict(cls, data: dict) -> Keys:
         keys = cls(**{**data, "admitted": tuple(data.get("admitted", ()))})
         for name, value in keys.to_dict().items():
+            if name == "password":
+                continue
             for key in (value if isinstance(value, list) else [value]):
                 if key and (not isinstance(key, str) or len(key) != 40):
                     raise ValueError(f"{name} is not a 40-character Z85 key")
@@ -100,17 +125,23 @@ def load_keys(path: str | Path, *, engine: bool) -> Keys:
     return keys
 
 
-def curve_server(sock: zmq.Socket, keys: Keys | None) -> None:
-    """Make `sock` a CURVE server (before it binds); no keys, no change (ipc)."""
-    if keys is not None:
+def secure_server(sock: zmq.Socket, keys: Keys | None) -> None:
+    """Make `sock` a PLAIN (ipc) or CURVE (tcp) server, before it binds; its gatekeeper judges each peer."""
+    if keys is not None and keys.plain:
+        sock.plain_server = True
+    elif keys is not None:
         sock.curve_secretkey = keys.server_secret.encode()
         sock.curve_publickey = keys.server_public.encode()
         sock.curve_server = True
 
 
-def curve_client(sock: zmq.Socket, keys: Keys | None) -> None:
-    """Make `sock` a CURVE client of the run's servers (before it connects); no keys, no change (ipc)."""
-    if keys is not None:
+def secure_client(sock: zmq.Socket, keys: Keys | None) -> None:
+    """Make `sock` a client of the run's servers (before it connects): the run's password on ipc, its
+    CURVE keys on tcp."""
+    if keys is not None and keys.plain:
+        sock.plain_username = b"specsched"
+        sock.plain_password = keys.password.encode()
+    elif keys is not None:
         sock.curve_secretkey = keys.client_secret.encode()
         sock.curve_publickey = keys.client_public.encode()
         sock.curve_serverkey = keys.server_public.encode()

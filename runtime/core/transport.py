@@ -18,7 +18,7 @@ import zmq
 
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.leftovers import owned, remove_dead
-from specsched.runtime.core.security import Keys, curve_client
+from specsched.runtime.core.security import Keys, secure_client
 from specsched.runtime.core.wire import pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
@@ -116,12 +116,12 @@ def process_name(role: str, worker: int) -> str:
 
 def connect(ctx: zmq.Context, kind: int, endpoint: str, keys: Keys | None, *, identity: str | bytes | None = None,
             linger_ms: int = 0) -> zmq.Socket:
-    """A socket of the run, connected to `endpoint` (a CURVE client on tcp: security.py)."""
+    """A socket of the run, connected to `endpoint` with the run's credentials (security.py)."""
     sock = ctx.socket(kind)
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity.encode() if isinstance(identity, str) else identity)
     sock.setsockopt(zmq.LINGER, linger_ms)
-    curve_client(sock, keys)
+    secure_client(sock, keys)
     sock.connect(endpoint)
     return sock
 

@@ -53,7 +53,7 @@ def run(spec: dict, parent_alive, model=None) -> int:
     telemetry = Telemetry(ctx, endpoints.telemetry, keys)
     control = connect_control(ctx, endpoints.control, process_name(role, worker), keys)
     heartbeat = Heartbeat(ctx, endpoints.telemetry, role, worker, keys)  # heartbeat.py
-    # the verifier's run-queue socket is a CURVE server on tcp: its own gatekeeper admits the run's keys
+    # the verifier's run-queue socket is a PLAIN (ipc) or CURVE (tcp) server: its own gatekeeper admits the run
     gate = Gatekeeper(ctx, keys, report_to=endpoints.telemetry) if role == "verifier" and keys else None
     code = 0
     try:

@@ -20,7 +20,7 @@ import zmq
 from specsched.runtime.backends.backend import preload_modules
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.gatekeeper import Gatekeeper
-from specsched.runtime.core.security import Keys, curve_server
+from specsched.runtime.core.security import Keys, secure_server
 from specsched.runtime.core.transport import make_endpoints, private_dir
 from specsched.runtime.core.wire import pack
 from specsched.runtime.engine.admission import Admission
@@ -67,7 +67,7 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
         self.table: ProcessTable | None = None
         self.endpoints = None                      # where the children connect, once started
         self.rejected_telemetry = 0                # telemetry messages refused (reports.py)
-        self.keys, self.gatekeeper = keys, None    # tcp: CURVE keys, and the gatekeeper of the engine's sockets
+        self.keys, self.gatekeeper = keys, None    # who may speak (security.py), and the gatekeeper that judges it
         self.refused_handshakes = 0                # peers without the key, refused (joining.py)
         self.verifier_refused: dict[int, int] = {} # each verifier's own count, by its pid
         self.refused_joins = 0                     # workers from other hosts refused at hello (vocabulary, room)
@@ -111,10 +111,10 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
         status = "interrupted"  # what a job still running becomes: closing the engine interrupts it
         try:
             self.endpoints = endpoints = make_endpoints(self.config.transport, run_dir, self.config.listen)
-            if self.keys is not None:  # tcp: CURVE servers, and a gatekeeper that admits the run's keys only
+            if self.keys is not None:  # PLAIN (ipc) or CURVE (tcp) servers, and a gatekeeper that admits the run only
                 self.gatekeeper = Gatekeeper(ctx, self.keys)
                 for sock in (self.sink, self.control):
-                    curve_server(sock, self.keys)
+                    secure_server(sock, self.keys)
                     self.gatekeeper.watch(sock)
                 self.gatekeeper.start()
             self._bind(endpoints)

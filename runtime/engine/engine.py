@@ -87,9 +87,10 @@ class Engine(JobChecks):
         # the cheap checks first: a mistyped policy or path is one line before torch is imported
         self._check_plan(self.config)
         self._backend.check_paths()
-        # tcp: CURVE keys, from --keys or made for this engine alone (runtime/core/security.py)
+        # who may speak on its sockets (runtime/core/security.py): tcp, CURVE keys from --keys or made for this
+        # engine alone; ipc, a password made for this run
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
-            Keys.generate() if self.config.transport == "tcp" else None
+            Keys.generate() if self.config.transport == "tcp" else Keys.for_ipc()
         self._lock = threading.Lock()
         self._ids, self._next_seq = itertools.count(), 0
         self._closed = False

@@ -1,0 +1,63 @@
+"""Hostile local peers on ipc: a process of the same user that the engine did not start. Every socket of a
+run (the verifier's run queue, the engine's telemetry and control sockets, and each branch lane's) admits
+only holders of the run's password, handed to the children through the zygote's pipe
+(runtime/core/security.py). So a stranger - no credentials, the wrong password, or CURVE - cannot take a
+worker's or the verifier's identity over (ROUTER_HANDOVER), cannot forge telemetry under a child's pid, and
+cannot hang the run: every handshake is refused and counted, nothing it sends arrives, and the text is the
+undisturbed run's."""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+from helpers import outputs, sim_config, words
+
+from specsched.runtime.core.security import Keys, secure_client
+from specsched.runtime.core.wire import pack
+from specsched.runtime.engine.engine import Engine
+
+VOCAB = 16
+PROMPTS = [words(VOCAB, (i + 1, i + 3)) for i in range(2)]
+
+
+def strangers(ctx: zmq.Context, endpoints: dict, verifier_pid: int) -> list[zmq.Socket]:
+    """At each socket: no credentials, a wrong password, a CURVE client; each sends what a forger would."""
+    socks = []
+    for name in ("verify", "telemetry", "control"):
+        for creds in (None, Keys.for_ipc(), Keys.generate().for_worker()):
+            s = ctx.socket(zmq.PUSH if name == "telemetry" else zmq.DEALER)
+            if name != "telemetry":  # the names the run's processes speak under
+                s.setsockopt(zmq.IDENTITY, b"w0" if name == "verify" else b"verifier")
+            secure_client(s, creds)
+            s.connect(endpoints[name])
+            forged = {"verify": pack("hello", {"worker": 0}),
+                      "telemetry": pack("commit", {"pid": verifier_pid, "job": 0, "seq": 0, "tokens": [1, 2, 3]}),
+                      "control": pack("job_failed", {"job": 0, "error": "forged"})}[name]
+            s.send_multipart(forged, zmq.NOBLOCK)
+            socks.append(s)
+    return socks
+
+
+def test_a_stranger_on_every_ipc_socket_gets_nothing_through_and_is_counted():
+    settings = dict(max_new_tokens=300)
+    with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
+        undisturbed = e.generate(PROMPTS, **settings)
+        job = e.submit(PROMPTS, **settings)
+        deadline = time.monotonic() + 60
+        while not job.collected.tokens:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        verifier = next(p["pid"] for p in e.processes if p["name"] == "verifier")
+        ctx = zmq.Context()
+        socks = strangers(ctx, e.endpoints, verifier)
+        record = job.result(timeout=120)  # no identity was taken over: the run is not left waiting
+        refused = e.refused_handshakes
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+    assert record.status == "ok", record.error
+    assert outputs(record) == outputs(undisturbed)  # no forged commit added a token
+    data = record.to_json()
+    assert data["counters"]["rejected_messages"] == 0 and data["rejected_telemetry"] == 0  # nothing arrived
+    assert refused >= 6 and data["refused_handshakes"] >= 1  # each stranger at the engine's two sockets, at least
