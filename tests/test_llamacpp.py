@@ -150,6 +150,20 @@ def test_greedy_output_equals_target_only_decoding_under_every_policy(model, pro
             assert_greedy_equal(outputs(record), ar, logits_after, **SHAPE)
 
 
+def test_coupled_sampled_text_is_target_only_decodings_whatever_drafts_it():
+    """`--coupling gumbel` on llama.cpp: chains, batched trees and Self-Draft lanes write `ar`'s sampled text
+    (each token argmax p/E over clocks keyed by seed, sequence and position; runtime/core/coupling.py).
+    Exact up to a near-tie of two ratios p/E, which llama.cpp's batched rows (equal to ~1e-6) could flip."""
+    settings = dict(temperature=0.9, coupling="gumbel", seed=4)
+    with Engine(RunConfig(backend="llamacpp", target="tiny", prompts=PROMPTS, max_new_tokens=32)) as e:
+        ar = outputs(e.generate(PROMPTS, mode="ar", **settings))
+        for kw in (dict(mode="seed"), dict(mode="seed", policy="batch", max_batch=0, k_config=[3, 2, 1]),
+                   dict(mode="seed", drafter="both", branches=2, branch_length=5), dict(mode="parallel")):
+            record = e.generate(PROMPTS, **kw, **settings)
+            assert record.status == "ok", (kw, record.error)
+            assert outputs(record) == ar, kw
+
+
 def test_sampled_output_follows_the_law_of_llama_cpps_logits(model, prompt_ids):
     """400 sequences of two tokens, T = 1, top-k 6: their joint law is known exactly from llama.cpp's
     logits (p(a) p(b | a), 36 outcomes). Pearson's chi-square over cells pooled to >= 5 expected draws;
