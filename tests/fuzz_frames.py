@@ -20,6 +20,7 @@ from specsched.runtime.core.wire import PROTOCOL_VERSION, pack
 
 VERIFIER_KINDS = ("draft", "beam_draft", "resume", "beam_join", "beam_resume", "verdict", "job", "commit")
 TELEMETRY_KINDS = ("commit", "events", "idle", "job_ack", "job_done", "job_failed", "beam_want", "beat", "error")
+CONTROL_KINDS = ("ready", "bye", "refused", "error", "idle", "job_failed")  # none is a join or a hello
 
 
 def _valid(kind: str, rng: random.Random, seqs: list[int]) -> list:

@@ -1,8 +1,8 @@
-"""The wire under attack from inside: ten thousand junk messages - malformed, truncated, oversized, another
-version, the wrong round or epoch, forged identities and pids - at the verifier's socket and at the engine's
-telemetry socket during a live run, sent with the run's own credentials (as a compromised child would hold
-them; a process without them gets nothing through: test_hostile_peers.py). None crashes anything, every one
-is refused and counted, and the run's output is the undisturbed run's."""
+"""The wire under attack from inside: ten thousand junk messages at each socket - malformed, truncated,
+oversized, another version, the wrong round or epoch, forged identities and pids - at the verifier's socket
+and at the engine's telemetry and control sockets during a live run, sent with the run's own credentials (as
+a compromised child would hold them; a process without them gets nothing through: test_hostile_peers.py).
+None crashes anything, every one is refused and counted, and the run's output is the undisturbed run's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 import zmq
-from fuzz_frames import TELEMETRY_KINDS, VERIFIER_KINDS, junk
+from fuzz_frames import CONTROL_KINDS, TELEMETRY_KINDS, VERIFIER_KINDS, junk
 from helpers import sim_config, words
 
 from specsched.runtime.core.security import secure_client
@@ -19,7 +19,7 @@ from specsched.runtime.engine.engine import Engine
 
 VOCAB = 16
 PROMPTS = [words(VOCAB, (i + 1, i + 3)) for i in range(4)]
-AT_VERIFIER, AT_ENGINE = 6_000, 4_000
+AT_VERIFIER, AT_ENGINE, AT_CONTROL = 10_000, 10_000, 10_000
 
 
 def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = None) -> zmq.Socket:
@@ -32,10 +32,10 @@ def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = Non
     return sock
 
 
-@pytest.mark.slow  # 14 s of CPU, in the slow set (CI); each kind of refusal alone: test_wire_refusals.py
-def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
+@pytest.mark.slow  # ~40 s of CPU, in the slow set (CI); each kind of refusal alone: test_wire_refusals.py
+def test_ten_thousand_junk_messages_per_socket_are_refused_counted_and_change_nothing():
     rng = random.Random(2026)
-    settings = dict(max_new_tokens=400)
+    settings = dict(max_new_tokens=1200)
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
         undisturbed = e.generate(PROMPTS, **settings)
         job = e.submit(PROMPTS, **settings)
@@ -52,11 +52,16 @@ def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
                 sock.connect(endpoints["verify"])
             push = insider(ctx, zmq.PUSH, e)
             push.connect(endpoints["telemetry"])
+            strangers = [insider(ctx, zmq.DEALER, e, f"fc{i}".encode()) for i in range(4)]  # names no child has
+            for sock in strangers:
+                sock.connect(endpoints["control"])
             for n in range(AT_VERIFIER):
                 forged[n % len(forged)].send_multipart(junk(rng, VERIFIER_KINDS, seqs))
             for _ in range(AT_ENGINE):
                 push.send_multipart(junk(rng, TELEMETRY_KINDS, seqs))
-            for sock in (*forged, push):
+            for n in range(AT_CONTROL):
+                strangers[n % len(strangers)].send_multipart(junk(rng, CONTROL_KINDS, seqs))
+            for sock in (*forged, push, *strangers):
                 sock.close()
         finally:
             ctx.term()  # waits (LINGER) until every frame is out
@@ -66,7 +71,7 @@ def test_ten_thousand_junk_messages_are_refused_counted_and_change_nothing():
     assert record.status == "ok", record.error
     assert [s.tokens for s in record.sequences] == [s.tokens for s in undisturbed.sequences]
     assert record.metrics.rejected_messages == AT_VERIFIER
-    assert record.collected.rejected_telemetry == AT_ENGINE
+    assert record.collected.rejected_telemetry == AT_ENGINE + AT_CONTROL
 
 
 def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash():
