@@ -12,6 +12,7 @@ watched and killed), loopback_decode.py (a draft worker and the verifier in one 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -41,6 +42,14 @@ def outputs(record: RunRecord) -> list[list[int]]:
 
 
 # -- exact references from the sim models ---------------------------------------------------------
+
+def wait_until_started(job, timeout: float = 60) -> None:
+    """Until the job has committed its first tokens (its processes are serving it)."""
+    deadline = time.monotonic() + timeout
+    while not job.collected.tokens:
+        assert time.monotonic() < deadline, "the job committed nothing"
+        time.sleep(0.01)
+
 
 def target_model(vocab: int) -> SimModel:
     return SimModel(vocab, SimBackend.MODEL_SEED, 1.0, 0.0, draft=False)

@@ -12,7 +12,7 @@ import time
 import pytest
 import zmq
 from fuzz_frames import CONTROL_KINDS, TELEMETRY_KINDS, VERIFIER_KINDS, junk
-from helpers import sim_config, words
+from helpers import sim_config, wait_until_started, words
 
 from specsched.runtime.core.security import secure_client
 from specsched.runtime.engine.engine import Engine
@@ -39,10 +39,7 @@ def test_ten_thousand_junk_messages_per_socket_are_refused_counted_and_change_no
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
         undisturbed = e.generate(PROMPTS, **settings)
         job = e.submit(PROMPTS, **settings)
-        deadline = time.monotonic() + 60
-        while not job.collected.tokens:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until_started(job)
         seqs = [job._run.first_seq + i for i in range(len(PROMPTS))]
         endpoints = e.endpoints
         ctx = zmq.Context()

@@ -8,10 +8,8 @@ undisturbed run's."""
 
 from __future__ import annotations
 
-import time
-
 import zmq
-from helpers import outputs, sim_config, words
+from helpers import outputs, sim_config, wait_until_started, words
 
 from specsched.runtime.core.security import Keys, secure_client
 from specsched.runtime.core.wire import pack
@@ -44,10 +42,7 @@ def test_a_stranger_on_every_ipc_socket_gets_nothing_through_and_is_counted():
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
         undisturbed = e.generate(PROMPTS, **settings)
         job = e.submit(PROMPTS, **settings)
-        deadline = time.monotonic() + 60
-        while not job.collected.tokens:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until_started(job)
         verifier = next(p["pid"] for p in e.processes if p["name"] == "verifier")
         ctx = zmq.Context()
         socks = strangers(ctx, e.endpoints, verifier)
