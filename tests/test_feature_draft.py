@@ -268,3 +268,20 @@ def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_p
         got = torch.load(again / f"answers_{s:05d}.pt", weights_only=True)["records"]
         assert [(r["ids"].tolist(), r["start"]) for r in got] == rows
     assert import_answers(tmp_path / "answers.npz", again) == 0  # a shard already there is kept
+
+
+@pytest.mark.slow
+def test_the_shipped_feature_draft_is_lossless_on_the_default_target_and_accepts_tokens():
+    """`--draft smollm2-feature`, real processes: greedy text equals target-only decoding, and so does a
+    coupled sampled text (T = 0.8) with the same seed; the draft's tokens are accepted."""
+    from specsched.runtime.engine.engine import Engine
+
+    prompt = "Tom has 3 apples and buys 5 more. How many apples does he have? Explain."
+    greedy, sampled = dict(workers=1, max_new_tokens=32), dict(temperature=0.8, coupling="gumbel", seed=3)
+    with Engine(RunConfig(draft="smollm2-feature")) as e:
+        ar, sd = (e.generate(prompt, mode=m, **greedy) for m in ("ar", "seed"))
+        ar_t, sd_t = (e.generate(prompt, mode=m, **greedy, **sampled) for m in ("ar", "seed"))
+    assert sd.status == sd_t.status == "ok", (sd.error, sd_t.error)
+    assert sd.sequences[0].tokens == ar.sequences[0].tokens
+    assert sd_t.sequences[0].tokens == ar_t.sequences[0].tokens
+    assert sd.collected.counters["accepted"] > 0 and sd_t.collected.counters["accepted"] > 0
