@@ -233,7 +233,7 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
 
     def _reap(self) -> None:
         dead = self.table.dead()
-        if self.table.zygote.died:
+        if self.table.zygote.died and not self.broken:  # broken: it died once too often, and was told so
             self._supervise_zygote()
         for child, code in dead:
             if self.broken:  # the zygote could not be restarted: every job has failed already
