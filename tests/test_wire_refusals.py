@@ -16,6 +16,7 @@ from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.app import run
 from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.security import Keys, secure_client
 from specsched.runtime.core.wire import PROTOCOL_VERSION, REFUSED, ProtocolError, pack, unpack
 from specsched.runtime.engine import dispatcher
 
@@ -116,8 +117,22 @@ def test_pack_refuses_unknown_kinds_and_object_arrays():
         pack("draft", arrays={"x": np.array([object()])})
 
 
+def run_credentials(monkeypatch) -> dict:
+    """The next run's ipc credentials, caught as the engine makes them: what a compromised child holds (a
+    process without them is refused at the handshake: test_hostile_peers.py)."""
+    made, original = {}, Keys.for_ipc
+
+    def for_ipc() -> Keys:
+        made["keys"] = original()
+        return made["keys"]
+
+    monkeypatch.setattr(Keys, "for_ipc", staticmethod(for_ipc))
+    return made
+
+
 def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp_path):
-    """A stranger's DEALER connects to the verifier's endpoint during a real run and sends junk."""
+    """A DEALER holding the run's credentials connects to the verifier's endpoint during a real run and
+    sends junk."""
     junk = [
         [b"\xc1 garbage"],
         [_header(v=99)],
@@ -151,6 +166,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
 
     threads = []
     make_endpoints = dispatcher.make_endpoints
+    made = run_credentials(monkeypatch)
 
     def intercept(transport, run_dir, *listen):
         endpoints = make_endpoints(transport, run_dir, *listen)
@@ -159,6 +175,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
             ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, -1)  # queued until the verifier binds, then all delivered
+            secure_client(sock, made["keys"])
             sock.connect(endpoints.verify)
             for frames in junk:
                 sock.send_multipart(frames)
@@ -202,6 +219,7 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
     """))
     endpoints = {}
     make_endpoints = dispatcher.make_endpoints
+    made = run_credentials(monkeypatch)
 
     def intercept(transport, run_dir, *listen):
         endpoints["e"] = make_endpoints(transport, run_dir, *listen)
@@ -213,6 +231,7 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
             ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 60_000)  # bounded: a verifier that never reads fails the count
+            secure_client(sock, made["keys"])
             sock.connect(endpoints["e"].verify)
             sock.send_multipart(Draft.chain(5, 0, 0, [1, 2, 3], prompt=np.array([9, 9], np.int32)).to_frames())
             sock.close()
