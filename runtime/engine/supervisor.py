@@ -62,9 +62,7 @@ class Supervision:
         Beyond the restart intensity nothing can be started any more: every job fails, in one line."""
         error = self.table.zygote_death()
         if not self.intensity.allow("zygote", time.monotonic()):
-            c = self.config
-            self.broken = (f"the zygote died more than {c.max_restarts} times within {c.restart_period_s:g} s "
-                           f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
+            self.broken = self._beyond("the zygote", error)
             for job in list(self.jobs):
                 self._end(job, "failed", self.broken)
             return
@@ -86,7 +84,7 @@ class Supervision:
             self._child_failed(child, error)
             return
         if not self.intensity.allow(child.name, time.monotonic()):
-            self._child_failed(child, self._beyond(child, error))
+            self._child_failed(child, self._beyond(child.name, error))
             return
         self.table.spawn("draft", child.threads, worker=child.worker).job = child.job  # its death is the job's too
         self.epochs[child.worker] = self.epochs.get(child.worker, 0) + 1
@@ -102,7 +100,7 @@ class Supervision:
         """A new verifier; every live job is announced to it again with what it has committed, and each of
         its drafting workers is told to resync (resume from the verified prefix) once it has the job."""
         if not self.intensity.allow(child.name, time.monotonic()):
-            self._child_failed(child, self._beyond(child, error))
+            self._child_failed(child, self._beyond(child.name, error))
             return
         self._salvage(0.05)  # the dead verifier's last commits (and beams): the new one must start from them
         live = [j for j in self.jobs if j.phase in (Phase.ANNOUNCED, Phase.RUNNING)]
@@ -113,9 +111,9 @@ class Supervision:
                 self.reannounce[job.id] = job
             self._note_restart(job, -1, error, list(range(job.n)) if job in live else [])
 
-    def _beyond(self, child: Child, error: str) -> str:
+    def _beyond(self, name: str, error: str) -> str:
         c = self.config
-        return (f"{child.name} died more than {c.max_restarts} times within {c.restart_period_s:g} s "
+        return (f"{name} died more than {c.max_restarts} times within {c.restart_period_s:g} s "
                 f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
 
     def _note_restart(self, job: JobRun, worker: int, error: str, sequences: list[int]) -> None:
