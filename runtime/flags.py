@@ -175,6 +175,10 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help=f"supervision: a policy's pick (or served, or constructor) still running after S seconds "
                         f"is stopped, and the jobs it schedules fail with what they verified kept "
                         f"(default {d.policy_timeout_s:g})")
+    p.add_argument("--verdict-timeout", type=float, default=d.verdict_timeout_s, metavar="S",
+                   help=f"supervision: a draft worker that waits S seconds for a verdict asks the verifier where its "
+                        f"sequence stands, and waits on (its draft is queued), sends the draft again (it was lost) or "
+                        f"drafts on (the verdict was lost) (default {d.verdict_timeout_s:g})")
     p.add_argument("--verifier-threads", type=int, default=0, metavar="N",
                    help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
                         "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
@@ -243,4 +247,4 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
         min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
         restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout,
-        policy_timeout_s=args.policy_timeout, **sim)
+        policy_timeout_s=args.policy_timeout, verdict_timeout_s=args.verdict_timeout, **sim)

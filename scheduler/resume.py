@@ -4,7 +4,8 @@ What the dead worker had sent and not had answered is dropped - its run-queue en
 (step_aside.py; every token a rider decoded is committed already) - so the new worker's first draft is
 the sequence's next one. From then on only drafts of the new *epoch* are admitted (``Verifier.admit``):
 a draft of the dead process still in a socket can never take the sequence's turn. Nothing verified is
-touched: the answer is the committed context, which the worker drafts on from.
+touched: the answer is the committed context, which the worker drafts on from. A live worker's probe
+(``probe``) is answered the same way and changes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from specsched.runtime.core.wire import ProtocolError
 
 def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
     """`verifier`: the Verifier (its sequences, run queue and riders)."""
+    if r.probe >= 0:
+        return probe(verifier, r, reply_to)
     st = verifier.seqs.get(r.seq)
     if st is None or st.owner != r.worker or reply_to != worker_identity(r.worker) or r.epoch <= st.epoch:
         raise ProtocolError(f"resume of sequence {r.seq} from {reply_to!r} (epoch {r.epoch}): not the newest "
@@ -27,3 +30,18 @@ def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
         verifier.queue.drop(lambda q: q.draft.seq == r.seq)
     verifier.riders.pop(r.seq, None)
     return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch)
+
+
+def probe(verifier, r: Resume, reply_to: bytes) -> Resumed:
+    """A live worker waited a verdict timeout (runtime/core/resume.py): where its sequence stands, nothing
+    changed. Its messages arrive in the order it sent them, so a draft it sent before the probe is queued
+    by now, or verified, or was lost on the way."""
+    if reply_to != worker_identity(r.worker):
+        raise ProtocolError(f"probe of sequence {r.seq} for worker {r.worker} from {reply_to!r}")
+    st = verifier.seqs.get(r.seq)
+    if st is None:  # finished and its job closed (close_finished_jobs): the lost verdict said done
+        return Resumed(r.seq, r.probe, True, np.zeros(0, np.int32), r.epoch, r.probe)
+    if st.owner != r.worker or r.epoch != st.epoch:
+        raise ProtocolError(f"probe of sequence {r.seq} from worker {r.worker} (epoch {r.epoch}): not its worker")
+    queued = (verifier.queue is not None and r.seq in verifier.queue.sequences()) or r.seq in verifier.riders
+    return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch, r.probe, queued)

@@ -140,20 +140,26 @@ class DraftWorker:
                 epoch, finished = r.epoch, 0
                 entries = [[*e[:4], "resume", *e[5:]] for e in entries]
 
-    def expect_current(self, kinds: tuple[str, ...], epoch: int):
+    def expect_current(self, kinds: tuple[str, ...], epoch: int, timeout: float | None = None):
         """As ``expect``, skipping answers meant for an earlier epoch: what a dead verifier, or a verifier
-        answering this process's dead predecessor, sent and this process reads only now."""
+        answering this process's dead predecessor, sent and this process reads only now. None after
+        `timeout` seconds without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            msg = self.expect(("verdict", "resumed", "beam_task"))
+            msg = self.expect(("verdict", "resumed", "beam_task"), deadline)
+            if msg is None:
+                return None
             if int(msg.fields.get("epoch", 0)) == epoch:
                 if msg.kind not in kinds:
                     raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")
                 return msg
 
-    def expect(self, kinds: tuple[str, ...]):
-        """The verifier's next message, of one of `kinds`; meanwhile the engine may say resync (raises
-        Resync) or stop (raises Stopped)."""
-        while not self.sock.poll(100):
+    def expect(self, kinds: tuple[str, ...], deadline: float | None = None):
+        """The verifier's next message, of one of `kinds` (None once time.monotonic() passes `deadline`);
+        meanwhile the engine may say resync (raises Resync) or stop (raises Stopped)."""
+        while not self.sock.poll(_poll_ms(deadline)):
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
             if self.control is not None and self.control.poll(0):
                 msg = unpack(self.control.recv_multipart(copy=False))
                 if msg.kind == "resync":
@@ -165,7 +171,7 @@ class DraftWorker:
                 raise Stopped
         msg = unpack(self.sock.recv_multipart(copy=False))
         if msg.kind == "welcome":  # the answer to a hello said twice (greet): nothing to act on
-            return self.expect(kinds)
+            return self.expect(kinds, deadline)
         if msg.kind not in kinds:
             raise ProtocolError(f"expected {' or '.join(map(repr, kinds))}, got {msg.kind!r}")
         return msg
@@ -174,15 +180,27 @@ class DraftWorker:
                      epoch: int = 0) -> None:
         """Draft `seq` until the verifier says it is done. Its random draws are keyed by the job's seed, the
         sequence's index in its job and its position, never by what this worker did before. `resume`: this process
-        replaces one that died; it asks the verifier for the verified context and round and drafts on."""
-        generated, rnd, context = 0, 0, prompt
+        replaces one that died; it asks the verifier for the verified context and round and drafts on. A
+        verdict lost on the way (await_verdict) is taken up the same way."""
+        where = None
         if resume:
             self.sock.send_multipart(Resume(seq, self.worker, epoch).to_frames())
             where = Resumed.from_message(self.expect_current(("resumed",), epoch))
-            if where.seq != seq:
+        while True:
+            if where is not None and where.seq != seq:
                 raise ProtocolError(f"resumed sequence {where.seq}, expected {seq}")
-            if where.done:
+            if where is not None and where.done:
                 return
+            where = self.draft_from(config, seq, local, prompt, where, epoch)
+            if where is None:
+                return
+
+    def draft_from(self, config: RunConfig, seq: int, local: int, prompt: list[int], where: Resumed | None,
+                   epoch: int) -> Resumed | None:
+        """Draft `seq` from the prompt, or from where the verifier says it stands, until a verdict says done
+        (returns None) or a verdict was lost (returns where the sequence stands now)."""
+        generated, rnd, context = 0, 0, prompt
+        if where is not None:
             context = where.context.tolist()
             generated, rnd = len(context) - len(prompt), where.round
         def model_drafter():
@@ -208,8 +226,11 @@ class DraftWorker:
                 draft = Draft(seq, self.worker, rnd, proposal.tokens, proposal.parents, proposal.q,
                               sent_at=sent, conf=proposal.conf, draft_s=sent - started, epoch=epoch,
                               lanes=proposal.lanes, held=drafter.features_held())
-                self.sock.send_multipart(draft.to_frames(), copy=False)
-                verdict = Verdict.from_message(self.expect_current(("verdict",), epoch))
+                frames = draft.to_frames()
+                self.sock.send_multipart(frames, copy=False)
+                verdict = self.await_verdict(frames, seq, rnd, epoch, config.verdict_timeout_s)
+                if isinstance(verdict, Resumed):
+                    return verdict
                 if verdict.seq != seq or verdict.round != rnd:
                     raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
                                         f"expected {seq} round {rnd}")
@@ -225,9 +246,34 @@ class DraftWorker:
                 rnd += 1
                 self.telemetry.events(self.recorder.drain())
                 if verdict.done:
-                    return
+                    return None
         finally:
             drafter.close()  # its lane processes, if any (--branch-processes)
+
+    def await_verdict(self, frames: list, seq: int, rnd: int, epoch: int, timeout: float) -> Verdict | Resumed:
+        """The verdict on round `rnd` of `seq`. After each `timeout` seconds without one the worker probes
+        (runtime/core/resume.py): a draft still queued is waited for (a policy may hold it back for long), a
+        draft lost on the way is sent again (`frames`), and a lost verdict returns where the sequence stands.
+        An answer to an earlier round's probe is stale and skipped."""
+        while True:
+            msg = self.expect_current(("verdict", "resumed"), epoch, timeout)
+            if msg is None:
+                self.sock.send_multipart(Resume(seq, self.worker, epoch, probe=rnd).to_frames())
+            elif msg.kind == "verdict":
+                return Verdict.from_message(msg)
+            else:
+                where = Resumed.from_message(msg)
+                if where.probe != rnd or where.seq != seq:
+                    continue
+                if where.done or where.round > rnd:
+                    return where
+                if not where.queued:
+                    self.sock.send_multipart(frames, copy=False)
+
+
+def _poll_ms(deadline: float | None) -> int:
+    """A wait short enough to see the engine and a dead parent (100 ms), and not to overrun `deadline`."""
+    return 100 if deadline is None else max(0, min(100, int(1000 * (deadline - time.monotonic()))))
 
 
 def _expect(sock: zmq.Socket, kinds: tuple[str, ...], parent_alive):

@@ -89,6 +89,7 @@ class RunConfig:
     restart_period_s: float = 5.0
     heartbeat_timeout_s: float = 10.0  # supervision: a worker silent this long is killed and restarted
     policy_timeout_s: float = 10.0   # supervision: a policy's pick (served, constructor) running longer is stopped
+    verdict_timeout_s: float = 10.0  # supervision: a worker waiting this long for a verdict probes (draft_worker.py)
     listen: str | None = None        # tcp: HOST:PORT where workers on other hosts join (specsched worker --connect)
     keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
 

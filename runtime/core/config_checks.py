@@ -264,3 +264,5 @@ def _check_supervision(c: RunConfig) -> None:
         raise ConfigError(f"--heartbeat-timeout must be in (0, 3600] seconds, got {c.heartbeat_timeout_s}")
     if not 0 < c.policy_timeout_s <= 3600:
         raise ConfigError(f"--policy-timeout must be in (0, 3600] seconds, got {c.policy_timeout_s}")
+    if not 0 < c.verdict_timeout_s <= 3600:
+        raise ConfigError(f"--verdict-timeout must be in (0, 3600] seconds, got {c.verdict_timeout_s}")

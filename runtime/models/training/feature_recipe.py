@@ -2,7 +2,8 @@
 
 1. data  (`WORK/data/`): feature_data.py's shards, up to --shards; a shard on disk is never made again;
 2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
-   fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids; `ckpt.pt` is written every 2
+   fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
+   one); `ckpt.pt` is written every 2
    minutes and a rerun resumes from it; the result goes to `final/`;
 3. eval  (`WORK/eval.json`): feature_eval.py on held-out prompts (greedy chains of k = 4 over held-out
    wordings and GSM8K *test* questions; sampled at T = 1 over ToT thought prompts on GSM8K test
@@ -39,6 +40,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
     ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
     ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--init", type=Path, default=None, metavar="DIR",
+                    help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
+                         "fresh one: a warm start when more shards arrive")
     ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
                     help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
@@ -85,7 +89,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
     from safetensors.torch import load_file
 
     from specsched.runtime.models.draft_files import WEIGHTS_FILE
-    from specsched.runtime.models.feature_draft import new_feature_draft, save_feature_draft
+    from specsched.runtime.models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
     from specsched.runtime.models.training.feature_data import load_shards
     from specsched.runtime.models.training.feature_train import FeatureTrainConfig, train
 
@@ -93,7 +97,11 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
     vocab_ids = load_file(str(PRESETS["smollm2"].draft_dir / WEIGHTS_FILE))["vocab_ids"].long()
-    draft = new_feature_draft(target, vocab_ids)
+    if args.init is not None:
+        draft = load_feature_draft(args.init, target)
+        log(f"warm start from {args.init}")
+    else:
+        draft = new_feature_draft(target, vocab_ids)
     cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr)
     (work / "train").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
