@@ -14,8 +14,8 @@ from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.resume import Resume
-from specsched.runtime.core.security import Keys, secure_server
-from specsched.runtime.core.transport import Telemetry
+from specsched.runtime.core.security import Keys, secure_server, speaker
+from specsched.runtime.core.transport import Telemetry, identity_name
 from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
 from specsched.scheduler.jobs import Counters, JobState
@@ -58,10 +58,10 @@ def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.S
             if was_empty and v.jobs:  # idle between jobs is nobody's idle time: a job's starts when it arrives
                 idle_since = time.monotonic()
             if router in events:
-                _drain_drafts(v, router)
+                _drain_drafts(v, router, keys)
             replies = v.step(idle_since)
             for r in replies:
-                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
+                router.send_multipart([_routed(r.reply_to, keys), *r.verdict.to_frames()], copy=False)
             if replies or busy:
                 idle_since = time.monotonic()
             v.close_finished_jobs()
@@ -103,32 +103,42 @@ def _control(v: Verifier, control: zmq.Socket, telemetry: Telemetry) -> bool:
 DRAIN_MAX = 1000  # messages read per turn of the loop
 
 
-def _drain_drafts(v: Verifier, router: zmq.Socket) -> None:
-    for _ in range(DRAIN_MAX):  # what has arrived, into the run queue; a flood still leaves turns to verify
+def _routed(logical: bytes, keys: Keys | None) -> bytes:
+    """The socket identity of the worker whose logical identity is `logical` (b"w1": security.py)."""
+    return keys.routing_id(logical.decode(), identity_name(logical).decode()) if keys is not None else logical
+
+
+def _drain_drafts(v: Verifier, router: zmq.Socket, keys: Keys | None) -> None:
+    """What has arrived, into the run queue: each message checked to come from the worker its identity names
+    (on ipc: the identity's tag, and the name its handshake was admitted under), then by its kind."""
+    for _ in range(DRAIN_MAX):  # a flood still leaves turns to verify
         if not router.poll(0):
             break
         frames = router.recv_multipart(copy=False)
         now = time.monotonic()
         try:
             msg = unpack(frames[1:])
+            sender = frames[0].bytes if keys is None else keys.logical_id(frames[0].bytes, identity_name)
+            if keys is not None and keys.plain and (sender is None or speaker(frames[1:]) != identity_name(sender)):
+                raise ProtocolError(f"{msg.kind} as {frames[0].bytes!r} from the socket of {speaker(frames[1:])!r}")
             if msg.kind == "hello":  # a worker checking its connection before it says ready
                 router.send_multipart([frames[0], *pack("welcome")])
                 continue
             if msg.kind == "beam_draft":
-                v.admit_tree(TreeDraft.from_message(msg), frames[0].bytes, now)
+                v.admit_tree(TreeDraft.from_message(msg), sender, now)
                 continue
             if msg.kind == "resume":  # a restarted worker: where its sequence stands (scheduler/resume.py)
-                answer = resume(v, Resume.from_message(msg), frames[0].bytes)
+                answer = resume(v, Resume.from_message(msg), sender)
                 router.send_multipart([frames[0], *answer.to_frames()], copy=False)
                 continue
             if msg.kind in ("beam_join", "beam_resume"):  # a worker the engine sent for a vacant beam slot, or a
                 # restarted one asking where its slot stands (beam_rounds.py): the slot's task at once
                 take = v.join_beam if msg.kind == "beam_join" else v.resume_beam
-                r = take(msg.fields, frames[0].bytes)
-                router.send_multipart([r.reply_to, *r.verdict.to_frames()], copy=False)
+                r = take(msg.fields, sender)
+                router.send_multipart([_routed(r.reply_to, keys), *r.verdict.to_frames()], copy=False)
                 continue
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")
-            v.admit(Draft.from_message(msg), frames[0].bytes, now)
+            v.admit(Draft.from_message(msg), sender, now)
         except REFUSED as exc:
             v.reject(exc)  # whatever a hostile message's contents raise: counted, never fatal

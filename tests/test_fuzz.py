@@ -22,13 +22,15 @@ PROMPTS = [words(VOCAB, (i + 1, i + 3)) for i in range(4)]
 AT_VERIFIER, AT_ENGINE, AT_CONTROL = 10_000, 10_000, 10_000
 
 
-def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = None) -> zmq.Socket:
-    """A socket holding the run's credentials (the engine's own, read from its dispatcher)."""
+def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = None, user: str = "engine") -> zmq.Socket:
+    """A socket holding the credentials of `user` in this run (derived from the engine's own, read from its
+    dispatcher): a compromised child speaks only under its own name."""
     sock = ctx.socket(kind)
-    if identity is not None:
-        sock.setsockopt(zmq.IDENTITY, identity)
+    keys = e._dispatcher.keys.as_user(user)
+    if identity is not None:  # as its own process would claim it (tagged: security.py)
+        sock.setsockopt(zmq.IDENTITY, keys.routing_id(identity.decode(), user))
     sock.setsockopt(zmq.LINGER, 5000)
-    secure_client(sock, e._dispatcher.keys)
+    secure_client(sock, keys)
     return sock
 
 
@@ -44,7 +46,8 @@ def test_ten_thousand_junk_messages_per_socket_are_refused_counted_and_change_no
         endpoints = e.endpoints
         ctx = zmq.Context()
         try:
-            forged = [insider(ctx, zmq.DEALER, e, f"fz{i}".encode()) for i in range(4)]  # identities no worker has
+            # compromised workers 7-10 (this run has 4): each speaks under its own name and identity
+            forged = [insider(ctx, zmq.DEALER, e, f"w{i}".encode(), f"draft-{i}") for i in range(7, 11)]
             for sock in forged:
                 sock.connect(endpoints["verify"])
             push = insider(ctx, zmq.PUSH, e)
@@ -87,7 +90,7 @@ def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash()
         before = dispatcher.rejected_telemetry
         ctx = zmq.Context()
         try:
-            sock = insider(ctx, zmq.DEALER, e, b"verifier")
+            sock = insider(ctx, zmq.DEALER, e, b"verifier", "verifier")
             sock.connect(e.endpoints["control"])
             sock.send_multipart([header, b""])
             sock.close()

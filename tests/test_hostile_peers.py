@@ -1,10 +1,11 @@
 """Hostile local peers on ipc: a process of the same user that the engine did not start. Every socket of a
 run (the verifier's run queue, the engine's telemetry and control sockets, and each branch lane's) admits
-only holders of the run's password, handed to the children through the zygote's pipe
+only holders of a password of the run (each child its own), handed to the children through the zygote's pipe
 (runtime/core/security.py). So a stranger - no credentials, the wrong password, or CURVE - cannot take a
 worker's or the verifier's identity over (ROUTER_HANDOVER), cannot forge telemetry under a child's pid, and
 cannot hang the run: every handshake is refused and counted, nothing it sends arrives, and the text is the
-undisturbed run's."""
+undisturbed run's. A compromised child holds only its own name's password: what it sends under another
+child's pid or identity is refused and counted, never believed."""
 
 from __future__ import annotations
 
@@ -56,3 +57,38 @@ def test_a_stranger_on_every_ipc_socket_gets_nothing_through_and_is_counted():
     data = record.to_json()
     assert data["counters"]["rejected_messages"] == 0 and data["rejected_telemetry"] == 0  # nothing arrived
     assert refused >= 6 and data["refused_handshakes"] >= 1  # each stranger at the engine's two sockets, at least
+
+
+def test_a_compromised_child_cannot_speak_as_another():
+    """draft-0's credentials (derived from the run's secret as the engine derives them for draft-0): a commit
+    under the verifier's pid, the verifier's `ready` and worker 1's hello are all refused and counted, and
+    neither identity is taken over (the run would wait on worker 1 or the verifier)."""
+    settings = dict(max_new_tokens=300)
+    with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
+        undisturbed = e.generate(PROMPTS, **settings)
+        job = e.submit(PROMPTS, **settings)
+        wait_until_started(job)
+        verifier = next(p["pid"] for p in e.processes if p["name"] == "verifier")
+        as_draft0 = e._dispatcher.keys.as_user("draft-0")
+        ctx = zmq.Context()
+        socks = []
+        for name, kind in (("telemetry", zmq.PUSH), ("control", zmq.DEALER), ("verify", zmq.DEALER)):
+            s = ctx.socket(kind)
+            s.setsockopt(zmq.LINGER, 5000)
+            if name != "telemetry":  # the best it can claim: another's name with its own tag (security.py)
+                s.setsockopt(zmq.IDENTITY, as_draft0.routing_id("verifier" if name == "control" else "w1", "draft-0"))
+            secure_client(s, as_draft0)
+            s.connect(e.endpoints[name])
+            socks.append(s)
+        socks[0].send_multipart(pack("commit", {"pid": verifier, "job": job._run.id, "seq": job._run.first_seq,
+                                                "tokens": [1, 2, 3]}))
+        socks[1].send_multipart(pack("ready", {"role": "verifier", "worker": -1}))
+        socks[2].send_multipart(pack("hello", {"worker": 1}))
+        for s in socks:
+            s.close()
+        ctx.term()
+        record = job.result(timeout=120)
+    assert record.status == "ok", record.error
+    assert outputs(record) == outputs(undisturbed)  # the forged commit added no token
+    assert record.to_json()["rejected_telemetry"] == 2
+    assert record.metrics.rejected_messages == 1

@@ -130,6 +130,13 @@ def run_credentials(monkeypatch) -> dict:
     return made
 
 
+def compromised(sock: zmq.Socket, keys: Keys) -> None:
+    """`sock` speaks as a compromised worker 9 (the runs here have 2): under its own name and identity, the only
+    ones its credentials allow."""
+    sock.setsockopt(zmq.IDENTITY, keys.routing_id("w9", "draft-9"))
+    secure_client(sock, keys.as_user("draft-9"))
+
+
 def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp_path):
     """A DEALER holding the run's credentials connects to the verifier's endpoint during a real run and
     sends junk."""
@@ -175,7 +182,7 @@ def test_a_verifier_sent_garbage_counts_it_and_finishes_the_run(monkeypatch, tmp
             ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, -1)  # queued until the verifier binds, then all delivered
-            secure_client(sock, made["keys"])
+            compromised(sock, made["keys"])
             sock.connect(endpoints.verify)
             for frames in junk:
                 sock.send_multipart(frames)
@@ -231,7 +238,7 @@ def test_a_draft_for_a_sequence_outside_the_run_is_rejected_and_counted(monkeypa
             ctx = zmq.Context()
             sock = ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 60_000)  # bounded: a verifier that never reads fails the count
-            secure_client(sock, made["keys"])
+            compromised(sock, made["keys"])
             sock.connect(endpoints["e"].verify)
             sock.send_multipart(Draft.chain(5, 0, 0, [1, 2, 3], prompt=np.array([9, 9], np.int32)).to_frames())
             sock.close()

@@ -22,7 +22,7 @@ from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.resume import Resume, Resumed
 from specsched.runtime.core.sampling import stream
 from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import Telemetry, connect, worker_identity
+from specsched.runtime.core.transport import Telemetry, connect, process_name, worker_identity
 from specsched.runtime.core.wire import ProtocolError, pack, unpack
 from specsched.workers.beam_worker import run_beam_slot
 from specsched.workers.branch_drafter import branch_drafter
@@ -63,7 +63,9 @@ class DraftWorker:
     @classmethod
     def connect(cls, model: LanguageModel | None, worker: int, ctx: zmq.Context, endpoint: str,
                 telemetry: Telemetry, parent_alive, keys: Keys | None = None, **lazily) -> DraftWorker:
-        sock = connect(ctx, zmq.DEALER, endpoint, keys, identity=worker_identity(worker), linger_ms=1000)
+        logical = worker_identity(worker).decode()
+        identity = keys.routing_id(logical, process_name("draft", worker)) if keys else logical
+        sock = connect(ctx, zmq.DEALER, endpoint, keys, identity=identity, linger_ms=1000)
         return cls(model, worker, sock, telemetry, parent_alive, **lazily)
 
     @property

@@ -10,7 +10,7 @@ window and the entries (``lane_state``). `LaneProcesses` is the worker's side, w
 and a parent check in its wait loop) and exits on ``stop``.
 
 Each PAIR is a PLAIN server with a gatekeeper, as the engine's sockets are (runtime/core/security.py): the
-worker makes a password for its lanes and writes it to each lane's stdin, so no other process can take a
+worker makes a secret and writes its lanes' password to each lane's stdin, so no other process can take a
 lane's place on its socket.
 """
 
@@ -32,6 +32,7 @@ from specsched.runtime.core.wire import pack, unpack
 from specsched.workers.branch_lanes import GRAM, Lanes
 
 STOP_WAIT_S = 2.0
+LANE_USER = "lane"  # the name lanes speak under to their worker's sockets
 LANE_TITLE = "specsched: branch lane "  # + the lane's index in its worker: what `ps` shows
 
 
@@ -57,7 +58,7 @@ class LaneProcesses:
                 self.socks.append(sock)
                 proc = subprocess.Popen([sys.executable, "-m", "specsched.workers.lane_process", endpoint,
                                          str(os.getpid())], stdin=subprocess.PIPE)
-                proc.stdin.write(keys.password.encode() + b"\n")
+                proc.stdin.write(keys.as_user(LANE_USER).password.encode() + b"\n")
                 proc.stdin.close()
                 self.procs.append(proc)
             self.gate.start()
@@ -129,7 +130,7 @@ def main(endpoint: str, parent: int) -> int:
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PAIR)
     sock.setsockopt(zmq.LINGER, 0)
-    secure_client(sock, Keys("", "", "", password=password))
+    secure_client(sock, Keys("", "", "", password=password, user=LANE_USER))
     sock.connect(endpoint)
     lane: Lanes | None = None
     try:

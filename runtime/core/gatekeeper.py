@@ -1,8 +1,8 @@
 """The gatekeeper: a binding process's ZAP handler, and its count of refused handshakes.
 
 ZeroMQ asks the ZAP handler of a socket's context (RFC 27: a REP socket at ``inproc://zeromq.zap.01``)
-about every handshake; it answers 200 for a CURVE client key the run admits (tcp) or the run's PLAIN
-password (ipc), and 400 for anything else.
+about every handshake; it answers 200 for a CURVE client key the run admits (tcp) or a PLAIN name whose
+password it is (ipc; the name becomes every message's ``User-Id``: security.py), and 400 for anything else.
 Handshakes that fail - a key it refused, a peer that speaks no CURVE, bytes that are not ZMTP - are
 seen on socket monitors and counted: ``refused`` is what the record calls ``refused_handshakes``. A
 refused client's library retries (ZeroMQ reconnects), so the count is of handshakes, not of peers.
@@ -71,10 +71,11 @@ class Gatekeeper:
         """RFC 27: version, request id, domain, address, identity, mechanism, credentials."""
         version, request_id, mechanism = request[0], request[1], request[5] if len(request) > 5 else b""
         credentials = request[6:]
-        ok = (mechanism == b"CURVE" and len(credentials) == 1 and z85.encode(credentials[0]) in self._admitted) or (
-            mechanism == b"PLAIN" and len(credentials) == 2 and self._keys.admits_password(credentials[1]))
+        plain = mechanism == b"PLAIN" and len(credentials) == 2 and self._keys.admits(*credentials)
+        ok = plain or (mechanism == b"CURVE" and len(credentials) == 1
+                       and z85.encode(credentials[0]) in self._admitted)
         self._zap.send_multipart([version, request_id, b"200" if ok else b"400",
-                                  b"OK" if ok else b"key not admitted", b"", b""])
+                                  b"OK" if ok else b"key not admitted", credentials[0] if plain else b"", b""])
 
     def stop(self) -> None:
         """Before the context ends (its term waits for every socket to close)."""

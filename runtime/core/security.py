@@ -1,11 +1,13 @@
 """Who may talk to an engine's sockets: a per-run capability on ipc, CurveZMQ on tcp.
 
 On ``--transport ipc`` (the default) the sockets live in a private (0700) run directory, which keeps
-other users out but not another process of the same user. So every run makes a random 256-bit password,
-held in the engine's memory and handed to its children through the zygote's pipe (never a file, never
-argv or the environment); the engine's and the verifier's sockets are ZeroMQ PLAIN servers whose
-gatekeeper (gatekeeper.py) admits that password only. A process the engine did not start cannot
-connect, so it can neither take a worker's identity over nor send a message under a child's name.
+other users out but not another process of the same user. So every run makes a random 256-bit secret,
+held in the engine's memory. Each child is given its own name's password, HMAC-SHA256(secret, name),
+through the zygote's pipe (never a file, never argv or the environment); only the engine and the
+verifier, whose sockets are ZeroMQ PLAIN servers, hold the secret, and their gatekeeper (gatekeeper.py)
+admits a (name, password) pair only if the password is that name's. ZeroMQ then stamps every message
+with the name (the frame property ``User-Id``), so a message is believed only from the process it
+names: a process the engine did not start cannot connect at all, and a child cannot speak as another.
 PLAIN, not CURVE, because the peers share one host and a private directory: nothing to hide from a
 wire, and CURVE's encryption costs ~4 ms per 1 MB draft frame on ipc (a sampled draft's q rows).
 
@@ -24,6 +26,7 @@ handler would admit any client that knows its public key, so each binding proces
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import os
@@ -45,7 +48,9 @@ class Keys:
     client_secret: str
     server_secret: str = ""               # the engine's side only
     admitted: tuple[str, ...] = ()        # client public keys the servers admit
-    password: str = ""                    # ipc: the run's capability (PLAIN); the CURVE fields are then empty
+    password: str = ""                    # ipc: what this process says as `user` (PLAIN); CURVE fields empty
+    user: str = ""                        # ipc: the name this process speaks under
+    secret: str = ""                      # ipc: the run's secret (servers only), every name's password derives from it
 
     @classmethod
     def generate(cls) -> Keys:
@@ -55,16 +60,48 @@ class Keys:
                    (client_public.decode(),))
 
     @classmethod
-    def for_ipc(cls) -> Keys:
-        """A run's capability on ipc: a random password, 256 bits."""
-        return cls("", "", "", password=secrets.token_hex(32))
+    def for_ipc(cls, user: str = "engine") -> Keys:
+        """A run's capability on ipc: a random secret, 256 bits, held by a process that speaks as `user`."""
+        return cls("", "", "", secret=secrets.token_hex(32)).as_user(user, keep_secret=True)
+
+    def as_user(self, user: str, *, keep_secret: bool = False) -> Keys:
+        """What a process that speaks as `user` holds: its own password, and the secret only if it serves
+        (`keep_secret`: the verifier, whose run queue's socket admits every worker)."""
+        return replace(self, user=user, password=_password(self.secret, user),
+                       secret=self.secret if keep_secret else "")
+
+    def routing_id(self, logical: str, user: str) -> bytes:
+        """The ZeroMQ identity that `user`'s socket claims as `logical` (b"w1" to the verifier, b"draft-1" to the
+        engine): on ipc the logical one, a dot and 16 hex digits of the hash of `user`'s password, which only
+        `user` and the servers (holding the secret) can compute. A ROUTER with ROUTER_HANDOVER hands an
+        identity to whoever claims it; so no other process can take this one over."""
+        if not self.plain:
+            return logical.encode()
+        if user != self.user and not self.secret:
+            raise ValueError(f"{self.user} cannot name {user}'s socket")
+        password = self.password if user == self.user else _password(self.secret, user)
+        return f"{logical}.{hashlib.sha256(password.encode()).hexdigest()[:16]}".encode()
+
+    def logical_id(self, routing: bytes, user_of) -> bytes | None:
+        """The logical identity a received routing identity stands for (a server's side): None unless its tag
+        is that of `user_of(logical)`, the process entitled to it."""
+        if not self.plain:
+            return routing
+        logical = routing.partition(b".")[0]
+        user = user_of(logical)
+        try:
+            expected = self.routing_id(logical.decode(), user.decode()) if user else None
+        except UnicodeDecodeError:
+            return None
+        return logical if expected is not None and hmac.compare_digest(routing, expected) else None
 
     @property
     def plain(self) -> bool:
-        return bool(self.password)
+        return bool(self.password or self.secret)
 
-    def admits_password(self, password: bytes) -> bool:
-        return self.plain and hmac.compare_digest(password, self.password.encode())
+    def admits(self, user: bytes, password: bytes) -> bool:
+        """A PLAIN client's (name, password): admitted iff the password is the name's."""
+        return bool(self.secret) and hmac.compare_digest(password, _password(self.secret, user).encode())
 
     @property
     def serves(self) -> bool:
@@ -81,7 +118,7 @@ class Keys:
     def from_dict(cls, data: dict) -> Keys:
         keys = cls(**{**data, "admitted": tuple(data.get("admitted", ()))})
         for name, value in keys.to_dict().items():
-            if name == "password":
+            if name in ("password", "user", "secret"):
                 continue
             for key in (value if isinstance(value, list) else [value]):
                 if key and (not isinstance(key, str) or len(key) != 40):
@@ -93,6 +130,12 @@ class Keys:
         with os.fdopen(fd, "w") as f:
             json.dump(self.to_dict(), f, indent=1)
             f.write("\n")
+
+
+def _password(secret: str, user: str | bytes) -> str:
+    """A name's password: HMAC-SHA256 of the name under the run's secret, hex."""
+    name = user if isinstance(user, bytes) else user.encode()
+    return hmac.new(secret.encode(), name, hashlib.sha256).hexdigest()
 
 
 def write_keys(directory: Path) -> tuple[Path, Path]:
@@ -136,12 +179,21 @@ def secure_server(sock: zmq.Socket, keys: Keys | None) -> None:
 
 
 def secure_client(sock: zmq.Socket, keys: Keys | None) -> None:
-    """Make `sock` a client of the run's servers (before it connects): the run's password on ipc, its
+    """Make `sock` a client of the run's servers (before it connects): its name and password on ipc, its
     CURVE keys on tcp."""
     if keys is not None and keys.plain:
-        sock.plain_username = b"specsched"
+        sock.plain_username = keys.user.encode()
         sock.plain_password = keys.password.encode()
     elif keys is not None:
         sock.curve_secretkey = keys.client_secret.encode()
         sock.curve_publickey = keys.client_public.encode()
         sock.curve_serverkey = keys.server_public.encode()
+
+
+def speaker(frames: list) -> bytes:
+    """The name a message's sender was admitted under on ipc (the gatekeeper's ``User-Id``, stamped by ZeroMQ
+    on every frame received with copy=False); b"" if none."""
+    try:
+        return frames[0].get("User-Id").encode()
+    except (AttributeError, zmq.ZMQError):
+        return b""

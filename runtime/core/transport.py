@@ -109,6 +109,11 @@ def worker_identity(worker: int) -> bytes:
     return f"w{worker}".encode()
 
 
+def identity_name(identity: bytes) -> bytes:
+    """The process name (a draft worker's) whose socket to the verifier carries `identity`; b"" if none."""
+    return b"draft-" + identity[1:] if identity.startswith(b"w") and identity[1:].isdigit() else b""
+
+
 def process_name(role: str, worker: int) -> str:
     """A child's name: its control identity, its log file and its key in the process table."""
     return "verifier" if role == "verifier" else f"draft-{worker}"
@@ -127,7 +132,7 @@ def connect(ctx: zmq.Context, kind: int, endpoint: str, keys: Keys | None, *, id
 
 
 def connect_control(ctx: zmq.Context, endpoint: str, name: str, keys: Keys | None = None) -> zmq.Socket:
-    return connect(ctx, zmq.DEALER, endpoint, keys, identity=name)
+    return connect(ctx, zmq.DEALER, endpoint, keys, identity=keys.routing_id(name, name) if keys else name)
 
 
 class Telemetry:

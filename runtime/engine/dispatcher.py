@@ -174,7 +174,7 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
                 else:
                     self._accept(arg)
             while self.control.poll(0):
-                self._hello(self.control.recv_multipart())
+                self._hello(self.control.recv_multipart(copy=False))
             for _ in range(DRAIN_MAX):  # a telemetry flood still leaves turns for the dead, admission, views
                 if not self.sink.poll(0):
                     break
@@ -220,7 +220,8 @@ class Dispatcher(HeldStart, Admission, Reports, Supervision, Joining, Endings):
         """To a child that said ready (the ROUTER knows it; ROUTER_MANDATORY makes anything else an error).
         One that has died and is not reaped yet cannot be reached: the next look at the dead handles it."""
         try:
-            self.control.send_multipart([child.name.encode(), *pack(kind, fields)])
+            to = self.keys.routing_id(child.name, child.name) if self.keys else child.name.encode()
+            self.control.send_multipart([to, *pack(kind, fields)])
         except zmq.ZMQError:
             pass
 

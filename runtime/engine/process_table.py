@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from specsched.runtime.core.security import Keys
 from specsched.runtime.core.transport import process_name
 from specsched.runtime.engine.zygote import Forked, Zygote
 
@@ -113,12 +114,21 @@ class ProcessTable:
         name = process_name(role, worker)
         log = self.run_dir / f"{name}.log"
         env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        proc = self.zygote.fork({**self.base_spec, "role": role, "worker": worker}, log, env, threads)
+        proc = self.zygote.fork({**self.base_spec, "role": role, "worker": worker, "keys": self._keys(name)},
+                                log, env, threads)
         child = Child(name, role, worker, proc, log, threads)
         child.become(State.STARTING)
         self.children[name] = child
         self.spawned += 1
         return child
+
+    def _keys(self, name: str) -> dict | None:
+        """What the child `name` holds (runtime/core/security.py): on ipc its own password, and the run's secret
+        only if it is the verifier (which admits the workers); on tcp the run's worker keys."""
+        keys = self.base_spec.get("keys")
+        if keys is None or not Keys.from_dict(keys).plain:
+            return keys
+        return Keys.from_dict(keys).as_user(name, keep_secret=name == "verifier").to_dict()
 
     def adopt(self, host: str) -> Child:
         """A worker on another host that joined (runtime/engine/joining.py): a child the engine did not fork.

@@ -5,7 +5,8 @@ over telemetry everything else: commits and events (filed under their job, in th
 the verifier's job_ack (the job's workers may draft), job_done / job_failed, a worker's ``idle``,
 the verifier's ``beam_want`` (a dsbd slot needs a worker) and any child's ``error``. Messages are
 matched to the live incarnation of a child by its pid, so a late message of a dead process is never
-taken for its successor's. A mixin of the Dispatcher.
+taken for its successor's, and on ipc to the name its socket was admitted under (runtime/core/security.py),
+so a child cannot speak as another. A mixin of the Dispatcher.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import Mode
 from specsched.runtime.core.events import Event
+from specsched.runtime.core.security import speaker
 from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
 from specsched.runtime.engine.process_table import Child, State
@@ -26,8 +28,13 @@ class Reports:
     def _hello(self, frames: list) -> None:
         """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it. Anyone
         else knocking there is a worker joining from another host, or junk (joining.py)."""
+        said_by, frames = speaker(frames[1:]), [f.bytes for f in frames]
+        name = frames[0] if self.keys is None else self.keys.logical_id(frames[0], lambda logical: logical)
+        if self.keys is not None and self.keys.plain and (name is None or said_by != name):
+            self._refuse_telemetry()  # on ipc a child speaks only under its own name, and its own identity
+            return
         try:
-            child = self.table.children[frames[0].decode()]
+            child = self.table.children[name.decode()]
         except (KeyError, UnicodeDecodeError):
             self._door(frames)
             return
@@ -51,6 +58,8 @@ class Reports:
             sender = self._sender(msg)
             if sender is None:
                 raise ProtocolError(f"{msg.kind} from no child of this engine")
+            if self.keys is not None and self.keys.plain and speaker(frames) != sender.name.encode():
+                raise ProtocolError(f"{msg.kind} with {sender.name}'s pid from the socket of {speaker(frames)!r}")
             self._handle(msg, sender)
         except REFUSED:
             self._refuse_telemetry()
