@@ -18,6 +18,7 @@ epoch 0: each slot's worker, told to resync, asks it the same way.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -95,6 +96,24 @@ class BeamRounds:
         if want >= 0 and seq.wanted.get(slot) == want:
             return self._take(seq, slot, worker, epoch)
         return BeamTask(seq_id, slot, seq.round, True, epoch=epoch)
+
+    def probe(self, seq_id: int, slot: int, worker: int, reply_to: bytes, epoch: int, probe: int) -> BeamTask | None:
+        """A live worker that has waited --verdict-timeout since it sent its tree of round `probe`: its task
+        again if that was lost (the round has moved on, or the slot was left: done), the round's task if its
+        tree was lost (to draft the same tree again: its draws are keyed by the round), and nothing while its
+        tree waits in the round. Changes nothing."""
+        if reply_to != worker_identity(worker):
+            raise ProtocolError(f"beam probe for worker {worker} from {reply_to!r}")
+        seq = self.seqs.get(seq_id)
+        if seq is None or seq.st.done or not 0 <= slot < len(seq.st.beam_workers) \
+                or seq.st.beam_workers[slot] != worker:  # finished, or the width left the slot: the lost task said so
+            return BeamTask(seq_id, slot, probe + 1, True, epoch=epoch, probe=probe)
+        if epoch != seq.epochs[slot]:
+            raise ProtocolError(f"beam probe of sequence {seq_id} slot {slot} from epoch {epoch}, "
+                                f"now {seq.epochs[slot]}")
+        if seq.round == probe and slot in seq.trees:
+            return None
+        return replace(task(seq, slot), probe=probe)
 
     @staticmethod
     def _take(seq: BeamSequence, slot: int, worker: int, epoch: int) -> BeamTask:

@@ -33,12 +33,16 @@ class BeamSteps:
         given = self.beam_rounds.join(seq, slot, worker, reply_to, int(fields["want"]), int(fields["epoch"]))
         return Reply(given, reply_to, worker)
 
-    def resume_beam(self, fields: dict, reply_to: bytes) -> Reply:
+    def resume_beam(self, fields: dict, reply_to: bytes) -> Reply | None:
         """A restarted beam worker: its slot's task (beam_rounds.py). A sequence is queued only while its round
-        is complete, so one whose tree was dropped to be drafted again leaves the run queue."""
+        is complete, so one whose tree was dropped to be drafted again leaves the run queue. A live worker's
+        probe (``probe``: the round of the tree it sent) is answered by BeamRounds.probe; None: no answer."""
         seq, slot, worker = int(fields["seq"]), int(fields["slot"]), int(fields["worker"])
         if seq in self.seqs and seq not in self.beam_rounds.seqs:
             raise ProtocolError(f"beam_resume for sequence {seq}, which is not a beam sequence")
+        if int(fields.get("probe", -1)) >= 0:
+            task = self.beam_rounds.probe(seq, slot, worker, reply_to, int(fields["epoch"]), int(fields["probe"]))
+            return None if task is None else Reply(task, reply_to, worker)
         answer = self.beam_rounds.resume(seq, slot, worker, reply_to, int(fields["want"]), int(fields["epoch"]))
         beams = self.beam_rounds.seqs.get(seq)
         if beams is not None and not beams.complete and self.queue is not None:

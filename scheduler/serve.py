@@ -135,7 +135,8 @@ def _drain_drafts(v: Verifier, router: zmq.Socket, keys: Keys | None) -> None:
                 # restarted one asking where its slot stands (beam_rounds.py): the slot's task at once
                 take = v.join_beam if msg.kind == "beam_join" else v.resume_beam
                 r = take(msg.fields, sender)
-                router.send_multipart([_routed(r.reply_to, keys), *r.verdict.to_frames()], copy=False)
+                if r is not None:  # None: a probe whose tree waits in its round (nothing to say)
+                    router.send_multipart([_routed(r.reply_to, keys), *r.verdict.to_frames()], copy=False)
                 continue
             if msg.kind != "draft":
                 raise ProtocolError(f"unexpected {msg.kind!r} message")

@@ -133,3 +133,18 @@ def test_probes_every_few_milliseconds_change_nothing_in_a_real_run():
     assert probed.status == "ok", probed.error
     assert [s.tokens for s in probed.sequences] == [s.tokens for s in undisturbed.sequences]
     assert probed.metrics.rejected_messages == 0
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5])
+def test_beam_workers_probing_every_few_milliseconds_change_nothing(threshold):
+    """dsbd, fixed and dynamic width: a beam worker waiting for its next task probes too (a `beam_resume`
+    marked with its round, answered only if its task or tree was lost); the beams are the same."""
+    prompts = [words(16, (5, 7)), words(16, (3, 9))]
+    settings = dict(mode="dsbd", beams=3, beam_threshold=threshold, max_new_tokens=30, temperature=0.8, seed=5)
+    with Engine(sim_config(sim_vocab=16, sim_draft_ms=2, sim_verify_ms=10)) as e:
+        undisturbed = e.generate(prompts, **settings)
+        probed = e.generate(prompts, verdict_timeout_s=0.001, **settings)
+    assert probed.status == "ok", probed.error
+    assert [s.tokens for s in probed.sequences] == [s.tokens for s in undisturbed.sequences]
+    assert probed.to_json()["beams"] == undisturbed.to_json()["beams"]
+    assert probed.metrics.rejected_messages == 0

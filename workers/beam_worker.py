@@ -40,7 +40,7 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ho
     if how != "start":
         worker.sock.send_multipart(pack("beam_join" if how == "join" else "beam_resume", {
             "seq": seq, "worker": worker.worker, "slot": slot, "want": want, "epoch": epoch}))
-        task = _task(worker.expect_current(("beam_task",), epoch), seq, slot, None)
+        task = _answer(worker, seq, slot, epoch)
         if task.done:
             return
         rnd = task.round
@@ -56,7 +56,9 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ho
         sent = time.monotonic()
         draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started, epoch)
         worker.sock.send_multipart(draft.to_frames(), copy=False)
-        task = _task(worker.expect_current(("beam_task",), epoch), seq, slot, rnd + 1)
+        task = _await_task(worker, seq, slot, rnd, epoch, config.verdict_timeout_s)
+        if task.round == rnd and not task.done:
+            continue  # the tree was lost on the way: the same tree again (its draws are keyed by the round)
         if not draft.empty:
             worker.recorder.add("queued", draft.sent_at, task.verify_start, seq)
             worker.recorder.add("verify", task.verify_start, task.verify_end, seq)
@@ -66,10 +68,31 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ho
             return
 
 
-def _task(msg, seq: int, slot: int, rnd: int | None) -> BeamTask:
-    """The verifier's task, checked to be this slot's (and, unless joining, the next round's)."""
-    task = BeamTask.from_message(msg)
-    if task.seq != seq or task.slot != slot or (rnd is not None and task.round != rnd):
-        raise ProtocolError(f"beam task for sequence {task.seq} slot {task.slot} round {task.round}, "
-                            f"expected {seq} slot {slot}" + ("" if rnd is None else f" round {rnd}"))
-    return task
+def _await_task(worker, seq: int, slot: int, rnd: int, epoch: int, timeout: float) -> BeamTask:
+    """The task that follows this slot's tree of round `rnd`. After each `timeout` seconds without one the worker
+    probes (a ``beam_resume`` marked with the round: BeamRounds.probe): a lost task comes again, and a lost tree
+    brings the round's own task back (round `rnd`), to be drafted again. A copy answering an earlier probe is
+    skipped."""
+    while True:
+        msg = worker.expect_current(("beam_task",), epoch, timeout)
+        if msg is None:
+            worker.sock.send_multipart(pack("beam_resume", {"seq": seq, "worker": worker.worker, "slot": slot,
+                                                            "want": -1, "epoch": epoch, "probe": rnd}))
+            continue
+        task = BeamTask.from_message(msg)
+        if (task.seq, task.slot) != (seq, slot):  # an answer to a probe this process made in an earlier part
+            continue
+        if task.done or task.round == rnd + 1 or (task.round == rnd and task.probe == rnd):
+            return task
+
+
+def _answer(worker, seq: int, slot: int, epoch: int) -> BeamTask:
+    """The verifier's answer to a join or a resume, checked to be this slot's; answers to probes made before
+    (in this slot or another) are skipped."""
+    while True:
+        task = BeamTask.from_message(worker.expect_current(("beam_task",), epoch))
+        if task.probe >= 0:
+            continue
+        if (task.seq, task.slot) != (seq, slot):
+            raise ProtocolError(f"beam task for sequence {task.seq} slot {task.slot}, expected {seq} slot {slot}")
+        return task

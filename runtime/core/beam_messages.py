@@ -74,6 +74,7 @@ class BeamTask:
     verify_start: float = 0.0
     verify_end: float = 0.0
     epoch: int = 0                   # the epoch of the slot's worker it is meant for
+    probe: int = -1                  # the answer to a live worker's probe after its tree of this round; -1: not
 
     def to_frames(self) -> list:
         arrays = {}
@@ -81,11 +82,11 @@ class BeamTask:
             arrays = {"context": self.context.astype(np.int32), "counts": self.counts.astype(np.int32)}
         return pack("beam_task", {"seq": self.seq, "slot": self.slot, "round": self.round, "done": self.done,
                                   "logprob": self.logprob, "verify_start": self.verify_start,
-                                  "verify_end": self.verify_end, "epoch": self.epoch}, arrays)
+                                  "verify_end": self.verify_end, "epoch": self.epoch, "probe": self.probe}, arrays)
 
     @classmethod
     def from_message(cls, msg: Message) -> BeamTask:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["slot"]), int(f["round"]), bool(f["done"]), a.get("context"),
                    float(f["logprob"]), a.get("counts"), float(f["verify_start"]), float(f["verify_end"]),
-                   int(f.get("epoch", 0)))
+                   int(f.get("epoch", 0)), int(f.get("probe", -1)))
