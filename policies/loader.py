@@ -23,7 +23,7 @@ from specsched.policies.rr import RoundRobin
 from specsched.policies.sjf import SJF
 from specsched.policies.srtf import SRTF
 from specsched.policies.stride import Stride
-from specsched.runtime.core.deadline import Overrun, deadline, overran
+from specsched.runtime.core.deadline import Overrun, policy_call
 
 BUILTIN: dict[str, type[Policy]] = {
     "fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch,              # the first four
@@ -42,13 +42,7 @@ class PolicyError(ValueError):
 def load_policy(spec: str, timeout_s: float = 0.0) -> type[Policy]:
     """The class `spec` names. A plug-in's module is user code run at import: with `timeout_s` > 0 (the run's
     --policy-timeout) an import that does not return in time is stopped, as its pick would be."""
-    if timeout_s <= 0:  # no deadline of ours: one around the caller's code stays the caller's to report
-        return _load(spec)
-    try:
-        with deadline(timeout_s):
-            return _load(spec)
-    except Overrun:
-        raise PolicyError(overran(spec, "its import", timeout_s)) from None
+    return policy_call(spec, "its import", timeout_s, _load, spec, error=PolicyError, passes=(PolicyError,))
 
 
 def _load(spec: str) -> type[Policy]:

@@ -24,9 +24,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from specsched.policies.base import PolicySettings, ReadyDraft
-from specsched.policies.loader import PolicyError, load_policy
+from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import ConfigError, Mode, RunConfig
-from specsched.runtime.core.deadline import Overrun, deadline, overran
+from specsched.runtime.core.deadline import policy_call
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.osmetrics import measure as measure_os
@@ -102,16 +102,8 @@ def _dispatch_gap(queued: Event, verified: Event, verifier_ends: list[float]) ->
 def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
     """The run queue replayed under `policy_name`, in virtual time starting at 0."""
     rounds = run.rounds
-    try:
-        policy_cls = load_policy(policy_name, config.policy_timeout_s)
-        with deadline(config.policy_timeout_s):
-            policy = policy_cls(PolicySettings(max_batch=1))
-    except PolicyError:
-        raise
-    except Overrun:
-        raise ConfigError(overran(policy_name, "__init__", config.policy_timeout_s)) from None
-    except Exception as exc:  # a plug-in that cannot even start: one line, as in a live run
-        raise ConfigError(f"policy {policy_name!r} raised {type(exc).__name__}: {exc}") from exc
+    policy_cls = load_policy(policy_name, config.policy_timeout_s)
+    policy = _ask(policy_name, config.policy_timeout_s, policy_cls, PolicySettings(max_batch=1))
     events: list[Event] = []
     arrivals: list[tuple[float, int, int]] = []   # (arrival, order, seq): drafts not yet in the queue
     done = {seq: 0 for seq in rounds}             # rounds verified
@@ -167,17 +159,10 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
 
 
 def _ask(name: str, seconds: float, call, *args):
-    """A policy's pick or served, under the run's --policy-timeout (runtime/core/deadline.py); anything it raises
-    becomes one line naming it."""
-    try:
-        with deadline(seconds):
-            return call(*args)
-    except KeyboardInterrupt:
-        raise
-    except Overrun:
-        raise ConfigError(overran(name, call.__name__, seconds)) from None
-    except Exception as exc:
-        raise ConfigError(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
+    """A policy's constructor, pick or served, under the run's --policy-timeout: anything it raises becomes one
+    line naming it (runtime/core/deadline.py: policy_call)."""
+    method = "__init__" if isinstance(call, type) else call.__name__
+    return policy_call(name, method, seconds, call, *args, error=ConfigError)
 
 
 def _budget(config: RunConfig, run: Recorded, seq: int) -> int:

@@ -11,7 +11,7 @@ from specsched.policies.base import Policy, PolicySettings, ReadyDraft
 from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.core.deadline import Overrun, deadline, overran
+from specsched.runtime.core.deadline import policy_call
 from specsched.runtime.core.messages import Draft
 
 
@@ -72,15 +72,7 @@ class RunQueue:
         ready = [q.info for q in self._waiting]
         self.policy.cost = cost
         name = self.policy.name or type(self.policy).__name__
-        try:
-            with deadline(self.timeout_s):
-                choice = self.policy.pick(ready)
-        except KeyboardInterrupt:
-            raise
-        except Overrun:
-            raise PolicyFailure(overran(name, "pick", self.timeout_s)) from None
-        except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
-            raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__}: {exc}") from exc
+        choice = policy_call(name, "pick", self.timeout_s, self.policy.pick, ready, error=PolicyFailure)
         if isinstance(choice, ReadyDraft):
             chosen = [choice]
         else:  # a batch: a sequence (list, tuple) of ready drafts, as Policy.pick is typed; else refused below
@@ -107,15 +99,8 @@ class RunQueue:
         """Tell the policy what each verified pick cost (``Policy.served``); its errors are PolicyFailures."""
         name = self.policy.name or type(self.policy).__name__
         for entry, n in zip(picked, committed):
-            try:
-                with deadline(self.timeout_s):
-                    self.policy.served(entry.info, seconds, n)
-            except KeyboardInterrupt:
-                raise
-            except Overrun:
-                raise PolicyFailure(overran(name, "served", self.timeout_s)) from None
-            except BaseException as exc:
-                raise PolicyFailure(f"policy {name!r} raised {type(exc).__name__} in served: {exc}") from exc
+            policy_call(name, "served", self.timeout_s, self.policy.served, entry.info, seconds, n,
+                        error=PolicyFailure)
 
 
 def scheduling_key(config: RunConfig) -> tuple:
@@ -128,15 +113,8 @@ def start_policy(config: RunConfig):
     """Load and construct the job's policy; a constructor that raises stops the run naming it."""
     policy_cls = load_policy(config.policy, config.policy_timeout_s)
     name = policy_cls.name or policy_cls.__name__
-    try:
-        with deadline(config.policy_timeout_s):
-            policy = policy_cls(PolicySettings(max_batch=config.max_batch))
-    except KeyboardInterrupt:
-        raise
-    except Overrun:
-        raise PolicyFailure(overran(name, "__init__", config.policy_timeout_s)) from None
-    except BaseException as exc:  # SystemExit too: a policy must not end the verifier silently
-        raise PolicyFailure(f"policy {name!r} failed to start: {type(exc).__name__}: {exc}") from exc
+    policy = policy_call(name, "__init__", config.policy_timeout_s, policy_cls,
+                         PolicySettings(max_batch=config.max_batch), error=PolicyFailure)
     if not isinstance(getattr(policy, "settings", None), PolicySettings):
         raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")
     return policy

@@ -63,6 +63,28 @@ def overran(policy: str, method: str, seconds: float) -> str:
     return f"policy {policy!r}: {method} did not return within {seconds:g} s (--policy-timeout), so it was stopped"
 
 
+def policy_call(policy: str, method: str, seconds: float, call: Callable, *args, error: type[Exception],
+                passes: tuple[type[BaseException], ...] = ()):
+    """`call(*args)`, policy code, under its deadline: what it returns, or one `error` line naming the policy and
+    the method. The one guard around policy code (the run queue's pick, served and constructor, what-if's, the
+    loader's import). Whatever the code raises - SystemExit too, which would otherwise end the process with
+    the policy's own status - becomes that line; Ctrl-C and `passes` go through, and so does the Overrun of
+    an enclosing deadline when this one has none (`seconds` <= 0)."""
+    try:
+        with deadline(seconds):
+            return call(*args)
+    except (KeyboardInterrupt, *passes):
+        raise
+    except Overrun:
+        if seconds <= 0:
+            raise
+        raise error(overran(policy, method, seconds)) from None
+    except BaseException as exc:
+        text = " ".join(str(exc).split())
+        where = "" if method == "pick" else f" in {method}"
+        raise error(f"policy {policy!r} raised {type(exc).__name__}{where}" + (f": {text}" if text else "")) from exc
+
+
 @contextmanager
 def deadline(seconds: float):
     """Raise Overrun in the body once `seconds` of wall time have passed. A no-op off the main thread (a
