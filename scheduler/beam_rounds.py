@@ -25,7 +25,7 @@ import numpy as np
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.config import Mode
-from specsched.runtime.core.transport import worker_identity
+from specsched.runtime.core.transport import check_sender, worker_identity
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, task, tasks
 from specsched.scheduler.jobs import JobState
@@ -56,8 +56,9 @@ class BeamRounds:
         if seq is None or seq.st.done or job.config.mode != Mode.DSBD:
             raise ProtocolError(f"tree for sequence {d.seq}, which is not a running dsbd sequence")
         slots = seq.st.beam_workers
-        if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot] or reply_to != worker_identity(d.worker):
-            raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from {reply_to!r}, not from its worker")
+        if not 0 <= d.slot < len(slots) or d.worker != slots[d.slot]:
+            raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from worker {d.worker}, not from its worker")
+        check_sender(reply_to, d.worker, f"tree for sequence {d.seq} slot {d.slot}")
         if d.epoch != seq.epochs[d.slot]:
             raise ProtocolError(f"tree for sequence {d.seq} slot {d.slot} from epoch {d.epoch} of its worker, "
                                 f"now {seq.epochs[d.slot]}")
@@ -70,7 +71,8 @@ class BeamRounds:
         """The worker the engine sent for a vacant slot that holds a beam (`want`: the round the slot was asked
         for in): it takes the slot, and its task."""
         seq = self.seqs.get(seq_id)
-        if seq is None or seq.st.done or seq.wanted.get(slot) != want or reply_to != worker_identity(worker):
+        check_sender(reply_to, worker, f"beam_join for sequence {seq_id} slot {slot}")
+        if seq is None or seq.st.done or seq.wanted.get(slot) != want:
             raise ProtocolError(f"beam_join for sequence {seq_id} slot {slot} from {reply_to!r}: not a slot "
                                 f"waiting for a worker")
         return self._take(seq, slot, worker, epoch)
@@ -80,8 +82,7 @@ class BeamRounds:
         by, -1 for none; `epoch`: its restarts so far). The slot's worker is re-primed: the slot's tree of the
         round is dropped, to be drafted again, and its task comes back; a join its predecessor never made is
         made; a slot it no longer holds (the width narrowed past it, the sequence finished) says done."""
-        if reply_to != worker_identity(worker):
-            raise ProtocolError(f"beam_resume for worker {worker} from {reply_to!r}")
+        check_sender(reply_to, worker, "beam_resume")
         seq = self.seqs.get(seq_id)
         if seq is None or seq.st.done:  # finished, its job closed: nothing left to draft
             return BeamTask(seq_id, slot, seq.round if seq else 0, True, epoch=epoch)
@@ -102,8 +103,7 @@ class BeamRounds:
         again if that was lost (the round has moved on, or the slot was left: done), the round's task if its
         tree was lost (to draft the same tree again: its draws are keyed by the round), and nothing while its
         tree waits in the round. Changes nothing."""
-        if reply_to != worker_identity(worker):
-            raise ProtocolError(f"beam probe for worker {worker} from {reply_to!r}")
+        check_sender(reply_to, worker, "beam probe")
         seq = self.seqs.get(seq_id)
         if seq is None or seq.st.done or not 0 <= slot < len(seq.st.beam_workers) \
                 or seq.st.beam_workers[slot] != worker:  # finished, or the width left the slot: the lost task said so

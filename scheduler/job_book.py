@@ -9,7 +9,7 @@ import sys
 
 from specsched.runtime.core.calibration import Calibration
 from specsched.runtime.core.messages import Draft
-from specsched.runtime.core.transport import worker_identity
+from specsched.runtime.core.transport import check_sender
 from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.jobs import Counters, JobState, SequenceState
 from specsched.scheduler.run_queue import RunQueue, scheduling_key, start_policy
@@ -70,8 +70,10 @@ class JobBook:
         st = self.seqs.get(draft.seq)
         if st is None or st.owner < 0:
             raise ProtocolError(f"draft for sequence {draft.seq}, which is not part of a running job")
-        if draft.worker != st.owner or reply_to != worker_identity(st.owner):
-            raise ProtocolError(f"draft for sequence {draft.seq} from {reply_to!r}, not from its worker {st.owner}")
+        if draft.worker != st.owner:
+            raise ProtocolError(f"draft for sequence {draft.seq} from worker {draft.worker}, not from its worker "
+                                f"{st.owner}")
+        check_sender(reply_to, st.owner, f"draft for sequence {draft.seq}")
         if st.done:
             raise ProtocolError(f"draft for finished sequence {draft.seq}")
         if draft.epoch != st.epoch:

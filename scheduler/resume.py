@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsched.runtime.core.resume import Resume, Resumed
-from specsched.runtime.core.transport import worker_identity
+from specsched.runtime.core.transport import check_sender
 from specsched.runtime.core.wire import ProtocolError
 
 
@@ -21,8 +21,9 @@ def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
     """`verifier`: the Verifier (its sequences, run queue and riders)."""
     if r.probe >= 0:
         return probe(verifier, r, reply_to)
+    check_sender(reply_to, r.worker, f"resume of sequence {r.seq}")
     st = verifier.seqs.get(r.seq)
-    if st is None or st.owner != r.worker or reply_to != worker_identity(r.worker) or r.epoch <= st.epoch:
+    if st is None or st.owner != r.worker or r.epoch <= st.epoch:
         raise ProtocolError(f"resume of sequence {r.seq} from {reply_to!r} (epoch {r.epoch}): not the newest "
                             f"incarnation of its worker")
     st.epoch = r.epoch
@@ -36,8 +37,7 @@ def probe(verifier, r: Resume, reply_to: bytes) -> Resumed:
     """A live worker waited a verdict timeout (runtime/core/resume.py): where its sequence stands, nothing
     changed. Its messages arrive in the order it sent them, so a draft it sent before the probe is queued
     by now, or verified, or was lost on the way."""
-    if reply_to != worker_identity(r.worker):
-        raise ProtocolError(f"probe of sequence {r.seq} for worker {r.worker} from {reply_to!r}")
+    check_sender(reply_to, r.worker, f"probe of sequence {r.seq}")
     st = verifier.seqs.get(r.seq)
     if st is None:  # finished and its job closed (close_finished_jobs): the lost verdict said done
         return Resumed(r.seq, r.probe, True, np.zeros(0, np.int32), r.epoch, r.probe)

@@ -129,7 +129,7 @@ def test_a_narrower_width_sends_a_slots_worker_away_and_a_wider_one_asks_the_eng
     assert [slot for slot, _ in answers] == [0] and want == [1] and seq.expected == {0, 1}
     assert not seq.complete and seq.wanted == {1: seq.round}  # the request is named by its round
     for slot, sender, asked in ((0, 12, 1), (1, 10, 1), (1, 12, 0)):  # a slot nobody waits a worker for; a
-        with pytest.raises(ProtocolError, match="not a slot waiting"):  # forged identity; another request
+        with pytest.raises(ProtocolError, match="not a slot waiting|not from its worker"):  # forged identity; another
             rounds.join(7, slot, 12, worker_identity(sender), asked, 0)
     given = rounds.join(7, 1, 12, worker_identity(12), 1, 0)  # the worker the engine sent: the slot's beam at once
     assert given.slot == 1 and not given.done and given.context.tolist() == seq.contexts[1]

@@ -93,7 +93,7 @@ def test_a_restarted_beam_worker_drafts_its_slots_round_again_and_the_dead_ones_
     v.admit_tree(redrafted, worker_identity(10), 0.0)
     assert len(v.queue) == 1
     for epoch, sender in ((1, 10), (0, 10), (2, 12)):  # stale (twice); forged
-        with pytest.raises(ProtocolError, match="newest incarnation|from b'w12'"):
+        with pytest.raises(ProtocolError, match="newest incarnation|not from its worker"):
             resume(v, 0, 10, epoch, sender=sender)
     assert len(v.queue) == 1 and set(v.beam_rounds.seqs[7].trees) == {0, 1}
 

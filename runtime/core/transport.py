@@ -19,7 +19,7 @@ import zmq
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.leftovers import owned, remove_dead
 from specsched.runtime.core.security import Keys, secure_client
-from specsched.runtime.core.wire import pack
+from specsched.runtime.core.wire import ProtocolError, pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
 
@@ -107,6 +107,14 @@ def adopt_wire_pid(pid: int) -> None:
 
 def worker_identity(worker: int) -> bytes:
     return f"w{worker}".encode()
+
+
+def check_sender(reply_to: bytes, worker: int, what: str) -> None:
+    """The one ownership check: a message that speaks for worker `worker` (its draft, tree, resume, join or
+    probe) must come from that worker's socket - on ipc its identity's tag proves whose it is (security.py).
+    Raises ProtocolError."""
+    if reply_to != worker_identity(worker):
+        raise ProtocolError(f"{what} from {reply_to!r}, not from its worker {worker}")
 
 
 def identity_name(identity: bytes) -> bytes:
