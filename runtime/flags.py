@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from specsched.runtime.core.config import BACKENDS, MODES, ConfigError, RunConfig
+from specsched.runtime.core.config import BACKENDS, MODES, BackendKind, ConfigError, DrafterKind, RunConfig, TreeKind
 from specsched.runtime.models.registry import DEFAULT as DEFAULT_PAIR
 
 BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
@@ -224,11 +224,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     sim, branch, pct = given(args, SIM_FLAGS), branch_settings(args), given(args, PCT_FLAGS)
-    if args.backend != "sim" and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
+    if args.backend != BackendKind.SIM and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
         _refuse(sim, "--backend sim only", f"--backend {args.backend}")
-    if args.tree == "fixed":  # an unknown --tree: RunConfig says so
+    if args.tree == TreeKind.FIXED:  # an unknown --tree: RunConfig says so
         _refuse(pct, "--tree pct", "--tree fixed")
-    if args.drafter == "model":  # lanes and caches are Self-Draft's
+    if args.drafter == DrafterKind.MODEL:  # lanes and caches are Self-Draft's
         _refuse(branch, "--drafter branches or both", "--drafter model")
     if args.priorities and (getattr(args, "workload", None) or getattr(args, "arrivals", None)):
         # a workload's jobs share a pool of workers: a job's priority is its own ("priority" in the workload)

@@ -22,7 +22,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from specsched.runtime.core.config import MODEL_BACKENDS, RunConfig
+from specsched.runtime.core.config import MODEL_BACKENDS, BackendKind, RunConfig
 from specsched.runtime.models.cache import known_sha256
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
@@ -65,7 +65,7 @@ def models(config: RunConfig) -> dict:
         backend = get_backend(config)
         target, draft = backend.paths()
         dtype = config.model_dtype
-        if config.backend == "llamacpp":  # the GGUF llama.cpp runs, by its weight type (F32, Q4_1, ...)
+        if config.backend == BackendKind.LLAMACPP:  # the GGUF llama.cpp runs, by its weight type (F32, Q4_1, ...)
             target, dtype = backend.gguf, backend.info.file_type
     except Exception as exc:  # a run refused before its models existed still gets a record
         return {"backend": config.backend, "error": f"{type(exc).__name__}: {exc}", "target": None, "draft": None}

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specsched.runtime.core.calibration import ece
+from specsched.runtime.core.config import BackendKind
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.osmetrics import OsMetrics
 from specsched.runtime.record import RunRecord
@@ -83,7 +84,8 @@ def device_rows(record: RunRecord) -> list[tuple[str, str]]:
     dtype = f" ({target['dtype']})" if target.get("dtype") else ""
     asked = sorted({placed.get("asked", "?") for placed in devices.values()})
     where = "; ".join(f"{device}{dtype}: {_processes(names)}" for device, names in sorted(by_device.items()))
-    flag = f" · --device {', '.join(asked)}" if record.config.backend == "hf" else ""  # sim, llamacpp: no such flag
+    # sim and llamacpp have no such flag
+    flag = f" · --device {', '.join(asked)}" if record.config.backend == BackendKind.HF else ""
     rows = [("device", where + flag)]
     if not any(device.startswith("cuda") for device in by_device):
         return rows

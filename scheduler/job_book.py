@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from specsched.runtime.core.calibration import Calibration
+from specsched.runtime.core.config import DrafterKind
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.transport import check_sender
 from specsched.runtime.core.wire import ProtocolError
@@ -88,7 +89,8 @@ class JobBook:
             raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
         if len(draft.tokens) and not 0 <= int(draft.tokens.min()) <= int(draft.tokens.max()) < self.target.vocab_size:
             raise ProtocolError(f"draft for sequence {draft.seq} has a token outside the vocabulary")
-        if draft.lanes > (job.config.branches * job.config.branch_length if job.config.drafter != "model" else 0):
+        lanes = job.config.branches * job.config.branch_length if job.config.drafter != DrafterKind.MODEL else 0
+        if draft.lanes > lanes:
             raise ProtocolError(f"draft for sequence {draft.seq} carries {draft.lanes} lane tokens; its job allows "
                                 f"{job.config.branches} lanes of {job.config.branch_length}")
         self.enqueue(draft, reply_to, arrival, st, job)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import DrafterKind, RunConfig
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.corpus_cache import load
@@ -186,10 +186,10 @@ def branch_drafter(config: RunConfig, model_drafter: Callable[[], Drafter], prom
     """The drafter `--drafter` asks for: the draft model's (`model_drafter()`), the caches alone (branches,
     which never calls it), or both. The corpus cache is the file the engine resolved --corpus-cache to (an
     unresolved auto: none)."""
-    if config.drafter == "model":
+    if config.drafter == DrafterKind.MODEL:
         return model_drafter()
     corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
     settings = BranchSettings(config.branches, config.branch_length, corpus, processes=config.branch_processes)
-    if config.drafter == "branches":  # --lookup: prompt lookup among the candidates (the model drafter has its own)
+    if config.drafter == DrafterKind.BRANCHES:  # --lookup: among the candidates (the model drafter has its own)
         return BranchDrafter(vocab, config.sampling, prompt, dataclasses.replace(settings, lookup=config.draft_lookup))
     return WithBranches(model_drafter(), prompt, settings)

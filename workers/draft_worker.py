@@ -15,7 +15,7 @@ import zmq
 
 from specsched.runtime.backends.backend import LanguageModel
 from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import Mode, RunConfig
+from specsched.runtime.core.config import Mode, RunConfig, TreeKind
 from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import Recorder
 from specsched.runtime.core.messages import Draft, Verdict
@@ -209,8 +209,8 @@ class DraftWorker:
             return make_drafter(self.model, config.sampling, stream(config.seed, local, "draft", generated), context,
                                 k_config=config.tree_shape, replacement=config.replacement,
                                 lookup=config.draft_lookup, min_confidence=config.min_confidence,
-                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor) if config.tree == "pct"
-                                else None,
+                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor)
+                                if config.tree == TreeKind.PCT else None,
                                 calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()),
                                 clocks=(config.seed, local))
 

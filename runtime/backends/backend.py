@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.backends.cache import Cache
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import BackendKind, ConfigError, RunConfig
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.sampling import SamplingParams
 
@@ -204,7 +204,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
-    if config.backend in ("hf", "llamacpp"):
+    if config.backend in (BackendKind.HF, BackendKind.LLAMACPP):
         return [*serving, "specsched.runtime.backends.hf_backend", "specsched.runtime.backends.hf",
                 "specsched.runtime.backends.placement", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model", "transformers"]
@@ -213,13 +213,13 @@ def preload_modules(config: RunConfig) -> list[str]:
 
 def get_backend(config: RunConfig) -> Backend:
     # Imported lazily: a sim worker must never pay for importing torch.
-    if config.backend == "sim":
+    if config.backend == BackendKind.SIM:
         from specsched.runtime.backends.sim import SimBackend
         return SimBackend(config)
-    if config.backend == "hf":
+    if config.backend == BackendKind.HF:
         from specsched.runtime.backends.hf_backend import HFBackend
         return HFBackend(config)
-    if config.backend == "llamacpp":
+    if config.backend == BackendKind.LLAMACPP:
         from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend
         return LlamaCppBackend(config)
     raise ConfigError(f"unknown --backend {config.backend!r}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specsched.runtime.backends.backend import Backend, Tokenizer
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.config import ConfigError, DrafterKind
 from specsched.runtime.core.device import device_chains, refuse_absent_gpu
 from specsched.runtime.models.draft_files import (
     FEATURE_CONFIG,
@@ -70,7 +70,7 @@ class HFBackend(Backend):
         device_chains()  # each draft model reads it: a bad value is refused here, not by every worker in turn
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
-            if role == "draft" and self.config.drafter == "branches":
+            if role == "draft" and self.config.drafter == DrafterKind.BRANCHES:
                 continue  # Self-Draft: the target drafts for itself, no draft weights are read
             if Path(path).is_dir() and (why := damaged_weights(Path(path))):
                 raise ConfigError(f"--{role}: {why}; copy or pull it again (the default target: `specsched "

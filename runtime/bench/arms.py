@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from specsched.runtime.app import RunRecord, run
 from specsched.runtime.bench.measure import BASELINE, Sample
 from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError, Mode, RunConfig
+from specsched.runtime.core.config import MODEL_BACKENDS, BackendKind, ConfigError, Mode, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 
 # name -> (what it is, the RunConfig fields it sets)
@@ -67,14 +67,14 @@ SEED_ARM = "seed-fcfs"  # the default `specsched run` (policy fcfs): the arm the
 def other_numerics(base: RunConfig) -> frozenset[str]:
     """Arms that score with another implementation of the target than ``ar`` does: on llamacpp, transformers'
     fp32 forward (``ar-hf`` and the peers). Their speed is the comparison; their tokens are not ``ar``'s."""
-    return frozenset({"ar-hf", *PEER_ARMS}) if base.backend == "llamacpp" else frozenset()
+    return frozenset({"ar-hf", *PEER_ARMS}) if base.backend == BackendKind.LLAMACPP else frozenset()
 
 
 def parse_arms(text: str | None, backend: str = "hf") -> list[str]:
     """Arm names from ``a,b,c`` (default: all, ``ar-hf`` only on llamacpp, where it is the reference), in
     the canonical order, ``ar`` always included: every ratio is taken against it in the same run."""
     if not text:
-        return [n for n in ARM_NAMES if n != "ar-hf" or backend == "llamacpp"]
+        return [n for n in ARM_NAMES if n != "ar-hf" or backend == BackendKind.LLAMACPP]
     names = [n.strip() for n in text.split(",")]
     if not all(names):  # as compare's --policies: an empty name is a typo, not a value to skip
         raise ConfigError(f"--arms {text!r} has an empty name (give A,B,...)")
@@ -169,7 +169,7 @@ def build_arms(names: list[str], base: RunConfig,
     arms: list = []
     for n in (n for n in names if n in RUNTIME_ARMS):
         config = runtime_config(n, base)
-        if config.backend != base.backend and base.backend != "llamacpp":
+        if config.backend != base.backend and base.backend != BackendKind.LLAMACPP:
             arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], f"only a --backend llamacpp run measures it "
                                                           f"(on {base.backend} it would repeat ar)"))
         else:  # an arm on another backend than the engine's runs end to end, in processes of its own

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specsched.runtime.core.config import BACKENDS, ConfigError, RunConfig
+from specsched.runtime.core.config import BACKENDS, ConfigError, DrafterKind, RunConfig
 from specsched.runtime.core.config_checks import MAX_THREADS
 from specsched.runtime.view.console import print_wrote
 
@@ -138,7 +138,7 @@ def _check_corpus_cache(base: RunConfig, arms: list[str]) -> None:
 
     if base.corpus_cache in ("auto", "off"):
         return
-    if not any(c.drafter != "model" and c.corpus_cache != "off"
+    if not any(c.drafter != DrafterKind.MODEL and c.corpus_cache != "off"
                for c in (runtime_config(a, base) for a in arms if a in RUNTIME_ARMS)):
         raise ConfigError(f"--corpus-cache applies to the Self-Draft arms, and none of {','.join(arms)} is one")
     corpus_cache.resolve(base.corpus_cache, get_backend(base))

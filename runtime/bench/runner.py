@@ -11,7 +11,7 @@ from specsched.runtime.bench.arms import build_arms, other_numerics
 from specsched.runtime.bench.measure import ArmResult, Stop, measure
 from specsched.runtime.bench.record import BenchRecord
 from specsched.runtime.bench.sweep import Value, run_sweep
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import BackendKind, ConfigError, RunConfig
 from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.engine.engine import Engine
 
@@ -88,7 +88,7 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
 
 def target_type(config: RunConfig) -> str | None:
     """The llamacpp target's GGUF weight type ("F32", "Q4_1", ...): None on the other backends."""
-    if config.backend != "llamacpp":
+    if config.backend != BackendKind.LLAMACPP:
         return None
     from specsched.runtime.backends.backend import get_backend
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from specsched.runtime.bench.arms import SEED_ARM
 from specsched.runtime.bench.measure import ArmResult
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import BackendKind, RunConfig
 
 Results = dict[str, ArmResult]
 
@@ -74,7 +74,7 @@ def evaluate(results: list[ArmResult]) -> list[TargetResult]:
 def condition_differences(config: RunConfig) -> list[str]:
     """How this run's conditions differ from the ones the goals are stated for (empty: the same)."""
     differ = []
-    if config.backend != "hf":
+    if config.backend != BackendKind.HF:
         differ.append(f"backend {config.backend} (goals: hf)")
     else:
         from specsched.runtime.models.registry import DEFAULT

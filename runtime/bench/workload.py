@@ -8,7 +8,7 @@ state evaluation), or one prompt shared by all of them (thought generation, c1 =
 
 from __future__ import annotations
 
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.config import BackendKind, ConfigError
 
 # ToT task -> the held-out prompt family of specsched.runtime.models.training.prompts it draws from.
 TASKS = {"gsm8k": "math", "creative": "passage", "blocksworld": "blocks"}
@@ -21,7 +21,7 @@ def prompts(backend: str, n_prompts: int, *, task: str | None = None, seed: int 
         raise ConfigError(f"--prompts must be at least 1, got {n_prompts}")
     if task is not None and task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-    if backend == "sim":
+    if backend == BackendKind.SIM:
         if task is not None:
             raise ConfigError("ToT task prompts need real models: use --backend hf with --task / --sweep task")
         return [_sim_prompt(i) for i in range(n_prompts)]

@@ -21,12 +21,38 @@ class Mode(StrEnum):
     DSBD = "dsbd"          # dynamic-width speculative beam decoding: a draft worker per beam
 
 
+class BackendKind(StrEnum):
+    """What runs the models (`--backend`)."""
+    SIM = "sim"            # a simulated pair: no model, fixed costs (teaching, fast tests)
+    HF = "hf"              # transformers (CPU or CUDA)
+    LLAMACPP = "llamacpp"  # a llama.cpp verifier (GGUF) with torch drafts
+
+
+class DrafterKind(StrEnum):
+    """Where draft tokens come from (`--drafter`, workers/branch_drafter.py)."""
+    MODEL = "model"        # the draft model
+    BRANCHES = "branches"  # Self-Draft's lanes and caches, no draft model
+    BOTH = "both"
+
+
+class TreeKind(StrEnum):
+    """The shape of a draft (`--tree`)."""
+    FIXED = "fixed"        # a chain of --k tokens, or the --k-config tree
+    PCT = "pct"            # shaped by expected time gain (workers/pct.py)
+
+
+class TransportKind(StrEnum):
+    """How the processes of a run talk (`--transport`)."""
+    IPC = "ipc"            # Unix sockets in a private directory
+    TCP = "tcp"            # loopback or network ports, CurveZMQ
+
+
 MODES = tuple(m.value for m in Mode)
 BEAM_MODES = (Mode.BEAM, Mode.DSBD)  # beam sampling / search: target only, and with one draft worker per beam
-BACKENDS = ("sim", "hf", "llamacpp")
-MODEL_BACKENDS = ("hf", "llamacpp")  # real models, a transformers tokenizer and torch drafts
-TRANSPORTS = ("ipc", "tcp")
-DRAFTERS = ("model", "branches", "both")  # the draft model | Self-Draft's lanes and caches | both (branch_drafter.py)
+BACKENDS = tuple(b.value for b in BackendKind)
+MODEL_BACKENDS = (BackendKind.HF, BackendKind.LLAMACPP)  # real models, a transformers tokenizer and torch drafts
+TRANSPORTS = tuple(t.value for t in TransportKind)
+DRAFTERS = tuple(d.value for d in DrafterKind)
 
 
 class ConfigError(ValueError):
@@ -129,13 +155,13 @@ class RunConfig:
         --verifier-threads N turns it off, and so does llamacpp, which keeps every core: its batched
         kernels are compute-bound (a verification of 5 tokens on 1 thread takes twice as long as on 2), and
         measured on a 2-core machine, every core made seed-fcfs 1.4x faster than elastic threads (README: llama.cpp)."""
-        return self.verifier_threads == 0 and self.backend != "llamacpp"
+        return self.verifier_threads == 0 and self.backend != BackendKind.LLAMACPP
 
     @property
     def model_device(self) -> str:
         """Where this machine runs the models: --device resolved ("cpu" or "cuda:N"; imports torch unless
         cpu). The sim backend has no models and llama.cpp runs on the CPU: "cpu" for both."""
-        if self.backend != "hf":
+        if self.backend != BackendKind.HF:
             return "cpu"
         from specsched.runtime.core.device import resolve_device
 
@@ -172,7 +198,7 @@ class RunConfig:
         it so). Sampling with flags that shape drafts from measured times (--tree pct's cost curve, --step-aside
         on), each run or policy draws another text from the target's law, so only a greedy run's text can be
         checked against another."""
-        timed = [flag for flag, on in (("--tree pct", self.tree == "pct"), ("--step-aside on", self.steps_aside))
+        timed = [flag for flag, on in (("--tree pct", self.tree == TreeKind.PCT), ("--step-aside on", self.steps_aside))
                  if on]
         if self.temperature <= 0 or not timed:
             return ""

@@ -16,9 +16,13 @@ from specsched.runtime.core.config import (
     DRAFTERS,
     MODES,
     TRANSPORTS,
+    BackendKind,
     ConfigError,
+    DrafterKind,
     Mode,
     RunConfig,
+    TransportKind,
+    TreeKind,
 )
 
 # Upper bounds: a value past them is a typo, and would otherwise overflow the wire (msgpack takes 64-bit
@@ -62,11 +66,11 @@ def check(c: RunConfig) -> None:
         raise ConfigError(f"--lookup must be 0 (off) or at least 2, got {c.lookup}")
     if c.step_aside not in ("on", "off"):
         raise ConfigError(f"--step-aside must be on or off, got {c.step_aside!r}")
-    if c.step_aside == "on" and c.mode not in ("seed", "sd"):
+    if c.step_aside == "on" and c.mode not in (Mode.SEED, Mode.SD):
         raise ConfigError(f"--step-aside needs draft workers (--mode seed or sd); --mode {c.mode} has none")
-    if c.tree not in ("fixed", "pct"):
+    if c.tree not in (TreeKind.FIXED, TreeKind.PCT):
         raise ConfigError(f"unknown --tree {c.tree!r}; choose fixed or pct")
-    if c.tree == "pct" and c.k_config:
+    if c.tree == TreeKind.PCT and c.k_config:
         raise ConfigError("--tree pct shapes the tree itself: drop --k-config")
     if not (1 <= c.pct_top_k <= 64 and 1 <= c.pct_depth <= 64):
         raise ConfigError(f"--pct-top-k and --pct-depth must be in 1..64, got {c.pct_top_k}, "
@@ -195,21 +199,21 @@ def _check_models(c: RunConfig) -> None:
         if name is not None and not name.strip():  # it read as "not given": the default pair, in silence
             raise ConfigError(f"{flag} is empty; give a preset (`specsched models list`), a model directory or a "
                               "cached id")
-    if c.backend == "sim":  # refused, not ignored: sim has no models to choose, load, prompt or place
+    if c.backend == BackendKind.SIM:  # refused, not ignored: sim has no models to choose, load, prompt or place
         for flag, given in (("--target", c.target), ("--draft", c.draft), ("--raw-prompt", c.raw_prompt),
                             ("--dtype", c.dtype not in ("auto", "fp32"))):
             if given:
                 raise ConfigError(f"{flag} applies to --backend hf or llamacpp (this run uses --backend sim)")
         if c.device != "auto":
             raise ConfigError("--device applies to --backend hf (this run uses --backend sim)")
-    if c.device.startswith("cuda") and c.backend == "llamacpp":
+    if c.device.startswith("cuda") and c.backend == BackendKind.LLAMACPP:
         raise ConfigError(f"--device {c.device}: the llamacpp backend runs on the CPU; use --backend hf "
                           "for CUDA, or --device cpu")
 
 def _check_listen(c: RunConfig) -> None:
     if c.keys is not None and not c.keys.strip():  # it read as "not given": keys made for this run, in silence
         raise ConfigError("--keys is empty; give engine.key or its directory (`specsched keys DIR`), or None")
-    if (c.listen or c.keys) and c.transport != "tcp":
+    if (c.listen or c.keys) and c.transport != TransportKind.TCP:
         raise ConfigError(f"{'--listen' if c.listen else '--keys'} needs --transport tcp")
     if c.listen is None:
         return
@@ -227,12 +231,12 @@ def _check_listen(c: RunConfig) -> None:
 def _check_branches(c: RunConfig) -> None:
     if c.drafter not in DRAFTERS:
         raise ConfigError(f"unknown --drafter {c.drafter!r}; choose one of {', '.join(DRAFTERS)}")
-    if c.drafter != "model" and c.mode not in ("seed", "sd"):
+    if c.drafter != DrafterKind.MODEL and c.mode not in (Mode.SEED, Mode.SD):
         raise ConfigError(f"--drafter {c.drafter} needs draft workers (--mode seed or sd), "
                           f"not --mode {c.mode}")
     if not 0 <= c.branches <= 64:
         raise ConfigError(f"--branches must be in 0..64, got {c.branches}")
-    if c.branch_processes and (c.drafter == "model" or not c.branches):
+    if c.branch_processes and (c.drafter == DrafterKind.MODEL or not c.branches):
         raise ConfigError("--branch-processes needs branch lanes: --drafter branches or both, --branches >= 1")
     if not 4 <= c.branch_length <= 64:  # a lane yields 4-grams (key + 3 tokens + prediction) from L = 4 on
         raise ConfigError(f"--branch-length must be in 4..64, got {c.branch_length}")
@@ -246,7 +250,7 @@ def _check_beams(c: RunConfig) -> None:
         raise ConfigError(f"--beam-input must be all or best, got {c.beam_input!r}")
     if not 0 <= c.beam_threshold <= 1:
         raise ConfigError(f"--beam-threshold must be in [0, 1], got {c.beam_threshold}")
-    if c.mode in BEAM_MODES and (c.lockstep or c.tree != "fixed" or c.k_config):
+    if c.mode in BEAM_MODES and (c.lockstep or c.tree != TreeKind.FIXED or c.k_config):
         raise ConfigError(f"--mode {c.mode} drafts beam forests: --lockstep, --tree and --k-config do not apply")
     if c.beam_threshold and c.temperature == 0:
         raise ConfigError("--beam-threshold (a dynamic width) needs sampling: beam search at --temperature 0 "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import zmq
 
-from specsched.runtime.core.config import ConfigError
+from specsched.runtime.core.config import ConfigError, TransportKind
 from specsched.runtime.core.leftovers import owned, remove_dead
 from specsched.runtime.core.security import Keys, secure_client
 from specsched.runtime.core.wire import ProtocolError, pack
@@ -62,7 +62,7 @@ def make_endpoints(transport: str, run_dir: Path, listen: str | None = None) -> 
     """ipc: sockets in the private run directory. tcp: loopback ports; with ``listen`` (HOST:PORT) the
     control socket - the one a worker on another host names in ``--connect`` - at that port and the
     others at free ports of HOST."""
-    if transport == "ipc":
+    if transport == TransportKind.IPC:
         return Endpoints(*(f"ipc://{run_dir}/{name}.sock" for name in ("verify", "telemetry", "control")))
     host, port = split_host_port(listen) if listen else ("127.0.0.1", 0)
     bind_all = host in ("0.0.0.0", "*")

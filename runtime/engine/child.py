@@ -18,7 +18,7 @@ import traceback
 import zmq
 
 from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import DrafterKind, RunConfig
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.process import die_with_parent, set_title
 from specsched.runtime.core.security import Keys
@@ -91,7 +91,7 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
         worker = int(spec["worker"])
         # an engine of Self-Draft jobs (--drafter branches) drafts without a model: its workers load one only
         # if a later job asks for it (DraftWorker.model); the others load theirs before they say ready
-        if model is None and config.drafter != "branches":
+        if model is None and config.drafter != DrafterKind.BRANCHES:
             model = backend.draft()
         draft = DraftWorker.connect(model, worker, ctx, endpoints.verify, telemetry, parent_alive, keys,
                                     load=backend.draft, vocab=backend.vocabulary("draft")["size"])

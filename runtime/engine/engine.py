@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.config import RunConfig, TransportKind
 from specsched.runtime.core.config_checks import is_number
 from specsched.runtime.core.device import is_cuda, mps_daemon_running
 from specsched.runtime.core.security import Keys, load_keys
@@ -90,7 +90,7 @@ class Engine(JobChecks):
         # who may speak on its sockets (runtime/core/security.py): tcp, CURVE keys from --keys or made for this
         # engine alone; ipc, a password made for this run
         keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
-            Keys.generate() if self.config.transport == "tcp" else Keys.for_ipc()
+            Keys.generate() if self.config.transport == TransportKind.TCP else Keys.for_ipc()
         self._lock = threading.Lock()
         self._ids, self._next_seq = itertools.count(), 0
         self._closed = False

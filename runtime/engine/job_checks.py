@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from specsched.policies.loader import PolicyError, load_policy
-from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.config import ConfigError, DrafterKind, RunConfig
 from specsched.runtime.core.config_checks import check_priority, is_int, is_number, shown
 from specsched.runtime.models import corpus_cache
 
@@ -84,7 +84,7 @@ class JobChecks:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
         load_policy(cfg.policy, cfg.policy_timeout_s)
-        if cfg.drafter != "model" and cfg.corpus_cache not in ("auto", "off"):
+        if cfg.drafter != DrafterKind.MODEL and cfg.corpus_cache not in ("auto", "off"):
             corpus_cache.given_file(cfg.corpus_cache)
         if cfg.draft_workers > self.max_workers:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
@@ -117,7 +117,7 @@ class JobChecks:
     def _drafter_corpus(self, cfg: RunConfig) -> str:
         """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off
         (ConfigError for one that is missing or damaged); for the draft model, the setting as given."""
-        return self._corpus_cache(cfg.corpus_cache) if cfg.drafter != "model" else cfg.corpus_cache
+        return self._corpus_cache(cfg.corpus_cache) if cfg.drafter != DrafterKind.MODEL else cfg.corpus_cache
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
