@@ -40,6 +40,7 @@ import numpy as np
 from specsched.runtime.backends.backend import Cache, LanguageModel
 from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
 from specsched.runtime.core.beam_state import BeamState
+from specsched.runtime.core.beam_trees import BeamTree
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.sampling import stream
@@ -47,7 +48,6 @@ from specsched.runtime.core.wire import ProtocolError
 from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
 from specsched.scheduler.jobs import SequenceState, commit
-from specsched.workers.beam_drafter import BeamTree
 
 
 @dataclass(slots=True)

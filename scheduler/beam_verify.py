@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsched.runtime.backends.backend import Cache, LanguageModel
+from specsched.runtime.core.beam_trees import BeamDraft
 from specsched.runtime.core.beam_width import DynamicWidth
 from specsched.runtime.core.beams import BeamStep, log_softmax
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.scheduler.beam_forest import DraftLayer, Forest, ForestVerdict, verify_forest
 from specsched.scheduler.layout import Layout, lay_out
-from specsched.workers.beam_drafter import BeamDraft
 
 __all__ = ["BeamAdvance", "ForestRead", "beams_after", "claim", "read_forest", "target_beam_step", "verify_beams"]
 

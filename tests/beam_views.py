@@ -13,11 +13,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specsched.runtime.backends.backend import LanguageModel
+from specsched.runtime.core.beam_trees import BeamDraft
 from specsched.runtime.core.beams import beam_stream, log_softmax
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.scheduler.beam_allocation import allocate, combine
 from specsched.scheduler.beam_verify import read_forest
-from specsched.workers.beam_drafter import BeamDraft, draft_tree
+from specsched.workers.beam_drafter import draft_tree
 
 
 class AfterPrompt:

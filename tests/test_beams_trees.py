@@ -19,11 +19,12 @@ from beam_models import multinomial_law
 from chi2 import chi2_goodness_of_fit
 from helpers import draft_model, target_model
 
+from specsched.runtime.core.beam_trees import BeamDraft, BeamLayer, BeamTree, TreeLayer
 from specsched.runtime.core.beams import beam_distribution, beam_stream, joint_logprobs, log_softmax
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.scheduler.beam_allocation import allocate, combine, tree_weights
 from specsched.scheduler.beam_verify import verify_beams
-from specsched.workers.beam_drafter import BeamDraft, BeamLayer, BeamTree, TreeLayer, draft_tree
+from specsched.workers.beam_drafter import draft_tree
 
 ALPHA = 1e-4
 POWER = 1e-6
