@@ -12,6 +12,7 @@ and sends what ``step`` produced.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,6 +36,20 @@ from specsched.scheduler.step_aside import Rider, StepAside
 from specsched.scheduler.target_only import target_only_step
 
 NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
+
+
+@dataclass(slots=True)
+class Forward:
+    """What one target forward read and gave: its rows (the picked drafts', then the riders'), each row's
+    draft (tokens, parents, q, lane tokens) and layout, the logits, the features (when asked) and its times."""
+    riders: list[Rider]
+    states: list[SequenceState]
+    drafts: list[tuple]
+    layouts: list
+    logits: list
+    features: list | None
+    t0: float
+    t1: float
 
 __all__ = ["Counters", "Reply", "Verifier", "commit"]
 
@@ -127,8 +142,14 @@ class Verifier(JobBook, BeamSteps):
 
     def verify(self, entries: list[Queued]) -> list[Reply]:
         """Verify the picked drafts in one target forward (a batch when the policy picked several), with a
-        row of one token for every rider (step_aside.py); how each is read and what the cache keeps
-        afterwards is layout.py's rule. Returns the verdicts due: held ones stay with their rider."""
+        row of one token for every rider (step_aside.py): run, then postprocess. Returns the verdicts due:
+        held ones stay with their rider."""
+        return self.postprocess(entries, self.run(entries))
+
+    # -- run: one target forward ---------------------------------------------------------------------
+    def run(self, entries: list[Queued]) -> Forward:
+        """One target forward over the picked drafts and the riders' rows; how each is read and what the
+        cache keeps afterwards is layout.py's rule."""
         riders = list(self.riders.values())
         states = [self.seqs[e.draft.seq] for e in entries] + [self.seqs[r.seq] for r in riders]
         threads = self.cores.before_forward(self.drafting_workers({st.seq for st in states}))
@@ -156,15 +177,23 @@ class Verifier(JobBook, BeamSteps):
                                                                            {st.job for st in states})])
         self.costs.add_forward([len(x.tokens) for x in layouts], t1 - t0)
         self.cores.add({st.job for st in states}, threads, t1 - t0)
+        return Forward(riders, states, drafts, layouts, logits, features, t0, t1)
+
+    # -- postprocess: acceptance, commits, verdicts --------------------------------------------------
+    def postprocess(self, entries: list[Queued], fwd: Forward) -> list[Reply]:
+        """Settle each row (acceptance.py), commit, count, and make the verdicts; riders keep theirs until
+        their ride ends. Then the events, the engine's commits and the policy's ``served``."""
+        riders, states, t0, t1 = fwd.riders, fwd.states, fwd.t0, fwd.t1
         curve = self.costs.curve()
         replies, commits, resampled = [], [], False
         fresh: list[Verdict] = []   # verdicts of this forward's drafts (a released rider keeps its own times)
-        for i, (st, (tokens, parents, q, n_lanes), layout, rows) in enumerate(zip(states, drafts, layouts, logits)):
+        for i, (st, (tokens, parents, q, n_lanes), layout, rows) in enumerate(
+                zip(states, fwd.drafts, fwd.layouts, fwd.logits)):
             job = self.jobs[st.job]
             predictions = lane_predictions(layout, rows, len(tokens), n_lanes)
             outcome = settle(self.target, st.cache, layout, rows, tokens, parents, q, job.config.sampling, st.draws(),
                              n_lanes, st.race())
-            keep_features(self.target, st, layout, features[i] if features else None, outcome.path)
+            keep_features(self.target, st, layout, fwd.features[i] if fwd.features else None, outcome.path)
             kept = commit(st, outcome.tokens, self.target.eos_token_id, job.config.max_new_tokens)
             resampled |= outcome.resampled
             for c in (self.counters, job.counters):
@@ -200,12 +229,7 @@ class Verifier(JobBook, BeamSteps):
                 self.riders[st.seq] = Rider(st.seq, e.reply_to, d.worker, verdict, aside)
             else:
                 replies.append(Reply(attach(verdict, st), e.reply_to, d.worker))
-        self.counters.verifications += 1
-        self.counters.batched_drafts += len(entries)
-        for job_id in {st.job for st in states}:  # a forward shared by several jobs counts for each
-            self.jobs[job_id].counters.verifications += 1
-        for st in states[:len(entries)]:
-            self.jobs[st.job].counters.batched_drafts += 1
+        self._count_forward(entries, states)
         t2 = time.monotonic()
         # a single row names its sequence; a forward that served one job names the job (the engine files
         # it there); a batch across jobs names neither, and every running job shares it
@@ -227,6 +251,16 @@ class Verifier(JobBook, BeamSteps):
                 self.fail_speculative_jobs(f"verifier: PolicyFailure: {exc}")
                 return []
         return replies
+
+    def _count_forward(self, entries: list[Queued], states: list[SequenceState]) -> None:
+        """One verification, for the verifier and for each job it served (a forward shared by several jobs
+        counts for each), and the drafts it batched."""
+        self.counters.verifications += 1
+        self.counters.batched_drafts += len(entries)
+        for job_id in {st.job for st in states}:
+            self.jobs[job_id].counters.verifications += 1
+        for st in states[:len(entries)]:
+            self.jobs[st.job].counters.batched_drafts += 1
 
     # -- postprocess: tell the engine ---------------------------------------------------------------
     def _report_commits(self, commits: list[tuple[SequenceState, list[int], int]]) -> None:
