@@ -22,7 +22,7 @@ import statistics
 from pathlib import Path
 
 from specsched import Engine, RunConfig
-from specsched.runtime.provenance import provenance
+from specsched.runtime.engine.provenance import provenance
 from specsched.runtime.tot.parse import extract_answer_number, normalise_number
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specsched.runtime.app import run
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.provenance import provenance
+from specsched.runtime.engine.provenance import provenance
 from specsched.runtime.trace import load_events, write_trace
 from specsched.runtime.whatif import recorded, simulate
 

@@ -30,7 +30,7 @@ from fuzz_frames import VERIFIER_KINDS, junk  # noqa: E402
 from helpers import sim_config, words  # noqa: E402
 
 from specsched.runtime.engine.engine import Engine  # noqa: E402
-from specsched.runtime.provenance import provenance  # noqa: E402
+from specsched.runtime.engine.provenance import provenance  # noqa: E402
 
 
 def main() -> None:

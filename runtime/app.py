@@ -16,8 +16,8 @@ from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected, Interrupted
 from specsched.runtime.engine.engine import Engine
+from specsched.runtime.engine.record import RunRecord, SequenceResult, build_record, measure, worker_of
 from specsched.runtime.engine.stopping import handles_stops, stopped_by
-from specsched.runtime.record import RunRecord, SequenceResult, build_record, measure, worker_of
 
 __all__ = ["RunRecord", "SequenceResult", "measure", "prepare", "run", "sigterm_interrupts", "worker_of"]
 

@@ -152,7 +152,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         import json
         from pathlib import Path
 
-        from specsched.runtime.provenance import provenance
+        from specsched.runtime.engine.provenance import provenance
 
         block = provenance(configs[0], records[0].collected.threads if records else None)
         Path(args.json).write_text(json.dumps({"provenance": block, "policies": [r.to_json() for r in records]},

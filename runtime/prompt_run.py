@@ -9,8 +9,8 @@ import contextlib
 from rich.console import Console
 
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine.record import RunRecord
 from specsched.runtime.exits import EXIT_FAILED, fail, finish
-from specsched.runtime.record import RunRecord
 
 
 def run_prompts(args: argparse.Namespace, console: Console, config: RunConfig,

@@ -9,8 +9,8 @@ from rich.text import Text
 from specsched.runtime.core.calibration import ece
 from specsched.runtime.core.config import BackendKind
 from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.osmetrics import OsMetrics
-from specsched.runtime.record import RunRecord
+from specsched.runtime.engine.osmetrics import OsMetrics
+from specsched.runtime.engine.record import RunRecord
 from specsched.scheduler.cores import describe as describe_threads
 
 
@@ -158,7 +158,7 @@ def os_table(o: OsMetrics, *, max_workers: int = 16) -> Table:
 
 
 def os_verdict(o: OsMetrics) -> str:
-    """The overall numbers, and whether any wait starved (see runtime/osmetrics.py)."""
+    """The overall numbers, and whether any wait starved (see runtime/engine/osmetrics.py)."""
     jain = "/".join("n/a" if j is None else f"{j:.3f}" for j in (o.jain_service, o.jain_tokens))
     longest = "none" if o.max_wait_worker is None else f"{1e3 * o.max_wait_s:.1f} ms (w{o.max_wait_worker})"
     if o.starved:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import is_int, is_number, shown
-from specsched.runtime.record import record_kind
+from specsched.runtime.engine.record import record_kind
 
 STATUSES = ("ok", "failed", "interrupted")  # a record's status: only an ok record's sequences are whole
 

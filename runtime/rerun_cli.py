@@ -62,7 +62,7 @@ def cmd_rerun(args: argparse.Namespace, console: Console) -> int:
 
 
 def _rerun_trees(args: argparse.Namespace, console: Console, recorded: RecordedTrees) -> int:
-    from specsched.runtime.provenance import provenance
+    from specsched.runtime.engine.provenance import provenance
     from specsched.runtime.tot.cli import build_trees
     from specsched.runtime.tot.search import SearchConfig
     from specsched.runtime.tot.task import Problem

@@ -17,7 +17,7 @@ from pathlib import Path
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.record import RunRecord, SequenceResult, measure, record_kind
+from specsched.runtime.engine.record import RunRecord, SequenceResult, measure, record_kind
 
 TRACE_VERSION = 1
 _EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq", "job")

@@ -8,8 +8,8 @@ import argparse
 from rich.console import Console
 
 from specsched.runtime.core.config import ConfigError
+from specsched.runtime.engine.provenance import summary as provenance_summary
 from specsched.runtime.exits import EXIT_FAILED, finish
-from specsched.runtime.provenance import summary as provenance_summary
 from specsched.runtime.view.console import print_wrote
 
 

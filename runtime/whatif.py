@@ -28,9 +28,9 @@ from specsched.policies.loader import load_policy
 from specsched.runtime.core.config import ConfigError, Mode, RunConfig
 from specsched.runtime.core.deadline import policy_call
 from specsched.runtime.core.events import VERIFIER, Event
-from specsched.runtime.osmetrics import OsMetrics
-from specsched.runtime.osmetrics import measure as measure_os
-from specsched.runtime.record import worker_of
+from specsched.runtime.engine.osmetrics import OsMetrics
+from specsched.runtime.engine.osmetrics import measure as measure_os
+from specsched.runtime.engine.record import worker_of
 
 
 @dataclass(slots=True)

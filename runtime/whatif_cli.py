@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.engine.osmetrics import OsMetrics
+from specsched.runtime.engine.osmetrics import measure as measure_os
 from specsched.runtime.flags import BATCHING
-from specsched.runtime.osmetrics import OsMetrics
-from specsched.runtime.osmetrics import measure as measure_os
 
 
 def add_whatif_parser(sub) -> None:

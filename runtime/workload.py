@@ -31,8 +31,8 @@ from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.config_checks import MAX_NEW_TOKENS, check_priority, is_int, is_number, not_utf8
 from specsched.runtime.engine.collected import Interrupted
 from specsched.runtime.engine.job_checks import check_deadline
+from specsched.runtime.engine.record import RunRecord
 from specsched.runtime.engine.stopping import stopped_by
-from specsched.runtime.record import RunRecord
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
 MAX_ARRIVAL_S = 86_400  # a workload is played in real time: an arrival a day away is a typo

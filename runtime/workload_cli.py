@@ -18,9 +18,9 @@ from rich.text import Text
 
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
+from specsched.runtime.engine.provenance import provenance
+from specsched.runtime.engine.record import RunRecord
 from specsched.runtime.exits import fail, stopped_status
-from specsched.runtime.provenance import provenance
-from specsched.runtime.record import RunRecord
 from specsched.runtime.workload import (
     JobMetrics,
     Played,

@@ -214,7 +214,7 @@ def test_fp32_on_cuda_gives_the_cpu_greedy_tokens_and_counts_the_verifier_traffi
 
 
 def test_provenance_names_the_gpu_only_where_the_models_ran_on_one(gpus, monkeypatch):
-    from specsched.runtime.provenance import gpu_of, summary
+    from specsched.runtime.engine.provenance import gpu_of, summary
 
     gpus(0)
     assert gpu_of(RunConfig()) is None and gpu_of(RunConfig(backend="sim")) is None

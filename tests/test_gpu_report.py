@@ -19,7 +19,7 @@ from specsched.runtime.core import device as device_module
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.device import mps_daemon_running
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.record import build_record
+from specsched.runtime.engine.record import build_record
 from specsched.runtime.report import summary_table
 from specsched.runtime.view.dashboard import Dashboard
 from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse, GpuWatch, gpu_summary, mean_busy, mean_total_sm

@@ -22,10 +22,6 @@ LAYERS = [
     ("specsched.workers", 4),
     ("specsched.scheduler", 5),
     ("specsched.runtime.engine", 6),
-    ("specsched.runtime.record", 6),              # what a job produces (the engine builds it)
-    ("specsched.runtime.provenance", 6),
-    ("specsched.runtime.metrics", 6),
-    ("specsched.runtime.osmetrics", 6),
     ("specsched.runtime", 7),                     # the applications: cli, app, view, tot, bench, ...
     ("specsched", 7),
 ]

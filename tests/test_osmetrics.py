@@ -12,7 +12,7 @@ import random
 import pytest
 
 from specsched.runtime.core.events import VERIFIER, Event
-from specsched.runtime.osmetrics import jain, measure, starvation_bound
+from specsched.runtime.engine.osmetrics import jain, measure, starvation_bound
 
 
 def serve(order: list[tuple[int, float]], arrival: float = 0.0) -> list[Event]:

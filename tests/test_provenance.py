@@ -8,8 +8,8 @@ import json
 import pytest
 from cli_runs import REPO, specsched
 
-from specsched.runtime import provenance as prov
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.engine import provenance as prov
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ def __getattr__(name: str):
 
         return RunConfig
     if name == "RunRecord":
-        from specsched.runtime.record import RunRecord
+        from specsched.runtime.engine.record import RunRecord
 
         return RunRecord
     raise AttributeError(f"module 'specsched' has no attribute {name!r}")

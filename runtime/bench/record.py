@@ -18,7 +18,7 @@ from specsched.runtime.bench.arms import shared
 from specsched.runtime.bench.measure import ArmResult, mismatches
 from specsched.runtime.bench.sweep import SweepPoint
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.provenance import provenance, software
+from specsched.runtime.engine.provenance import provenance, software
 
 SCHEMA = "specsched-bench/1"
 

@@ -31,8 +31,8 @@ from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.dispatcher import Dispatcher
 from specsched.runtime.engine.job_checks import JobChecks, check_engine_options, check_job_options, with_settings
 from specsched.runtime.engine.jobs import JobMeta, JobRun
-from specsched.runtime.provenance import provenance
-from specsched.runtime.record import RunRecord, build_record
+from specsched.runtime.engine.provenance import provenance
+from specsched.runtime.engine.record import RunRecord, build_record
 
 
 class Job:

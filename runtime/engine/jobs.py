@@ -19,7 +19,7 @@ from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.record import worker_of
+from specsched.runtime.engine.record import worker_of
 
 
 class Phase(enum.Enum):

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.provenance import provenance
+from specsched.runtime.engine.provenance import provenance
 from specsched.runtime.tot.search import SearchConfig, search
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import Tree

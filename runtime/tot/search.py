@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.config_checks import MAX_SEED
-from specsched.runtime.record import RunRecord
+from specsched.runtime.engine.record import RunRecord
 from specsched.runtime.tot.task import Problem, Task
 from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE, Node, Phase, Tree
 

@@ -13,7 +13,7 @@ from specsched.runtime.core.config import Mode, RunConfig
 from specsched.runtime.core.config_checks import tree_nodes
 from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.record import worker_of
+from specsched.runtime.engine.record import worker_of
 from specsched.runtime.view.timeline import Row, Timeline
 from specsched.runtime.view.usage import Usage
 

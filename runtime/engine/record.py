@@ -13,9 +13,9 @@ from pathlib import Path
 
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.metrics import Metrics, compute
-from specsched.runtime.osmetrics import OsMetrics
-from specsched.runtime.osmetrics import measure as measure_os
+from specsched.runtime.engine.metrics import Metrics, compute
+from specsched.runtime.engine.osmetrics import OsMetrics
+from specsched.runtime.engine.osmetrics import measure as measure_os
 
 
 @dataclass
@@ -38,7 +38,7 @@ class RunRecord:
     error: str | None = None
     extra: dict = field(default_factory=dict)
     os_metrics: OsMetrics | None = None
-    provenance: dict | None = None  # what produced it: runtime/provenance.py
+    provenance: dict | None = None  # what produced it: runtime/engine/provenance.py
     stopped_by: str | None = None   # "SIGINT" or "SIGTERM" for an interrupted run: its exit status
 
     def to_json(self) -> dict:

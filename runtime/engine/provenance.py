@@ -139,7 +139,7 @@ def checkout(*, dirty: bool = False) -> dict:
     """The git commit when specsched runs from a checkout (an editable install or bin/specsched), read from
     .git's files: a run starts no process of its own beyond its children. `dirty` asks git whether the
     checkout has uncommitted changes (one `git status`; benchmarks ask, since their figures get quoted)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # runtime/engine/provenance.py -> the checkout
     commit = _head_commit(root / ".git")
     if commit is None or not dirty:
         return {"git_commit": commit, "git_dirty": None}
