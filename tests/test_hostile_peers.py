@@ -41,13 +41,18 @@ def strangers(ctx: zmq.Context, endpoints: dict, verifier_pid: int) -> list[zmq.
     return socks
 
 
-def test_a_stranger_on_every_ipc_socket_gets_nothing_through_and_is_counted():
+def running(e: Engine) -> tuple:
+    """The undisturbed run's record, then the same job started again: (record, job, the verifier's pid)."""
     settings = dict(max_new_tokens=300)
+    undisturbed = e.generate(PROMPTS, **settings)
+    job = e.submit(PROMPTS, **settings)
+    wait_until_started(job)
+    return undisturbed, job, next(p["pid"] for p in e.processes if p["name"] == "verifier")
+
+
+def test_a_stranger_on_every_ipc_socket_gets_nothing_through_and_is_counted():
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
-        undisturbed = e.generate(PROMPTS, **settings)
-        job = e.submit(PROMPTS, **settings)
-        wait_until_started(job)
-        verifier = next(p["pid"] for p in e.processes if p["name"] == "verifier")
+        undisturbed, job, verifier = running(e)
         ctx = zmq.Context()
         socks = strangers(ctx, e.endpoints, verifier)
         record = job.result(timeout=120)  # no identity was taken over: the run is not left waiting
@@ -66,12 +71,8 @@ def test_a_compromised_child_cannot_speak_as_another():
     """draft-0's credentials (derived from the run's secret as the engine derives them for draft-0): a commit
     under the verifier's pid, the verifier's `ready` and worker 1's hello are all refused and counted, and
     neither identity is taken over (the run would wait on worker 1 or the verifier)."""
-    settings = dict(max_new_tokens=300)
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
-        undisturbed = e.generate(PROMPTS, **settings)
-        job = e.submit(PROMPTS, **settings)
-        wait_until_started(job)
-        verifier = next(p["pid"] for p in e.processes if p["name"] == "verifier")
+        undisturbed, job, verifier = running(e)
         as_draft0 = e._dispatcher.keys.as_user("draft-0")
         ctx = zmq.Context()
         socks = []
