@@ -36,11 +36,14 @@ class BeamSteps:
     def resume_beam(self, fields: dict, reply_to: bytes) -> Reply | None:
         """A restarted beam worker: its slot's task (beam_rounds.py). A sequence is queued only while its round
         is complete, so one whose tree was dropped to be drafted again leaves the run queue. A live worker's
-        probe (``probe``: the round of the tree it sent) is answered by BeamRounds.probe; None: no answer."""
+        probe (``probe``: the round of the tree it sent) is answered by BeamRounds.probe; None: no answer (its
+        tree waits in its round, or its sequence is not this verifier's yet)."""
         seq, slot, worker = int(fields["seq"]), int(fields["slot"]), int(fields["worker"])
         if seq in self.seqs and seq not in self.beam_rounds.seqs:
             raise ProtocolError(f"beam_resume for sequence {seq}, which is not a beam sequence")
         if int(fields.get("probe", -1)) >= 0:
+            if seq not in self.seqs and seq not in self.closed:  # not given to this verifier yet: the resync will
+                return None
             task = self.beam_rounds.probe(seq, slot, worker, reply_to, int(fields["epoch"]), int(fields["probe"]))
             return None if task is None else Reply(task, reply_to, worker)
         answer = self.beam_rounds.resume(seq, slot, worker, reply_to, int(fields["want"]), int(fields["epoch"]))

@@ -40,6 +40,7 @@ class JobBook:
         job.counters.rejected_messages = self.counters.rejected_messages - job.rejected_before
         for st in job.sequences:
             self.seqs.pop(st.seq, None)
+            self.closed.add(st.seq)
         del self.jobs[job.id]
         if self.queue is not None:
             self.queue.drop(lambda q: q.draft.seq not in self.seqs)
@@ -80,7 +81,7 @@ class JobBook:
         if draft.epoch != st.epoch:
             raise ProtocolError(f"draft for sequence {draft.seq} from epoch {draft.epoch} of its worker, "
                                 f"now {st.epoch}")
-        if draft.round != st.rounds or draft.seq in self.queue.sequences():
+        if draft.round != st.rounds or draft.seq in self.queue.sequences() or draft.seq in self.riders:
             raise ProtocolError(f"draft round {draft.round} for sequence {draft.seq}, expected {st.rounds}")
         job = self.jobs[st.job]
         if job.config.beam_mode:

@@ -17,8 +17,9 @@ from specsched.runtime.core.transport import check_sender
 from specsched.runtime.core.wire import ProtocolError
 
 
-def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
-    """`verifier`: the Verifier (its sequences, run queue and riders)."""
+def resume(verifier, r: Resume, reply_to: bytes) -> Resumed | None:
+    """`verifier`: the Verifier (its sequences, run queue and riders). None: nothing to answer (a probe about
+    a sequence this verifier has not been given yet)."""
     if r.probe >= 0:
         return probe(verifier, r, reply_to)
     check_sender(reply_to, r.worker, f"resume of sequence {r.seq}")
@@ -33,13 +34,17 @@ def resume(verifier, r: Resume, reply_to: bytes) -> Resumed:
     return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch)
 
 
-def probe(verifier, r: Resume, reply_to: bytes) -> Resumed:
+def probe(verifier, r: Resume, reply_to: bytes) -> Resumed | None:
     """A live worker waited a verdict timeout (runtime/core/resume.py): where its sequence stands, nothing
     changed. Its messages arrive in the order it sent them, so a draft it sent before the probe is queued
-    by now, or verified, or was lost on the way."""
+    by now (or riding aside: its verdict held), or verified, or was lost on the way. A sequence this verifier
+    does not hold is either closed here (the lost verdict said done) or not given to it yet (a new verifier,
+    before the engine announces the job again and resyncs the worker): then nothing is answered."""
     check_sender(reply_to, r.worker, f"probe of sequence {r.seq}")
     st = verifier.seqs.get(r.seq)
-    if st is None:  # finished and its job closed (close_finished_jobs): the lost verdict said done
+    if st is None:
+        if r.seq not in verifier.closed:
+            return None
         return Resumed(r.seq, r.probe, True, np.zeros(0, np.int32), r.epoch, r.probe)
     if st.owner != r.worker or r.epoch != st.epoch:
         raise ProtocolError(f"probe of sequence {r.seq} from worker {r.worker} (epoch {r.epoch}): not its worker")

@@ -129,13 +129,14 @@ def _drain_drafts(v: Verifier, router: zmq.Socket, keys: Keys | None) -> None:
                 continue
             if msg.kind == "resume":  # a restarted worker: where its sequence stands (scheduler/resume.py)
                 answer = resume(v, Resume.from_message(msg), sender)
-                router.send_multipart([frames[0], *answer.to_frames()], copy=False)
+                if answer is not None:
+                    router.send_multipart([frames[0], *answer.to_frames()], copy=False)
                 continue
             if msg.kind in ("beam_join", "beam_resume"):  # a worker the engine sent for a vacant beam slot, or a
                 # restarted one asking where its slot stands (beam_rounds.py): the slot's task at once
                 take = v.join_beam if msg.kind == "beam_join" else v.resume_beam
                 r = take(msg.fields, sender)
-                if r is not None:  # None: a probe whose tree waits in its round (nothing to say)
+                if r is not None:  # None: a probe with nothing to say (beam_steps.py)
                     router.send_multipart([_routed(r.reply_to, keys), *r.verdict.to_frames()], copy=False)
                 continue
             if msg.kind != "draft":

@@ -70,6 +70,7 @@ class Verifier(JobBook, BeamSteps):
         self.costs = CostFit()          # the target's measured forward cost (runtime/core/costs.py)
         self.aside = StepAside()
         self.riders: dict[int, Rider] = {}            # sequences decoded alone for now, by global id
+        self.closed: set[int] = set()                 # sequences of jobs finished or cancelled here (resume.py)
         self.riders_next = False
         self.calibrations: dict[int, Calibration] = {}  # per job: acceptance by draft confidence
 

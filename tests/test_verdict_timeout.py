@@ -148,3 +148,34 @@ def test_beam_workers_probing_every_few_milliseconds_change_nothing(threshold):
     assert [s.tokens for s in probed.sequences] == [s.tokens for s in undisturbed.sequences]
     assert probed.to_json()["beams"] == undisturbed.to_json()["beams"]
     assert probed.metrics.rejected_messages == 0
+
+
+def test_probes_while_a_sequence_rides_aside_wait_for_its_held_verdict():
+    """--step-aside on: a sequence whose drafting does not pay is decoded by the target alone for a while, its
+    worker's verdict held meanwhile (scheduler/step_aside.py). A probe then says queued, and the worker waits:
+    it must not draft on from the committed context while the held verdict is still to come."""
+    prompts = [words(16, (5, 7)), words(16, (3, 9))]
+    settings = dict(max_new_tokens=80, temperature=0.9, seed=5, step_aside="on")
+    config = sim_config(sim_vocab=16, sim_agreement=0.2, sim_draft_ms=15, sim_verify_ms=5, workers=2)
+    with Engine(config) as e:
+        undisturbed = e.generate(prompts, coupling="gumbel", **settings)
+        probed = e.generate(prompts, coupling="gumbel", verdict_timeout_s=0.001, **settings)
+    assert probed.status == "ok", probed.error
+    assert probed.to_json()["counters"]["aside_tokens"] > 0  # sequences rode aside while their workers probed
+    assert [s.tokens for s in probed.sequences] == [s.tokens for s in undisturbed.sequences]
+    assert probed.metrics.rejected_messages == 0
+
+
+def test_a_probe_about_a_sequence_the_verifier_does_not_hold_is_answered_only_once_it_was_closed_here():
+    """A new verifier (restarted) may hear a probe before the engine announces the job again: no answer (the
+    engine's resync moves the worker on); a sequence whose job ended here is done."""
+    from specsched.runtime.core.transport import worker_identity
+
+    config = replace(CONFIG, mode="sd", workers=1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0, max_new_tokens=4)
+    verifier = Verifier(get_backend(config).target(), NoTelemetry())
+    assert resume(verifier, Resume(0, 0, 0, probe=2), worker_identity(0)) is None
+    verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
+                                            "sequences": [[0, 0, 0, list(PROMPT)]]}, verifier.target))
+    verifier.finish_job(verifier.jobs[0])
+    answer = resume(verifier, Resume(0, 0, 0, probe=2), worker_identity(0))
+    assert answer.done and answer.probe == 2

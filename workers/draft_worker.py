@@ -187,7 +187,8 @@ class DraftWorker:
         where = None
         if resume:
             self.sock.send_multipart(Resume(seq, self.worker, epoch).to_frames())
-            where = Resumed.from_message(self.expect_current(("resumed",), epoch))
+            while where is None or where.probe >= 0:  # an answer to a probe about an earlier sequence: stale
+                where = Resumed.from_message(self.expect_current(("resumed",), epoch))
         while True:
             if where is not None and where.seq != seq:
                 raise ProtocolError(f"resumed sequence {where.seq}, expected {seq}")
@@ -265,12 +266,11 @@ class DraftWorker:
                 return Verdict.from_message(msg)
             else:
                 where = Resumed.from_message(msg)
-                if where.probe != rnd or where.seq != seq:
-                    continue
+                if where.probe != rnd or where.seq != seq or where.queued:  # stale; or queued, or riding aside
+                    continue                                              # (its verdict held): wait on
                 if where.done or where.round > rnd:
                     return where
-                if not where.queued:
-                    self.sock.send_multipart(frames, copy=False)
+                self.sock.send_multipart(frames, copy=False)
 
 
 def _poll_ms(deadline: float | None) -> int:

@@ -112,7 +112,9 @@ class Keys:
         return replace(self, server_secret="", admitted=())
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "admitted": list(self.admitted)}
+        """JSON form; the ipc fields only when set, so a key file reads the same to an earlier version."""
+        return {k: v for k, v in {**asdict(self), "admitted": list(self.admitted)}.items()
+                if v or k not in ("password", "user", "secret")}
 
     @classmethod
     def from_dict(cls, data: dict) -> Keys:
