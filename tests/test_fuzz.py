@@ -26,7 +26,7 @@ def insider(ctx: zmq.Context, kind: int, e: Engine, identity: bytes | None = Non
     """A socket holding the credentials of `user` in this run (derived from the engine's own, read from its
     dispatcher): a compromised child speaks only under its own name."""
     sock = ctx.socket(kind)
-    keys = e._dispatcher.keys.as_user(user)
+    keys = e.credentials(user)
     if identity is not None:  # as its own process would claim it (tagged: security.py)
         sock.setsockopt(zmq.IDENTITY, keys.routing_id(identity.decode(), user))
     sock.setsockopt(zmq.LINGER, 5000)
@@ -42,7 +42,7 @@ def test_ten_thousand_junk_messages_per_socket_are_refused_counted_and_change_no
         undisturbed = e.generate(PROMPTS, **settings)
         job = e.submit(PROMPTS, **settings)
         wait_until_started(job)
-        seqs = [job._run.first_seq + i for i in range(len(PROMPTS))]
+        seqs = job.sequence_ids
         endpoints = e.endpoints
         ctx = zmq.Context()
         try:
@@ -86,8 +86,7 @@ def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash()
     header = msgpack.packb({"v": PROTOCOL_VERSION, "kind": "ready", "arrays": [["x", "<i4", [2 ** 32, 2 ** 32]]]})
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
         record = e.generate(PROMPTS, max_new_tokens=20)
-        dispatcher = e._dispatcher
-        before = dispatcher.rejected_telemetry
+        before = e.rejected_telemetry
         ctx = zmq.Context()
         try:
             sock = insider(ctx, zmq.DEALER, e, b"verifier", "verifier")
@@ -97,8 +96,8 @@ def test_junk_under_a_childs_name_on_the_control_socket_is_refused_not_a_crash()
         finally:
             ctx.term()
         deadline = time.monotonic() + 30
-        while dispatcher.rejected_telemetry == before and time.monotonic() < deadline:
+        while e.rejected_telemetry == before and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert dispatcher.rejected_telemetry == before + 1
+        assert e.rejected_telemetry == before + 1
         assert not e.broken
     assert record.status == "ok", record.error

@@ -73,7 +73,7 @@ def test_a_compromised_child_cannot_speak_as_another():
     neither identity is taken over (the run would wait on worker 1 or the verifier)."""
     with Engine(sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=8)) as e:
         undisturbed, job, verifier = running(e)
-        as_draft0 = e._dispatcher.keys.as_user("draft-0")
+        as_draft0 = e.credentials("draft-0")
         ctx = zmq.Context()
         socks = []
         for name, kind in (("telemetry", zmq.PUSH), ("control", zmq.DEALER), ("verify", zmq.DEALER)):
@@ -84,7 +84,7 @@ def test_a_compromised_child_cannot_speak_as_another():
             secure_client(s, as_draft0)
             s.connect(e.endpoints[name])
             socks.append(s)
-        socks[0].send_multipart(pack("commit", {"pid": verifier, "job": job._run.id, "seq": job._run.first_seq,
+        socks[0].send_multipart(pack("commit", {"pid": verifier, "job": job.id, "seq": job.sequence_ids[0],
                                                 "tokens": [1, 2, 3]}))
         socks[1].send_multipart(pack("ready", {"role": "verifier", "worker": -1}))
         socks[2].send_multipart(pack("hello", {"worker": 1}))

@@ -77,12 +77,12 @@ def test_the_commit_is_read_from_git_files_loose_packed_or_detached(tmp_path):
     (git / "refs" / "heads").mkdir(parents=True)
     (git / "HEAD").write_text("ref: refs/heads/main\n")
     (git / "packed-refs").write_text("# pack-refs with: peeled\n" + "a" * 40 + " refs/heads/main\n")
-    assert prov._head_commit(git) == "a" * 40
+    assert prov.head_commit(git) == "a" * 40
     (git / "refs" / "heads" / "main").write_text("b" * 40 + "\n")  # a loose ref wins over the packed one
-    assert prov._head_commit(git) == "b" * 40
+    assert prov.head_commit(git) == "b" * 40
     (git / "HEAD").write_text("c" * 40 + "\n")
-    assert prov._head_commit(git) == "c" * 40
-    assert prov._head_commit(tmp_path / "nothing") is None
+    assert prov.head_commit(git) == "c" * 40
+    assert prov.head_commit(tmp_path / "nothing") is None
 
 
 def test_a_checkout_records_its_commit_as_git_says():

@@ -67,7 +67,7 @@ def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
     """The nucleus ranks only a few hundred candidates when they settle top_p, else sorts the values alone:
     same kept set, same renormalisation, including ties at the boundary (lower id first), flat rows and
     peaked ones; the values' way is held to the definition on every row, not only on wide nuclei."""
-    from specsched.runtime.core.sampling import _kept_by_values, _nucleus
+    from specsched.runtime.core.sampling import kept_by_values, nucleus
 
     rng = np.random.default_rng(0)
     rows = [rng.standard_normal(49152) * s for s in (0.5, 2.0, 6.0)]        # flat to peaked
@@ -84,9 +84,9 @@ def test_top_p_over_a_real_vocabulary_equals_the_full_sort_bit_for_bit(top_p):
     for probs in probs_rows:
         probs = probs / probs.sum()
         want = _nucleus_by_full_sort(probs[None], top_p)
-        assert np.array_equal(_nucleus(probs[None], top_p), want)
-        assert np.array_equal(_kept_by_values(probs, top_p), want[0] > 0)
-        assert np.array_equal(_nucleus(np.stack([probs, probs[::-1]]), top_p)[1],
+        assert np.array_equal(nucleus(probs[None], top_p), want)
+        assert np.array_equal(kept_by_values(probs, top_p), want[0] > 0)
+        assert np.array_equal(nucleus(np.stack([probs, probs[::-1]]), top_p)[1],
                               _nucleus_by_full_sort(probs[::-1][None], top_p)[0])
 
 

@@ -54,11 +54,11 @@ def distribution(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     probs = np.exp(z)
     probs /= probs.sum(axis=-1, keepdims=True)
     if params.top_p < 1:
-        probs = _nucleus(probs, params.top_p)
+        probs = nucleus(probs, params.top_p)
     return probs.astype(np.float32)
 
 
-def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+def nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
     # Keep the smallest set of most likely tokens whose mass reaches top_p (the top token always).
     rows = probs.reshape(-1, probs.shape[-1])
     return np.stack([_nucleus_row(row, top_p) for row in rows]).reshape(probs.shape)
@@ -73,7 +73,7 @@ def _nucleus_row(p: np.ndarray, top_p: float) -> np.ndarray:
     done in two cheaper ways that give its result bit for bit (tests/test_sampling_exact.py)."""
     keep = _kept_in_head(p, top_p)
     if keep is None:
-        keep = _kept_by_values(p, top_p)
+        keep = kept_by_values(p, top_p)
     kept = np.where(keep, p, 0.0)
     return kept / kept.sum()
 
@@ -93,7 +93,7 @@ def _kept_in_head(p: np.ndarray, top_p: float) -> np.ndarray | None:
     return keep
 
 
-def _kept_by_values(p: np.ndarray, top_p: float) -> np.ndarray:
+def kept_by_values(p: np.ndarray, top_p: float) -> np.ndarray:
     """A wide nucleus (thousands of tokens at a high temperature): sort the values alone (a SIMD sort, ~0.2
     ms). Equal values are interchangeable, so the sorted values, their running sums and the kept positions
     are the stable sort's bit for bit. The kept positions are a prefix: the mass before a position never

@@ -46,6 +46,11 @@ class Job:
         return self._run.id
 
     @property
+    def sequence_ids(self) -> list[int]:
+        """The engine's ids of the job's sequences, in prompt order (what its messages and records name)."""
+        return [self._run.first_seq + i for i in range(self._run.n)]
+
+    @property
     def collected(self) -> Collected:
         """What the job's processes have reported so far (live; read-only)."""
         return self._run.collected
@@ -205,6 +210,13 @@ class Engine(JobChecks):
         if not self._dispatcher.started.wait(timeout=60) or self._dispatcher.endpoints is None:
             raise RuntimeError(self.broken or "the engine did not start")
         return self._dispatcher.endpoints.to_dict()
+
+    def credentials(self, name: str):
+        """What the process `name` of this run holds to connect (runtime/core/security.py Keys): on ipc its own
+        password (and `routing_id` names its sockets); on tcp the run's worker keys. For tools and tests that
+        speak as one of the run's processes."""
+        keys = self._dispatcher.keys
+        return None if keys is None else keys.as_user(name) if keys.plain else keys.for_worker()
 
     @property
     def rejected_telemetry(self) -> int:

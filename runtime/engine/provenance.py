@@ -140,7 +140,7 @@ def checkout(*, dirty: bool = False) -> dict:
     .git's files: a run starts no process of its own beyond its children. `dirty` asks git whether the
     checkout has uncommitted changes (one `git status`; benchmarks ask, since their figures get quoted)."""
     root = Path(__file__).resolve().parents[2]  # runtime/engine/provenance.py -> the checkout
-    commit = _head_commit(root / ".git")
+    commit = head_commit(root / ".git")
     if commit is None or not dirty:
         return {"git_commit": commit, "git_dirty": None}
     try:
@@ -151,7 +151,7 @@ def checkout(*, dirty: bool = False) -> dict:
     return {"git_commit": commit, "git_dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def _head_commit(git: Path) -> str | None:
+def head_commit(git: Path) -> str | None:
     try:
         if git.is_file():  # a worktree or submodule: "gitdir: PATH"
             git = (git.parent / git.read_text().split(":", 1)[1].strip()).resolve()
