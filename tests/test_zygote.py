@@ -68,4 +68,4 @@ def test_a_zygote_that_keeps_dying_fails_every_job_in_one_line_and_leaves_nothin
     assert descendants() == []
     assert record.status == "failed"
     assert record.error.startswith("the zygote died more than 1 times within 60 s (--max-restarts 1")
-    assert all(s.tokens for s in record.sequences)  # every verified token kept
+    assert sum(len(s.tokens) for s in record.sequences) >= 10  # every verified token kept: 5 + 5 before the kills
