@@ -14,7 +14,7 @@ from specsched.runtime.core.events import VERIFIER
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.resume import Resume
-from specsched.runtime.core.security import Keys, secure_server, speaker
+from specsched.runtime.core.security import Keys, secure_server, speaker, speaks_as
 from specsched.runtime.core.transport import Telemetry, identity_name
 from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
 from specsched.scheduler.cores import Cores
@@ -119,7 +119,7 @@ def _drain_drafts(v: Verifier, router: zmq.Socket, keys: Keys | None) -> None:
         try:
             msg = unpack(frames[1:])
             sender = frames[0].bytes if keys is None else keys.logical_id(frames[0].bytes, identity_name)
-            if keys is not None and keys.plain and (sender is None or speaker(frames[1:]) != identity_name(sender)):
+            if not speaks_as(keys, frames[1:], None if sender is None else identity_name(sender)):
                 raise ProtocolError(f"{msg.kind} as {frames[0].bytes!r} from the socket of {speaker(frames[1:])!r}")
             if msg.kind == "hello":  # a worker checking its connection before it says ready
                 router.send_multipart([frames[0], *pack("welcome")])

@@ -16,7 +16,7 @@ import time
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import Mode
 from specsched.runtime.core.events import Event
-from specsched.runtime.core.security import speaker
+from specsched.runtime.core.security import speaker, speaks_as
 from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
 from specsched.runtime.engine.jobs import Phase
 from specsched.runtime.engine.process_table import Child, State
@@ -28,9 +28,9 @@ class Reports:
     def _hello(self, frames: list) -> None:
         """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it. Anyone
         else knocking there is a worker joining from another host, or junk (joining.py)."""
-        said_by, frames = speaker(frames[1:]), [f.bytes for f in frames]
+        header, frames = frames[1:], [f.bytes for f in frames]  # the header frame carries User-Id
         name = frames[0] if self.keys is None else self.keys.logical_id(frames[0], lambda logical: logical)
-        if self.keys is not None and self.keys.plain and (name is None or said_by != name):
+        if not speaks_as(self.keys, header, name):
             self._refuse_telemetry()  # on ipc a child speaks only under its own name, and its own identity
             return
         try:
@@ -58,7 +58,7 @@ class Reports:
             sender = self._sender(msg)
             if sender is None:
                 raise ProtocolError(f"{msg.kind} from no child of this engine")
-            if self.keys is not None and self.keys.plain and speaker(frames) != sender.name.encode():
+            if not speaks_as(self.keys, frames, sender.name.encode()):
                 raise ProtocolError(f"{msg.kind} with {sender.name}'s pid from the socket of {speaker(frames)!r}")
             self._handle(msg, sender)
         except REFUSED:
