@@ -110,8 +110,9 @@ def live_verifier(e: Engine, killed: set[int]) -> list[dict]:
 
 def run_with_verifier_kills(kills_wanted: int, **settings):
     """A beam job during which the verifier is SIGKILLed every 0.3 s, `kills_wanted` times; and the same job
-    undisturbed, on the same engine."""
-    return run_with_kills(kills_wanted, victims=live_verifier, every_s=0.3, **settings)
+    undisturbed, on the same engine. Twice the usual tokens: a run lasts ~0.3 s past its second kill at the usual
+    length, too close to the kills' period."""
+    return run_with_kills(kills_wanted, victims=live_verifier, every_s=0.3, max_new_tokens=2 * TOKENS, **settings)
 
 
 @pytest.mark.parametrize("settings", [
@@ -130,7 +131,7 @@ def test_a_killed_verifier_is_restarted_and_the_beams_are_the_undisturbed_runs(s
     assert all("exited with status -9" in r["why"] and r["reprefilled_tokens"] > 0 for r in record.collected.restarts)
     if not settings["temperature"]:
         assert [record.collected.beams[str(i)]["tokens"] for i in range(len(PROMPTS))] == [
-            search(p, TOKENS) for p in PROMPTS]
+            search(p, 2 * TOKENS) for p in PROMPTS]
 
 
 def test_without_restarts_a_killed_verifier_fails_a_dsbd_job_in_one_line_and_keeps_what_every_beam_holds():
