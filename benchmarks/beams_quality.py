@@ -6,7 +6,7 @@ Arms, all at the same temperature on one engine (the default pair unless --backe
             the joint log-probability its perplexity needs;
   beam      ``--mode beam --beams W``: target-only beam sampling;
   dsbd      ``--mode dsbd --beams W``: a draft worker per beam.
-Per problem the answer is the last number of the most likely beam's text (runtime/tot/parse.py), checked
+Per problem the answer is the last number of the most likely beam's text (runtime/apps/tot/parse.py), checked
 against the gold ``#### N``; perplexity = exp(-log p(beam) / its tokens) of that beam, under the target.
 
     python benchmarks/beams_quality.py [--problems 8] [--beams 4] [--gamma 3] [--temperature 1]
@@ -22,8 +22,8 @@ import statistics
 from pathlib import Path
 
 from specsched import Engine, RunConfig
+from specsched.runtime.apps.tot.parse import extract_answer_number, normalise_number
 from specsched.runtime.engine.provenance import provenance
-from specsched.runtime.tot.parse import extract_answer_number, normalise_number
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_test.jsonl"
 PROMPT = "Question: {q}\nAnswer step by step, then end with 'The answer is N.'"

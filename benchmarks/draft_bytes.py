@@ -27,8 +27,8 @@ import time
 import torch
 import zmq
 
+from specsched.runtime.apps.bench.workload import prompts as held_out
 from specsched.runtime.backends.hf_backend import HFBackend
-from specsched.runtime.bench.workload import prompts as held_out
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft
@@ -40,7 +40,7 @@ from specsched.scheduler.layout import lane_predictions, lay_out, settle
 from specsched.workers.branch_drafter import branch_drafter
 from specsched.workers.drafter import make_drafter
 
-ARMS = {  # bench's arms of the same names (runtime/bench/arms.py)
+ARMS = {  # bench's arms of the same names (runtime/apps/bench/arms.py)
     "seed": {"drafter": "model"},
     "prompt-lookup": {"drafter": "branches", "branches": 0, "corpus_cache": "off"},
     "branches": {"drafter": "branches"},

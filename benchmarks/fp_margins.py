@@ -35,14 +35,14 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
+from specsched.runtime.apps.drafts.training.prompts import heldout_tagged
 from specsched.runtime.backends.hf import DTYPES, HFModel
 from specsched.runtime.models.registry import resolve_target
-from specsched.runtime.models.training.prompts import heldout_tagged
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("verify", "batched", "cropped")
 MEASURED = ["runtime/backends/hf.py", "runtime/backends/backend.py", "runtime/models/growing_cache.py",
-            "runtime/models/training/prompts.py"]
+            "runtime/apps/drafts/training/prompts.py"]
 
 
 def reference(model: HFModel, prompt: list[int], max_new: int, eos: int) -> tuple[list[int], np.ndarray]:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from specsched.runtime.apps.drafts.training.prompts import heldout_tagged
 from specsched.runtime.backends.llamacpp import LlamaModel
 from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
-from specsched.runtime.models.training.prompts import heldout_tagged
 
 
 def reference(model, prompt, max_new):

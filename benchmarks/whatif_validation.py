@@ -17,11 +17,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.analysis.whatif import recorded, simulate
+from specsched.runtime.apps.run.app import run
+from specsched.runtime.apps.run.trace import load_events, write_trace
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.provenance import provenance
-from specsched.runtime.trace import load_events, write_trace
-from specsched.runtime.whatif import recorded, simulate
 
 POLICIES = ("fcfs", "priority", "rr", "srtf", "mlfq", "stride", "sjf", "cfs", "edf")
 PROMPTS = ["ka ri su", "te lo", "mi na po ke", "su", "ra ne mo", "lu vi"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specsched.policies.base import ReadyDraft, by_arrival
+from .base import ReadyDraft, by_arrival
 
 WINDOW = 64
 

@@ -46,7 +46,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from specsched.runtime.core.costs import CostCurve
+from ..runtime.core.costs import CostCurve
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from .base import Policy, ReadyDraft, by_arrival
 
 
 class CommitFirst(Policy):

@@ -9,21 +9,21 @@ import inspect
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from specsched.policies.base import Policy
-from specsched.policies.batch import Batch
-from specsched.policies.cfs import CFS
-from specsched.policies.commit_first import CommitFirst
-from specsched.policies.edf import EDF
-from specsched.policies.fcfs import FCFS
-from specsched.policies.goodput import Goodput
-from specsched.policies.lottery import Lottery
-from specsched.policies.mlfq import MLFQ
-from specsched.policies.priority import Priority
-from specsched.policies.rr import RoundRobin
-from specsched.policies.sjf import SJF
-from specsched.policies.srtf import SRTF
-from specsched.policies.stride import Stride
-from specsched.runtime.core.deadline import Overrun, policy_call
+from ..runtime.core.deadline import Overrun, policy_call
+from .base import Policy
+from .batch import Batch
+from .cfs import CFS
+from .commit_first import CommitFirst
+from .edf import EDF
+from .fcfs import FCFS
+from .goodput import Goodput
+from .lottery import Lottery
+from .mlfq import MLFQ
+from .priority import Priority
+from .rr import RoundRobin
+from .sjf import SJF
+from .srtf import SRTF
+from .stride import Stride
 
 BUILTIN: dict[str, type[Policy]] = {
     "fcfs": FCFS, "priority": Priority, "rr": RoundRobin, "batch": Batch,              # the first four

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from .base import Policy, ReadyDraft, by_arrival
 
 SEED = 0
 

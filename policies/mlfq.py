@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from specsched.policies.accounts import owner
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from .accounts import owner
+from .base import Policy, ReadyDraft, by_arrival
 
 
 class MLFQ(Policy):

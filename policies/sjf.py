@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specsched.policies.base import Policy, ReadyDraft, by_arrival
+from .base import Policy, ReadyDraft, by_arrival
 
 
 class SJF(Policy):

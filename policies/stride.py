@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specsched.policies.accounts import Accounts
-from specsched.policies.base import Policy, ReadyDraft
+from .accounts import Accounts
+from .base import Policy, ReadyDraft
 
 BIG = 10_000
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.coupling import Race, winners
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams, distribution, normalised, sample
+from ..runtime.core.coupling import Race, winners
+from ..runtime.core.draft_q import DraftQ
+from ..runtime.core.sampling import SamplingParams, distribution, normalised, sample
 
 
 @dataclass(slots=True)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.beams import draw, search_step
+from ..runtime.core.beams import draw, search_step
 
 __all__ = ["LayerOutcome", "verify_layer", "verify_layer_greedy"]
 

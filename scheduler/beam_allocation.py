@@ -41,8 +41,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specsched.runtime.core.beam_trees import BeamDraft, BeamLayer, BeamTree
-from specsched.runtime.core.sampling import SamplingParams
+from ..runtime.core.beam_trees import BeamDraft, BeamLayer, BeamTree
+from ..runtime.core.sampling import SamplingParams
 
 __all__ = ["allocate", "combine", "tree_weights"]
 

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.beam_width import DynamicWidth
-from specsched.runtime.core.beams import beam_stream
-from specsched.runtime.core.sampling import SamplingParams, stream
-from specsched.scheduler.beam_allocation import allocate, combine
-from specsched.scheduler.beam_verify import BeamAdvance, beams_after, claim, target_beam_step, verify_beams
-from specsched.workers.beam_drafter import draft_tree
+from ..runtime.backends.backend import Cache, LanguageModel
+from ..runtime.core.beam_width import DynamicWidth
+from ..runtime.core.beams import beam_stream
+from ..runtime.core.sampling import SamplingParams, stream
+from ..workers.beam_drafter import draft_tree
+from .beam_allocation import allocate, combine
+from .beam_verify import BeamAdvance, beams_after, claim, target_beam_step, verify_beams
 
 __all__ = ["BeamResult", "DecodeStats", "beam_decode", "dsbd_decode"]
 

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.beam_width import DynamicWidth
-from specsched.runtime.core.beams import BeamStep, beam_distribution, joint_logprobs, sample_step
-from specsched.runtime.core.sampling import SamplingParams
-from specsched.scheduler.beam_acceptance import verify_layer, verify_layer_greedy
+from ..runtime.core.beam_width import DynamicWidth
+from ..runtime.core.beams import BeamStep, beam_distribution, joint_logprobs, sample_step
+from ..runtime.core.sampling import SamplingParams
+from .beam_acceptance import verify_layer, verify_layer_greedy
 
 __all__ = ["DraftLayer", "Forest", "ForestVerdict", "verify_forest"]
 

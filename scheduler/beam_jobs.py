@@ -37,17 +37,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
-from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.beam_trees import BeamTree
-from specsched.runtime.core.beam_width import DynamicWidth
-from specsched.runtime.core.config import Mode, RunConfig
-from specsched.runtime.core.sampling import stream
-from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.beam_allocation import allocate, combine
-from specsched.scheduler.beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
-from specsched.scheduler.jobs import SequenceState, commit
+from ..runtime.backends.backend import Cache, LanguageModel
+from ..runtime.core.beam_messages import BeamTask, TreeDraft
+from ..runtime.core.beam_state import BeamState
+from ..runtime.core.beam_trees import BeamTree
+from ..runtime.core.beam_width import DynamicWidth
+from ..runtime.core.config import Mode, RunConfig
+from ..runtime.core.sampling import stream
+from ..runtime.core.wire import ProtocolError
+from .beam_allocation import allocate, combine
+from .beam_verify import BeamAdvance, beams_after, target_beam_step, verify_beams
+from .jobs import SequenceState, commit
 
 
 @dataclass(slots=True)

@@ -22,13 +22,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
-from specsched.runtime.core.config import Mode
-from specsched.runtime.core.transport import check_sender, worker_identity
-from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.beam_jobs import BeamSequence, advance, parse_tree, settle_round, task, tasks
-from specsched.scheduler.jobs import JobState
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.beam_messages import BeamTask, TreeDraft
+from ..runtime.core.config import Mode
+from ..runtime.core.transport import check_sender, worker_identity
+from ..runtime.core.wire import ProtocolError
+from .beam_jobs import BeamSequence, advance, parse_tree, settle_round, task, tasks
+from .jobs import JobState
 
 
 class BeamRounds:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 
-from specsched.runtime.backends.backend import Traffic
-from specsched.runtime.core.beam_messages import TreeDraft
-from specsched.runtime.core.messages import Draft
-from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.jobs import JobState, count_traffic, running_mean
-from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply
+from ..runtime.backends.backend import Traffic
+from ..runtime.core.beam_messages import TreeDraft
+from ..runtime.core.messages import Draft
+from ..runtime.core.wire import ProtocolError
+from .jobs import JobState, count_traffic, running_mean
+from .run_queue import PolicyFailure, Queued, Reply
 
 
 class BeamSteps:

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.beam_trees import BeamDraft
-from specsched.runtime.core.beam_width import DynamicWidth
-from specsched.runtime.core.beams import BeamStep, log_softmax
-from specsched.runtime.core.sampling import SamplingParams
-from specsched.scheduler.beam_forest import DraftLayer, Forest, ForestVerdict, verify_forest
-from specsched.scheduler.layout import Layout, lay_out
+from ..runtime.backends.backend import Cache, LanguageModel
+from ..runtime.core.beam_trees import BeamDraft
+from ..runtime.core.beam_width import DynamicWidth
+from ..runtime.core.beams import BeamStep, log_softmax
+from ..runtime.core.sampling import SamplingParams
+from .beam_forest import DraftLayer, Forest, ForestVerdict, verify_forest
+from .layout import Layout, lay_out
 
 __all__ = ["BeamAdvance", "ForestRead", "beams_after", "claim", "read_forest", "target_beam_step", "verify_beams"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.messages import Verdict
-from specsched.scheduler.jobs import SequenceState
-from specsched.scheduler.layout import Layout
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.messages import Verdict
+from .jobs import SequenceState
+from .layout import Layout
 
 
 def wanted(states: list[SequenceState]) -> bool:

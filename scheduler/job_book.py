@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sys
 
-from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import DrafterKind
-from specsched.runtime.core.messages import Draft
-from specsched.runtime.core.transport import check_sender
-from specsched.runtime.core.wire import ProtocolError
-from specsched.scheduler.jobs import Counters, JobState, SequenceState
-from specsched.scheduler.run_queue import RunQueue, scheduling_key, start_policy
+from ..runtime.core.calibration import Calibration
+from ..runtime.core.config import DrafterKind
+from ..runtime.core.messages import Draft
+from ..runtime.core.transport import check_sender
+from ..runtime.core.wire import ProtocolError
+from .jobs import Counters, JobState, SequenceState
+from .run_queue import RunQueue, scheduling_key, start_policy
 
 
 class JobBook:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel, Traffic
-from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.config import Mode, RunConfig
-from specsched.runtime.core.coupling import Race
-from specsched.runtime.core.sampling import stream
+from ..runtime.backends.backend import Cache, LanguageModel, Traffic
+from ..runtime.core.beam_state import BeamState
+from ..runtime.core.config import Mode, RunConfig
+from ..runtime.core.coupling import Race
+from ..runtime.core.sampling import stream
 
 
 @dataclass(slots=True)

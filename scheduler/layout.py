@@ -1,5 +1,5 @@
 """How the target reads a draft, and what its cache keeps afterwards: one rule for the verifier and for
-the serial evaluation loop (runtime/models/evaluation/evaluate.py).
+the serial evaluation loop (runtime/apps/drafts/evaluation/evaluate.py).
 
 The target's cache holds a sequence's committed context minus what it has not read yet (at least the
 last committed token). A draft is read after those unread tokens, in the same forward, as a tree:
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.coupling import Race
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams
-from specsched.scheduler.acceptance import Outcome, verify_tree
+from ..runtime.backends.backend import Cache, LanguageModel
+from ..runtime.core.coupling import Race
+from ..runtime.core.draft_q import DraftQ
+from ..runtime.core.sampling import SamplingParams
+from .acceptance import Outcome, verify_tree
 
 
 @dataclass(slots=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsched.runtime.core.resume import Resume, Resumed
-from specsched.runtime.core.transport import check_sender
-from specsched.runtime.core.wire import ProtocolError
+from ..runtime.core.resume import Resume, Resumed
+from ..runtime.core.transport import check_sender
+from ..runtime.core.wire import ProtocolError
 
 
 def resume(verifier, r: Resume, reply_to: bytes) -> Resumed | None:

@@ -7,12 +7,12 @@ import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specsched.policies.base import Policy, PolicySettings, ReadyDraft
-from specsched.policies.loader import load_policy
-from specsched.runtime.core.config import RunConfig
-from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.core.deadline import policy_call
-from specsched.runtime.core.messages import Draft
+from ..policies.base import Policy, PolicySettings, ReadyDraft
+from ..policies.loader import load_policy
+from ..runtime.core.config import RunConfig
+from ..runtime.core.costs import CostCurve
+from ..runtime.core.deadline import policy_call
+from ..runtime.core.messages import Draft
 
 
 class PolicyFailure(RuntimeError):

@@ -7,21 +7,21 @@ import time
 
 import zmq
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.beam_messages import TreeDraft
-from specsched.runtime.core.deadline import when_swallowed
-from specsched.runtime.core.events import VERIFIER
-from specsched.runtime.core.gatekeeper import Gatekeeper
-from specsched.runtime.core.messages import Draft
-from specsched.runtime.core.resume import Resume
-from specsched.runtime.core.security import Keys, secure_server, speaker, speaks_as
-from specsched.runtime.core.transport import Telemetry, identity_name
-from specsched.runtime.core.wire import REFUSED, ProtocolError, pack, unpack
-from specsched.scheduler.cores import Cores
-from specsched.scheduler.jobs import Counters, JobState
-from specsched.scheduler.resume import resume
-from specsched.scheduler.run_queue import PolicyFailure
-from specsched.scheduler.verifier import Verifier
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.beam_messages import TreeDraft
+from ..runtime.core.deadline import when_swallowed
+from ..runtime.core.events import VERIFIER
+from ..runtime.core.gatekeeper import Gatekeeper
+from ..runtime.core.messages import Draft
+from ..runtime.core.resume import Resume
+from ..runtime.core.security import Keys, secure_server, speaker, speaks_as
+from ..runtime.core.transport import Telemetry, identity_name
+from ..runtime.core.wire import REFUSED, ProtocolError, pack, unpack
+from .cores import Cores
+from .jobs import Counters, JobState
+from .resume import resume
+from .run_queue import PolicyFailure
+from .verifier import Verifier
 
 
 def serve(target: LanguageModel, ctx: zmq.Context, endpoint: str, control: zmq.Socket, telemetry: Telemetry,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.core.messages import Verdict
+from ..runtime.core.costs import CostCurve
+from ..runtime.core.messages import Verdict
 
 BETA = 0.3          # weight of the newest round in the running means
 WARMUP = 2          # rounds drafted before the first decision (the means need something to mean)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.config import Mode
-from specsched.runtime.core.costs import CostFit
-from specsched.runtime.core.events import Recorder
-from specsched.scheduler.acceptance import next_token
-from specsched.scheduler.cores import Cores
-from specsched.scheduler.jobs import JobState, SequenceState, commit, count_traffic
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.config import Mode
+from ..runtime.core.costs import CostFit
+from ..runtime.core.events import Recorder
+from .acceptance import next_token
+from .cores import Cores
+from .jobs import JobState, SequenceState, commit, count_traffic
 
 
 def target_only_step(job: JobState, target: LanguageModel, recorder: Recorder, costs: CostFit,

@@ -16,24 +16,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import Mode
-from specsched.runtime.core.costs import CostFit
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.events import VERIFIER, Recorder
-from specsched.runtime.core.messages import Verdict
-from specsched.runtime.core.transport import Telemetry
-from specsched.scheduler.beam_rounds import BeamRounds
-from specsched.scheduler.beam_steps import BeamSteps
-from specsched.scheduler.cores import Cores
-from specsched.scheduler.features import attach, keep_features, wanted
-from specsched.scheduler.job_book import JobBook
-from specsched.scheduler.jobs import Counters, JobState, SequenceState, commit, count_traffic, running_mean
-from specsched.scheduler.layout import lane_predictions, lay_out, settle
-from specsched.scheduler.run_queue import PolicyFailure, Queued, Reply, RunQueue
-from specsched.scheduler.step_aside import Rider, StepAside
-from specsched.scheduler.target_only import target_only_step
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.calibration import Calibration
+from ..runtime.core.config import Mode
+from ..runtime.core.costs import CostFit
+from ..runtime.core.draft_q import DraftQ
+from ..runtime.core.events import VERIFIER, Recorder
+from ..runtime.core.messages import Verdict
+from ..runtime.core.transport import Telemetry
+from .beam_rounds import BeamRounds
+from .beam_steps import BeamSteps
+from .cores import Cores
+from .features import attach, keep_features, wanted
+from .job_book import JobBook
+from .jobs import Counters, JobState, SequenceState, commit, count_traffic, running_mean
+from .layout import lane_predictions, lay_out, settle
+from .run_queue import PolicyFailure, Queued, Reply, RunQueue
+from .step_aside import Rider, StepAside
+from .target_only import target_only_step
 
 NO_TOKENS = np.zeros(0, np.int32)  # a rider's draft: nothing, so its row is one token read by the target alone
 

@@ -58,7 +58,7 @@ def assert_one_error_line(result: subprocess.CompletedProcess, code: int, *fragm
 
 def bench_args(*argv: str) -> argparse.Namespace:
     """`specsched bench ARGV` as the CLI parses it."""
-    from specsched.runtime.bench.cli import add_bench_parser
+    from specsched.runtime.apps.bench.bench_cli import add_bench_parser
 
     parser = argparse.ArgumentParser(prog="specsched")
     add_bench_parser(parser.add_subparsers(dest="command", required=True))

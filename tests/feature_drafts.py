@@ -12,9 +12,9 @@ def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 
     one fp32 forward, as `specsched models` makes them) and save it in `out`."""
     from transformers import AutoModelForCausalLM
 
+    from specsched.runtime.apps.drafts.training.feature_data import features
+    from specsched.runtime.apps.drafts.training.feature_train import FeatureTrainConfig, train
     from specsched.runtime.models.feature_draft import new_feature_draft, save_feature_draft
-    from specsched.runtime.models.training.feature_data import features
-    from specsched.runtime.models.training.feature_train import FeatureTrainConfig, train
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()

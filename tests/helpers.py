@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from specsched.runtime.app import RunRecord, run
+from specsched.runtime.apps.run.app import RunRecord, run
 from specsched.runtime.backends.sim import EOS, SimBackend, SimModel, SimTokenizer
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.sampling import SamplingParams, distribution

@@ -13,12 +13,12 @@ from cli_runs import run_cli, stderr_lines
 from helpers import draft_model, greedy_reference, run_ok, sim_config, target_model, words
 from rich.console import Console
 
+from specsched.runtime.apps.commands.export import chrome_trace
+from specsched.runtime.apps.run.trace import marks_of
+from specsched.runtime.apps.view.gantt import Gantt
+from specsched.runtime.apps.view.monitor import Monitor
 from specsched.runtime.backends.sim import EOS
 from specsched.runtime.core.sampling import SamplingParams
-from specsched.runtime.export import chrome_trace
-from specsched.runtime.trace import marks_of
-from specsched.runtime.view.gantt import Gantt
-from specsched.runtime.view.monitor import Monitor
 from specsched.scheduler.beam_decode import beam_decode, dsbd_decode
 from specsched.scheduler.beam_jobs import width_rule
 

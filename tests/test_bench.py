@@ -18,14 +18,14 @@ import pytest
 from cli_runs import bench_args
 from rich.console import Console
 
-from specsched.runtime.app import run
-from specsched.runtime.bench import plot, runner, targets
-from specsched.runtime.bench.arms import ARM_NAMES, PEER_ARMS, other_numerics, runtime_config
-from specsched.runtime.bench.cli import settings_from_args
-from specsched.runtime.bench.measure import ArmResult, Sample, Stop, compare_with_baseline, measure
-from specsched.runtime.bench.overhead import verifier_overhead
-from specsched.runtime.bench.report import markdown, print_report
-from specsched.runtime.bench.runner import run_bench
+from specsched.runtime.apps.bench import plot, runner, targets
+from specsched.runtime.apps.bench.arms import ARM_NAMES, PEER_ARMS, other_numerics, runtime_config
+from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.measure import ArmResult, Sample, Stop, compare_with_baseline, measure
+from specsched.runtime.apps.bench.overhead import verifier_overhead
+from specsched.runtime.apps.bench.report import markdown, print_report
+from specsched.runtime.apps.bench.runner import run_bench
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
 
@@ -281,7 +281,7 @@ def test_targets_say_met_or_missed_by_how_much():
 def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_sample():
     from types import SimpleNamespace
 
-    from specsched.runtime.bench.arms import sample_of
+    from specsched.runtime.apps.bench.arms import sample_of
     from specsched.runtime.engine.collected import Interrupted
 
     with pytest.raises(KeyboardInterrupt):
@@ -309,7 +309,7 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
 
 
 def test_an_arm_a_stopped_benchmark_never_came_to_reads_not_measured_rather_than_failed():
-    from specsched.runtime.bench.report import arm_rows
+    from specsched.runtime.apps.bench.report import arm_rows
 
     ran = ArmResult("ar", "", samples=[Sample(10.0, 1.0, [[1]])])
     broke = ArmResult("sd", "", samples=[Sample(0.0, 1.0, [], error="boom")], errors=["boom"])

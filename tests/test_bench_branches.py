@@ -14,13 +14,13 @@ import pytest
 from cli_runs import bench_args
 from rich.console import Console
 
-from specsched.runtime.bench import plot, runner
-from specsched.runtime.bench.arms import BRANCH_ARMS, RUNTIME_ARMS, runtime_config, shared
-from specsched.runtime.bench.cli import settings_from_args
-from specsched.runtime.bench.measure import ArmResult, Sample, compare_with_baseline
-from specsched.runtime.bench.report import print_report
-from specsched.runtime.bench.runner import run_bench
-from specsched.runtime.bench.sweep import BranchShape, SweepPoint, label, parse_values, point_config
+from specsched.runtime.apps.bench import plot, runner
+from specsched.runtime.apps.bench.arms import BRANCH_ARMS, RUNTIME_ARMS, runtime_config, shared
+from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.measure import ArmResult, Sample, compare_with_baseline
+from specsched.runtime.apps.bench.report import print_report
+from specsched.runtime.apps.bench.runner import run_bench
+from specsched.runtime.apps.bench.sweep import BranchShape, SweepPoint, label, parse_values, point_config
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 SVG = "{http://www.w3.org/2000/svg}"

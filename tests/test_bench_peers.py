@@ -7,10 +7,10 @@ import pytest
 import torch
 from cli_runs import bench_args
 
-from specsched.runtime.bench.arms import PEER_ARMS
-from specsched.runtime.bench.cli import settings_from_args
-from specsched.runtime.bench.peers import LoadedPeers, PeerArm, as_assistant, draft_as_llama
-from specsched.runtime.bench.runner import run_bench
+from specsched.runtime.apps.bench.arms import PEER_ARMS
+from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.peers import LoadedPeers, PeerArm, as_assistant, draft_as_llama
+from specsched.runtime.apps.bench.runner import run_bench
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM
 from tests.fp32 import assert_close

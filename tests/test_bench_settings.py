@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from cli_runs import bench_args
 
-from specsched.runtime.bench import plot
-from specsched.runtime.bench.arms import ARM_NAMES, parse_arms
-from specsched.runtime.bench.cli import settings_from_args
-from specsched.runtime.bench.measure import ArmResult, Sample, compare_with_baseline
-from specsched.runtime.bench.sweep import parse_values, point_config, run_sweep
+from specsched.runtime.apps.bench import plot
+from specsched.runtime.apps.bench.arms import ARM_NAMES, parse_arms
+from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.measure import ArmResult, Sample, compare_with_baseline
+from specsched.runtime.apps.bench.sweep import parse_values, point_config, run_sweep
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 

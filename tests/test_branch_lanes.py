@@ -127,11 +127,11 @@ def test_lane_processes_die_with_their_worker():
 def test_the_live_view_gives_each_lane_process_a_line_under_its_worker():
     from rendering import render_text
 
+    from specsched.runtime.apps.view.dashboard import Dashboard
+    from specsched.runtime.apps.view.monitor import Monitor
+    from specsched.runtime.apps.view.usage import UsageSampler, lane_processes
     from specsched.runtime.core.config import RunConfig
     from specsched.runtime.engine.collected import Collected
-    from specsched.runtime.view.dashboard import Dashboard
-    from specsched.runtime.view.monitor import Monitor
-    from specsched.runtime.view.usage import UsageSampler, lane_processes
 
     worker = _worker_with_two_lanes()
     try:

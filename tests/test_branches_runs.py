@@ -171,7 +171,7 @@ def test_bad_branch_flags_cost_one_line(flags, fragment):
 
 
 def test_the_live_view_names_branch_workers_as_such():
-    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.apps.view.monitor import Monitor
 
     config = sim_config(prompts=PROMPTS[:2], drafter="branches", max_new_tokens=12)
     record = run_ok(config)

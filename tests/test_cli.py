@@ -146,8 +146,8 @@ def test_the_first_signal_stops_the_run_the_second_only_says_so_the_third_abando
 
 
 def test_ctrl_c_while_models_load_still_writes_an_interrupted_record(tmp_path, monkeypatch, capsys):
-    from specsched.runtime import app
-    from specsched.runtime.cli import main
+    from specsched.runtime.apps.cli import main
+    from specsched.runtime.apps.run import app
 
     def interrupted_while_loading(config):  # the engine checks the models and loads the tokenizer first
         raise KeyboardInterrupt

@@ -194,7 +194,7 @@ def test_an_existing_writable_output_file_is_accepted_in_a_folder_the_user_canno
     import argparse
     from pathlib import Path
 
-    import specsched.runtime.output_paths as outputs
+    import specsched.runtime.apps.run.output_paths as outputs
 
     target = tmp_path / "run.json"
     target.write_text("")
@@ -209,8 +209,8 @@ def test_an_output_never_overwrites_an_input_or_another_output(tmp_path):
     naming one file was lost; /proc passed the writability check (root may write anywhere else)."""
     import argparse
 
+    from specsched.runtime.apps.run.output_paths import check_outputs
     from specsched.runtime.core.config import ConfigError
-    from specsched.runtime.output_paths import check_outputs
 
     workload, policy = tmp_path / "jobs.jsonl", tmp_path / "mine.py"
     workload.write_text('{"prompt": "a"}\n')

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from specsched.runtime.cli import build_parser
-from specsched.runtime.help_text import DefaultsHelp, default_words
+from specsched.runtime.apps.cli import build_parser
+from specsched.runtime.apps.run.help_text import DefaultsHelp, default_words
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

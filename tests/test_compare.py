@@ -10,8 +10,8 @@ from contextlib import redirect_stdout
 import pytest
 from rich.console import Console
 
-from specsched.runtime.cli import main
-from specsched.runtime.compare import compare, differing_sequences, policy_configs, print_comparison
+from specsched.runtime.apps.cli import main
+from specsched.runtime.apps.commands.compare import compare, differing_sequences, policy_configs, print_comparison
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 WORKLOAD = RunConfig(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
@@ -98,7 +98,7 @@ def test_sampled_texts_of_drafts_shaped_by_measured_times_may_differ_and_are_not
 
 
 def test_a_workload_compared_calls_only_the_differences_of_untimed_jobs_a_bug(records):
-    from specsched.runtime.workload_cli import text_verdict
+    from specsched.runtime.apps.commands.workload_cli import text_verdict
 
     def job(r, tokens=None, **flags):  # one job's record under one policy
         seqs = r.sequences if tokens is None else [dataclasses.replace(r.sequences[0], tokens=tokens)]
@@ -129,7 +129,7 @@ def test_an_interrupted_policy_run_ends_the_comparison(monkeypatch):
     """Ctrl-C (or SIGTERM) during one policy's run: the policies after it are not started."""
     import types
 
-    import specsched.runtime.compare as cmp
+    import specsched.runtime.apps.commands.compare as cmp
 
     started = []
 

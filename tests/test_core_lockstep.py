@@ -15,10 +15,10 @@ import pytest
 from cli_runs import read_json, run_cli
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
+from specsched.runtime.apps.cli import build_parser
+from specsched.runtime.apps.run.flags import config_from_args
 from specsched.runtime.backends.sim import EOS
-from specsched.runtime.cli import build_parser
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.flags import config_from_args
 
 VOCAB = 64
 MAX_NEW = 16

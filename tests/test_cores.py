@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers import run_ok, sim_config, target_model, words
 
-from specsched.runtime.report import summary_table
+from specsched.runtime.apps.run.report import summary_table
 from specsched.scheduler.cores import Cores, describe, usable_cores
 from specsched.scheduler.jobs import JobState
 from specsched.scheduler.verifier import Verifier

@@ -15,13 +15,13 @@ import torch
 from cli_runs import assert_one_error_line, specsched
 from rendering import render_text
 
+from specsched.runtime.apps.run.report import summary_table
 from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core import device
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.device import default_dtype, resolve_device
 from specsched.runtime.engine.child import error_line
 from specsched.runtime.engine.engine import Engine
-from specsched.runtime.report import summary_table
 from tests.tiny_hf import make_pair
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -161,7 +161,7 @@ def pair(tmp_path_factory):
 
 
 def test_the_flag_reaches_every_process_and_the_summary_says_where_models_ran(pair):
-    from specsched.runtime.app import run
+    from specsched.runtime.apps.run.app import run
 
     target, draft = pair
     record = run(RunConfig(backend="hf", target=str(target), draft=str(draft), device="cpu", workers=2,
@@ -203,7 +203,7 @@ def test_a_cuda_placement_has_its_own_stream_and_counts_what_crosses():
 
 @needs_cuda
 def test_fp32_on_cuda_gives_the_cpu_greedy_tokens_and_counts_the_verifier_traffic(pair):
-    from specsched.runtime.app import run
+    from specsched.runtime.apps.run.app import run
 
     target, draft = pair
     runs = {d: run(RunConfig(backend="hf", target=str(target), draft=str(draft), device=d, dtype="fp32",

@@ -13,7 +13,7 @@ import pytest
 import torch
 from cli_runs import assert_one_error_line, specsched
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.backends import device_chain
 from specsched.runtime.backends import device_sampling as ds
 from specsched.runtime.backends.backend import DraftedChain

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from helpers import outputs, run_ok, sim_config, words
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.engine.engine import Engine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specsched.policies import ReadyDraft, load_policy
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "least_progress.py"

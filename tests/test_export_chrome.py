@@ -14,9 +14,9 @@ from io import StringIO
 import pytest
 from cli_runs import PLAIN_PROMPT
 
-from specsched.runtime.cli import main
+from specsched.runtime.apps.cli import main
+from specsched.runtime.apps.commands.export import chrome_trace
 from specsched.runtime.core.events import VERIFIER, Event
-from specsched.runtime.export import chrome_trace
 
 
 def ev(worker: int, kind: str, start: float, end: float) -> Event:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.wire import ProtocolError, unpack
@@ -253,7 +253,7 @@ def test_a_target_without_features_answers_a_draft_that_asks_as_if_it_had_not():
 
 
 def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_path):
-    from specsched.runtime.models.training.feature_data import export_answers, import_answers
+    from specsched.runtime.apps.drafts.training.feature_data import export_answers, import_answers
 
     made = tmp_path / "made"
     made.mkdir()

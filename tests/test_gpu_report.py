@@ -14,16 +14,16 @@ from pathlib import Path
 
 from rendering import render_text
 
-from specsched.runtime.bench.measure import ArmResult, Sample
+from specsched.runtime.apps.bench.measure import ArmResult, Sample
+from specsched.runtime.apps.run.report import summary_table
+from specsched.runtime.apps.view.dashboard import Dashboard
+from specsched.runtime.apps.view.gpu_usage import GpuSampler, GpuUse, GpuWatch, gpu_summary, mean_busy, mean_total_sm
+from specsched.runtime.apps.view.usage import RecordedUsage, Usage, UsageSampler
 from specsched.runtime.core import device as device_module
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.device import mps_daemon_running
 from specsched.runtime.engine.collected import Collected
 from specsched.runtime.engine.record import build_record
-from specsched.runtime.report import summary_table
-from specsched.runtime.view.dashboard import Dashboard
-from specsched.runtime.view.gpu_usage import GpuSampler, GpuUse, GpuWatch, gpu_summary, mean_busy, mean_total_sm
-from specsched.runtime.view.usage import RecordedUsage, Usage, UsageSampler
 
 
 def test_on_cuda_the_summary_says_mps_traffic_and_gpu_use():
@@ -243,7 +243,7 @@ def test_gpu_use_reaches_the_usage_rows_the_replay_and_the_live_view():
 
 
 def test_the_live_view_has_gpu_columns_only_when_nvml_reports():
-    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.apps.view.monitor import Monitor
 
     config = RunConfig(backend="sim", prompts=["x"], workers=1)
     snap = Monitor(config).snapshot(Collected(), 0.0)
@@ -258,7 +258,7 @@ def test_the_live_view_has_gpu_columns_only_when_nvml_reports():
 
 
 def test_the_snapshot_carries_the_newest_gpu_busy_share_where_one_was_read():
-    from specsched.runtime.view.monitor import Monitor
+    from specsched.runtime.apps.view.monitor import Monitor
 
     config = RunConfig(backend="sim", prompts=["x"], workers=1)
     sampler = UsageSampler(interval=0.0, gpu=GpuSampler(FakeMpsNvml()))
@@ -270,9 +270,9 @@ def test_the_snapshot_carries_the_newest_gpu_busy_share_where_one_was_read():
 
 
 def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
-    from specsched.runtime.bench.record import BenchRecord
-    from specsched.runtime.bench.report import markdown
-    from specsched.runtime.bench.sweep import SweepPoint
+    from specsched.runtime.apps.bench.record import BenchRecord
+    from specsched.runtime.apps.bench.report import markdown
+    from specsched.runtime.apps.bench.sweep import SweepPoint
 
     def arm(name: str, *sm: float | None) -> ArmResult:
         return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x,

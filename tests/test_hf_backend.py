@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
 from tests.fp32 import assert_close, assert_greedy_equal

@@ -1,60 +1,98 @@
-"""The layers README's "Repository layout" names import one way: each only from the layers above it.
+"""Each folder of the package is one layer, and imports point one way (docs/architecture.md, the layer picture).
 
-Every `import specsched...` in the package's source is checked, lazy ones inside functions included.
+Every import of the package's own modules is read from the files, lazy ones inside functions included. The
+package's imports are relative, so these arrows are the ones a reader (or a tool) resolves on disk.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("runtime", "workers", "scheduler", "policies")
 
-# (module prefix, layer), most specific first; a module may import from its own layer and those before it
+# A folder's layer (most specific first): a module imports from its own layer and the layers before it.
 LAYERS = [
-    ("specsched.runtime.core", 0),
-    ("specsched.runtime.models.training", 7),     # tools on top, used by no process of a run
-    ("specsched.runtime.models.evaluation", 7),
-    ("specsched.runtime.models.cli", 7),          # `specsched models`: an application
-    ("specsched.runtime.models", 1),
-    ("specsched.runtime.backends", 2),
-    ("specsched.policies", 3),
-    ("specsched.workers", 4),
-    ("specsched.scheduler", 5),
-    ("specsched.runtime.engine", 6),
-    ("specsched.runtime", 7),                     # the applications: cli, app, view, tot, bench, ...
-    ("specsched", 7),
+    ("runtime/core", 0),         # wire, messages, config, sampling, costs: what every process shares
+    ("runtime/models", 1),       # model files, caches, the draft models' shapes
+    ("runtime/backends", 2),     # a target and a draft behind one interface: sim, hf, llama.cpp
+    ("policies", 3),             # the scheduling policies
+    ("workers", 4),              # the draft processes
+    ("scheduler", 5),            # the verifier process
+    ("runtime/engine", 6),       # the process table, supervision, admission of jobs
+    ("runtime/apps", 7),         # every command, the view, ToT, bench, draft training: nothing imports them
+    ("runtime", 7),
+    (".", 7),                    # the package's root (bin/_package/): `specsched.Engine`, the version
 ]
-FOLDERS = {"runtime": "specsched.runtime", "workers": "specsched.workers", "scheduler": "specsched.scheduler",
-           "policies": "specsched.policies"}
 
 
-def layer(module: str) -> int:
-    return next(n for prefix, n in LAYERS if module == prefix or module.startswith(prefix + "."))
+def layer(folder: str) -> int:
+    return next(n for prefix, n in LAYERS if folder == prefix or folder.startswith(prefix + "/"))
 
 
-def modules() -> dict[str, Path]:
-    out = {}
-    for folder, package in FOLDERS.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            parts = path.relative_to(ROOT / folder).with_suffix("").parts
-            out[".".join((package, *parts)).removesuffix(".__init__")] = path
+def sources() -> list[Path]:
+    return [p for f in FOLDERS for p in sorted((ROOT / f).rglob("*.py"))]
+
+
+def imported_folders(path: Path) -> list[tuple[str, str]]:
+    """(folder, what the line says) for each package module `path` imports, resolved on disk."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            assert not any(a.name.split(".")[0] == "specsched" for a in node.names), f"{path}: use a relative import"
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level or (node.module or "").split(".")[0] != "specsched", f"{path}: use a relative import"
+            if not node.level:
+                continue
+            base = path.parent
+            for _ in range(node.level - 1):
+                base = base.parent
+            target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+            for name in node.names:  # `from . import x` names a module of the folder (or the folder's own name)
+                sub = target / name.name
+                module = sub if (sub.with_suffix(".py").exists() or (sub / "__init__.py").exists()) else target
+                folder = module if module.is_dir() else module.parent
+                out.append((folder.relative_to(ROOT).as_posix(), ast.unparse(node)))
     return out
 
 
-def imports(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {m for m in found if m == "specsched" or m.startswith("specsched.")}
+def graph() -> dict[str, dict[str, str]]:
+    """folder -> {imported folder: one import that makes the arrow}."""
+    arrows: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in sources():
+        here = path.parent.relative_to(ROOT).as_posix()
+        for there, line in imported_folders(path):
+            if there != here:
+                arrows[here].setdefault(there, f"{path.relative_to(ROOT)}: {line}")
+    return arrows
 
 
-def test_every_import_points_up_the_layers():
-    found = modules()
-    assert len(found) > 50  # the walk found the package
-    wrong = [f"{name} (layer {layer(name)}) imports {dep} (layer {layer(dep)})"
-             for name, path in sorted(found.items()) for dep in sorted(imports(path)) if layer(dep) > layer(name)]
+def test_every_import_points_down_the_layers():
+    arrows = graph()
+    assert len(arrows) > 10  # the walk found the folders
+    wrong = [f"{why} (layer {layer(a)} imports layer {layer(b)})"
+             for a, out in sorted(arrows.items()) for b, why in sorted(out.items()) if layer(b) > layer(a)]
     assert wrong == []
+
+
+def test_no_folder_imports_itself_through_others():
+    arrows, state, path = graph(), {}, []
+
+    def cycle_from(folder: str) -> list[str] | None:
+        state[folder] = "open"
+        path.append(folder)
+        for there in sorted(arrows.get(folder, {})):
+            if state.get(there) == "open":
+                return path[path.index(there):] + [there]
+            if there not in state and (found := cycle_from(there)):
+                return found
+        state[folder] = "done"
+        path.pop()
+        return None
+
+    for folder in sorted(arrows):
+        if folder not in state and (found := cycle_from(folder)):
+            steps = [arrows[a][b] for a, b in zip(found, found[1:])]
+            raise AssertionError("a cycle of folders: " + " -> ".join(found) + "\n" + "\n".join(steps))

@@ -23,7 +23,7 @@ from cli_runs import read_json, specsched, stderr_lines
 from helpers import draft_model, greedy_reference, run_ok, sim_config, words
 from process_watch import Watched, WatchedCommand
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import ConfigError
 from specsched.runtime.core.transport import SUN_PATH_MAX, private_dir
 from specsched.runtime.engine.engine import Engine

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_runs import specsched
 
-from specsched.runtime.cli import main
+from specsched.runtime.apps.cli import main
 from specsched.runtime.models import pull as pull_mod
 
 
@@ -34,9 +34,9 @@ def guarded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> types.SimpleName
     monkeypatch.setattr(pull_mod, "convert_gguf", _guard)
     # `models distill` imports its recipe only once the input is accepted; this stand-in records that.
     started = types.SimpleNamespace(args=None)
-    fake = types.ModuleType("specsched.runtime.models.training.distill")
+    fake = types.ModuleType("specsched.runtime.apps.drafts.distill")
     fake.run = lambda args: (setattr(started, "args", args), _guard())
-    monkeypatch.setitem(sys.modules, "specsched.runtime.models.training.distill", fake)
+    monkeypatch.setitem(sys.modules, "specsched.runtime.apps.drafts.distill", fake)
     return started
 
 

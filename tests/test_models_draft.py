@@ -9,14 +9,14 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from specsched.runtime.apps.drafts.evaluation.evaluate import LookupDrafter, chain, decode
+from specsched.runtime.apps.drafts.training.draft_init import compress_target
 from specsched.runtime.backends.hf import HFModel
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
-from specsched.runtime.models.evaluation.evaluate import LookupDrafter, chain, decode
 from specsched.runtime.models.growing_cache import cache_out
 from specsched.runtime.models.lean_forward import Int8Linear, int8_available
 from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
-from specsched.runtime.models.training.draft_init import compress_target
 from tests.fp32 import assert_close, assert_greedy_equal
 
 VOCAB, HIDDEN = 96, 64
@@ -260,7 +260,7 @@ class _Timed(torch.nn.Module):
 def test_forward_costs_times_one_target_forward_then_k_draft_forwards(monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost ratio's clock: the draft is timed in the pattern serial SD runs it, each model on its own
     cache cropped back to the context; the 2 warm-up rounds are dropped and each time is a median."""
-    import specsched.runtime.models.evaluation.forward_costs as fc
+    import specsched.runtime.apps.drafts.evaluation.forward_costs as fc
 
     clock = _Clock()
     monkeypatch.setattr(fc, "time", clock)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 from fp32 import assert_greedy_equal
 
-from specsched.runtime.core.config import AUTO_LOOKUP
-from specsched.runtime.models.evaluation.evaluate import (
+from specsched.runtime.apps.drafts.evaluation.evaluate import (
     STOP_BELOW,
     Decode,
     LookupDrafter,
@@ -16,6 +15,7 @@ from specsched.runtime.models.evaluation.evaluate import (
     chain,
     decode,
 )
+from specsched.runtime.core.config import AUTO_LOOKUP
 
 
 def _rows() -> dict[str, Row]:
@@ -48,8 +48,8 @@ def test_the_evaluation_loop_decodes_what_transformers_decodes_and_speculation_c
     transformers' greedy tokens, and every drafter leaves them unchanged while the draft is accepted."""
     from transformers import AutoTokenizer
 
+    from specsched.runtime.apps.drafts.training.tiny import ASSET_DIR
     from specsched.runtime.backends.hf import HFModel
-    from specsched.runtime.models.training.tiny import ASSET_DIR
 
     tok = AutoTokenizer.from_pretrained(ASSET_DIR / "target")
     target, draft = HFModel(str(ASSET_DIR / "target"), "fp32"), HFModel(str(ASSET_DIR / "draft"), "fp32")

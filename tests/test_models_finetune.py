@@ -10,12 +10,12 @@ import pytest
 import torch
 from test_models_draft import VOCAB, make_draft, target  # noqa: F401  (pytest fixture)
 
-from specsched.runtime.models.training import finetune as ft
-from specsched.runtime.models.training import prompts as P
-from specsched.runtime.models.training.distill_data import collate, to_example
-from specsched.runtime.models.training.finetune import FinetuneConfig, finetune
-from specsched.runtime.models.training.train import kd_loss, vocab_lut
-from specsched.runtime.models.training.varied_prompts import varied_prompts
+from specsched.runtime.apps.drafts.training import finetune as ft
+from specsched.runtime.apps.drafts.training import prompts as P
+from specsched.runtime.apps.drafts.training.distill_data import collate, to_example
+from specsched.runtime.apps.drafts.training.finetune import FinetuneConfig, finetune
+from specsched.runtime.apps.drafts.training.train import kd_loss, vocab_lut
+from specsched.runtime.apps.drafts.training.varied_prompts import varied_prompts
 
 
 def _skeleton(template: str) -> str:

@@ -6,8 +6,8 @@ import json
 
 import torch
 
-from specsched.runtime.models.training import prompts as P
-from specsched.runtime.models.training.distill_data import choose_vocab
+from specsched.runtime.apps.drafts.training import prompts as P
+from specsched.runtime.apps.drafts.training.distill_data import choose_vocab
 
 
 def _stem(template: str) -> str:

@@ -190,7 +190,7 @@ def test_real_pull_and_generate(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _models_cli(argv: list[str]) -> int:
-    from specsched.runtime.cli import main
+    from specsched.runtime.apps.cli import main
 
     return main(argv)
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.drafts.training.tiny import ASSET_DIR, RECORD
+from specsched.runtime.apps.drafts.training.tiny_train import Schedule, cross_entropy, train
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.backends.hf_backend import HFTokenizer
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.models.registry import resolve_pair
-from specsched.runtime.models.training.tiny import ASSET_DIR, RECORD
-from specsched.runtime.models.training.tiny_train import Schedule, cross_entropy, train
 
 PROMPTS = ["LEONTES.\nGood Paulina,\n", "CLOWN.\nI will tell thee, shepherd, what the king's"]
 # From the held-out end of The Winter's Tale: text the models never trained on.
@@ -116,7 +116,7 @@ def test_models_list_shows_the_tiny_preset(tmp_path):
 
 def _micro_run(tmp: Path, fail_at: int | None) -> tuple[dict[str, torch.Tensor], int]:
     """Four training steps of a micro model, checkpointed after every step; (weights, steps run here)."""
-    from specsched.runtime.models.training.tiny import new_model
+    from specsched.runtime.apps.drafts.training.tiny import new_model
 
     model = new_model(dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                            num_key_value_heads=1), vocab=64, eos=0, seed=0)

@@ -184,7 +184,7 @@ def test_a_worker_from_another_address_drafts_and_the_output_is_the_local_runs(t
     assert len(remote_pids) == 1 and min(remote_pids) >= REMOTE_PID_BASE
     rows = {e.pid for e in record.collected.events if e.role == "draft" and e.worker == 0}
     assert rows == remote_pids  # its events came back under the pid the engine gave it: its row in the views
-    from specsched.runtime.view.timeline import Timeline
+    from specsched.runtime.apps.view.timeline import Timeline
 
     tl = Timeline(2)
     tl.add(record.collected.events)

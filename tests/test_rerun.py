@@ -8,8 +8,7 @@ import json
 import pytest
 from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched
 
-from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.rerun import (
+from specsched.runtime.apps.analysis.rerun import (
     NodeParting,
     Parting,
     Recorded,
@@ -18,7 +17,8 @@ from specsched.runtime.rerun import (
     partings,
     tree_partings,
 )
-from specsched.runtime.rerun_cli import verdict
+from specsched.runtime.apps.analysis.rerun_cli import verdict
+from specsched.runtime.core.config import ConfigError, RunConfig
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]
 TWO = '{{"status": "ok", "config": {{"backend": "sim", "workers": 2, "prompts": ["a"]}}, "sequences": {}}}'

@@ -8,12 +8,12 @@ import sys
 
 from cli_runs import assert_one_error_line
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
+from specsched.runtime.apps.tot.blocksworld import Blocksworld
+from specsched.runtime.apps.tot.gsm8k import Gsm8k
+from specsched.runtime.apps.tot.search import SearchConfig, search
+from specsched.runtime.apps.tot.task import Problem
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.tot.blocksworld import Blocksworld
-from specsched.runtime.tot.gsm8k import Gsm8k
-from specsched.runtime.tot.search import SearchConfig, search
-from specsched.runtime.tot.task import Problem
 
 SIM = ["--backend", "sim", "--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specsched.runtime.tot.parse import extract_answer_number, normalise_number, parse_good_bad, parse_number
-from specsched.runtime.tot.task import Score
+from specsched.runtime.apps.tot.parse import extract_answer_number, normalise_number, parse_good_bad, parse_number
+from specsched.runtime.apps.tot.task import Score
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,11 @@ import zlib
 
 import pytest
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
+from specsched.runtime.apps.tot.search import SearchConfig, phase_seed, search
+from specsched.runtime.apps.tot.task import Problem, Score, Task
+from specsched.runtime.apps.tot.tree import ANSWER, EVALUATE, GENERATE
 from specsched.runtime.core.config import RunConfig
-from specsched.runtime.tot.search import SearchConfig, phase_seed, search
-from specsched.runtime.tot.task import Problem, Score, Task
-from specsched.runtime.tot.tree import ANSWER, EVALUATE, GENERATE
 
 
 class Toy(Task):
@@ -156,7 +156,7 @@ def test_every_phase_seed_of_an_accepted_seed_is_one_a_phase_may_run_with(seed):
 @pytest.mark.slow  # ~9 model-loading process starts: a minute idle, several on a busy 2-core machine
 def test_a_gsm8k_tree_on_tiny_transformers_models_is_the_same_across_policies(tmp_path):
     """The real task on the real hf path (tiny Llama pair, word-level tokenizer): every phase decodes."""
-    from specsched.runtime.tot.gsm8k import Gsm8k
+    from specsched.runtime.apps.tot.gsm8k import Gsm8k
     from tests.tiny_hf import make_pair
 
     target, draft = make_pair(tmp_path)

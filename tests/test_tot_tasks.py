@@ -6,14 +6,14 @@ import json
 
 import pytest
 
+from specsched.runtime.apps.tot.blocksworld import Blocksworld
+from specsched.runtime.apps.tot.creative import Creative
+from specsched.runtime.apps.tot.gsm8k import SAMPLES as GSM8K_SAMPLES
+from specsched.runtime.apps.tot.gsm8k import Gsm8k
+from specsched.runtime.apps.tot.rows import RowError
+from specsched.runtime.apps.tot.task import Problem, Score
+from specsched.runtime.apps.tot.tasks import TASKS, get_task, load_problems
 from specsched.runtime.core.config import ConfigError
-from specsched.runtime.tot.blocksworld import Blocksworld
-from specsched.runtime.tot.creative import Creative
-from specsched.runtime.tot.gsm8k import SAMPLES as GSM8K_SAMPLES
-from specsched.runtime.tot.gsm8k import Gsm8k
-from specsched.runtime.tot.rows import RowError
-from specsched.runtime.tot.task import Problem, Score
-from specsched.runtime.tot.tasks import TASKS, get_task, load_problems
 
 GSM_STEP = "Sub-question: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls."
 PASSAGE_THOUGHT = "Plan: A quiet village at night.\n\nPassage: The wind rose. The kettle began to whistle."

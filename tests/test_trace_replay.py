@@ -11,8 +11,8 @@ from io import StringIO
 import pytest
 from cli_runs import PLAIN_PROMPT
 
-from specsched.runtime.cli import main
-from specsched.runtime.trace import ReplayClock, TraceError, load_trace, replay
+from specsched.runtime.apps.cli import main
+from specsched.runtime.apps.run.trace import ReplayClock, TraceError, load_trace, replay
 
 OLD_KEYS = {"status", "error", "config", "sequences", "metrics", "counters", "events"}
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from chi2 import chi2_sf
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.backends.backend import Cache
 from specsched.runtime.backends.sim import SimModel
 from specsched.runtime.core.config import RunConfig

@@ -11,11 +11,11 @@ import sys
 from cli_runs import PLAIN_PROMPT
 from rich.console import Console
 
+from specsched.runtime.apps.view.live import LiveView, ProgressLines, choose_view, progress_line
+from specsched.runtime.apps.view.monitor import Monitor
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.view.live import LiveView, ProgressLines, choose_view, progress_line
-from specsched.runtime.view.monitor import Monitor
 
 CONFIG = RunConfig(backend="sim", workers=2, max_new_tokens=8)
 EVENTS = [Event(1, "verifier", -1, "verify", 2.0, 3.0, 0), Event(2, "draft", 0, "draft", 0.0, 2.0, 0),

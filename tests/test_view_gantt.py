@@ -12,13 +12,13 @@ import io
 from rich.console import Console
 from rich.style import Style
 
+from specsched.runtime.apps.view.dashboard import Dashboard
+from specsched.runtime.apps.view.gantt import GLYPHS, STYLES, Gantt
+from specsched.runtime.apps.view.monitor import Monitor
+from specsched.runtime.apps.view.usage import Usage
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.engine.collected import Collected
-from specsched.runtime.view.dashboard import Dashboard
-from specsched.runtime.view.gantt import GLYPHS, STYLES, Gantt
-from specsched.runtime.view.monitor import Monitor
-from specsched.runtime.view.usage import Usage
 
 
 def ev(worker: int, kind: str, start: float, end: float, seq: int | None = None) -> Event:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from cli_runs import run_cli, specsched
 
+from specsched.runtime.apps.analysis.whatif import Recorded, Round, simulate
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.whatif import Recorded, Round, simulate
 
 CONFIG = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], max_new_tokens=10, k=4)
 
@@ -88,7 +88,7 @@ def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):
     out = specsched("whatif", str(tmp_path / "ar.trace"), "--policy", "rr")
     assert out.returncode == 2 and "needs a --mode seed run" in out.stderr
     with pytest.raises(ConfigError, match="--step-aside"):
-        from specsched.runtime.whatif import recorded
+        from specsched.runtime.apps.analysis.whatif import recorded
 
         recorded(RunConfig(backend="sim", step_aside="on"), [], [])
 

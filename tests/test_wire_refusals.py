@@ -14,7 +14,7 @@ import pytest
 import zmq
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
-from specsched.runtime.app import run
+from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.messages import Draft
 from specsched.runtime.core.security import Keys, secure_client
 from specsched.runtime.core.wire import PROTOCOL_VERSION, REFUSED, ProtocolError, pack, unpack

@@ -13,8 +13,8 @@ from process_watch import WatchedCommand
 
 from specsched.policies.base import ReadyDraft
 from specsched.policies.priority import Priority
+from specsched.runtime.apps.commands.workload import job_config, load_workload, poisson_workload
 from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.workload import job_config, load_workload, poisson_workload
 
 FAST = ["--backend", "sim", "--sim-draft-ms", "2", "--sim-verify-ms", "4"]
 

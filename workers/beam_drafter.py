@@ -32,10 +32,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.core.beam_trees import NO_NODES, BeamTree, TreeLayer
-from specsched.runtime.core.beams import draw, joint_logprobs, log_softmax, search_step
-from specsched.runtime.core.sampling import SamplingParams, distribution
+from ..runtime.backends.backend import Cache, LanguageModel
+from ..runtime.core.beam_trees import NO_NODES, BeamTree, TreeLayer
+from ..runtime.core.beams import draw, joint_logprobs, log_softmax, search_step
+from ..runtime.core.sampling import SamplingParams, distribution
 
 __all__ = ["draft_tree"]
 

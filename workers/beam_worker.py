@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 
-from specsched.runtime.core.beam_messages import BeamTask, TreeDraft
-from specsched.runtime.core.beams import beam_stream
-from specsched.runtime.core.config import RunConfig
-from specsched.runtime.core.wire import ProtocolError, pack
-from specsched.workers.beam_drafter import draft_tree
+from ..runtime.core.beam_messages import BeamTask, TreeDraft
+from ..runtime.core.beams import beam_stream
+from ..runtime.core.config import RunConfig
+from ..runtime.core.wire import ProtocolError, pack
+from .beam_drafter import draft_tree
 
 EMPTY = np.zeros(0, np.int32)
 

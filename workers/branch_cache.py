@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from specsched.runtime.models.corpus_cache import GRAM, CorpusCache
+from ..runtime.models.corpus_cache import GRAM, CorpusCache
 
 __all__ = ["GRAM", "ContextCache", "CorpusCache", "candidate_tree"]
 

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.config import DrafterKind, RunConfig
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams
-from specsched.runtime.models.corpus_cache import load
-from specsched.workers.branch_cache import GRAM, ContextCache, CorpusCache, candidate_tree
-from specsched.workers.branch_lanes import Lanes
-from specsched.workers.drafter import Drafter, Proposal
-from specsched.workers.lane_process import LaneProcesses
-from specsched.workers.lookup import NgramIndex
+from ..runtime.core.config import DrafterKind, RunConfig
+from ..runtime.core.draft_q import DraftQ
+from ..runtime.core.sampling import SamplingParams
+from ..runtime.models.corpus_cache import load
+from .branch_cache import GRAM, ContextCache, CorpusCache, candidate_tree
+from .branch_lanes import Lanes
+from .drafter import Drafter, Proposal
+from .lane_process import LaneProcesses
+from .lookup import NgramIndex
 
 
 @dataclass(frozen=True, slots=True)

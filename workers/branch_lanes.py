@@ -19,7 +19,7 @@ tokens give n-grams of nothing until a lane has decoded L tokens of its own.
 
 from __future__ import annotations
 
-from specsched.workers.branch_cache import GRAM
+from .branch_cache import GRAM
 
 
 class Lanes:

@@ -13,20 +13,20 @@ from collections.abc import Callable
 
 import zmq
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.config import Mode, RunConfig, TreeKind
-from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.core.events import Recorder
-from specsched.runtime.core.messages import Draft, Verdict
-from specsched.runtime.core.resume import Resume, Resumed
-from specsched.runtime.core.sampling import stream
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import Telemetry, connect, process_name, worker_identity
-from specsched.runtime.core.wire import ProtocolError, pack, unpack
-from specsched.workers.beam_worker import run_beam_slot
-from specsched.workers.branch_drafter import branch_drafter
-from specsched.workers.drafter import make_drafter
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.calibration import Calibration
+from ..runtime.core.config import Mode, RunConfig, TreeKind
+from ..runtime.core.costs import CostCurve
+from ..runtime.core.events import Recorder
+from ..runtime.core.messages import Draft, Verdict
+from ..runtime.core.resume import Resume, Resumed
+from ..runtime.core.sampling import stream
+from ..runtime.core.security import Keys
+from ..runtime.core.transport import Telemetry, connect, process_name, worker_identity
+from ..runtime.core.wire import ProtocolError, pack, unpack
+from .beam_worker import run_beam_slot
+from .branch_drafter import branch_drafter
+from .drafter import make_drafter
 
 
 class Stopped(Exception):

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.backend import ChainPlan, LanguageModel
-from specsched.runtime.core.costs import CostCurve
-from specsched.runtime.core.coupling import race, winners
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
-from specsched.workers.lookup import NgramIndex
+from ..runtime.backends.backend import ChainPlan, LanguageModel
+from ..runtime.core.costs import CostCurve
+from ..runtime.core.coupling import race, winners
+from ..runtime.core.draft_q import DraftQ
+from ..runtime.core.sampling import SamplingParams, distribution, sample, top_tokens
+from .lookup import NgramIndex
 
 
 @dataclass(slots=True)
@@ -242,7 +242,7 @@ def make_drafter(model: LanguageModel, params: SamplingParams, rng: np.random.Ge
     `calibration`, the bins it learns from, shared across the sequences of one worker). `clocks`: the job's
     seed and the sequence's index in it, which key the race a coupled draft runs (coupling.py)."""
     if pct is not None:
-        from specsched.workers.pct import PctDrafter  # it builds on TreeDrafter, defined above
+        from .pct import PctDrafter  # it builds on TreeDrafter, defined above
 
         top_k, depth, floor = pct
         drafter: Drafter = PctDrafter(model, params, rng, prompt, top_k=top_k, depth=depth, floor=floor,

@@ -24,12 +24,12 @@ import sys
 import numpy as np
 import zmq
 
-from specsched.runtime.core.gatekeeper import Gatekeeper
-from specsched.runtime.core.process import die_with_parent, set_title
-from specsched.runtime.core.security import Keys, secure_client, secure_server
-from specsched.runtime.core.transport import private_dir
-from specsched.runtime.core.wire import pack, unpack
-from specsched.workers.branch_lanes import GRAM, Lanes
+from ..runtime.core.gatekeeper import Gatekeeper
+from ..runtime.core.process import die_with_parent, set_title
+from ..runtime.core.security import Keys, secure_client, secure_server
+from ..runtime.core.transport import private_dir
+from ..runtime.core.wire import pack, unpack
+from .branch_lanes import GRAM, Lanes
 
 STOP_WAIT_S = 2.0
 LANE_USER = "lane"  # the name lanes speak under to their worker's sockets

@@ -37,10 +37,10 @@ import time
 
 import numpy as np
 
-from specsched.runtime.backends.backend import LanguageModel
-from specsched.runtime.core.calibration import Calibration
-from specsched.runtime.core.sampling import SamplingParams, top_tokens
-from specsched.workers.drafter import Proposal, TreeDrafter, softmax
+from ..runtime.backends.backend import LanguageModel
+from ..runtime.core.calibration import Calibration
+from ..runtime.core.sampling import SamplingParams, top_tokens
+from .drafter import Proposal, TreeDrafter, softmax
 
 MAX_NODES = 48          # a tree never reads more tokens than this into one verification
 PRIOR_SD_ST = 0.1       # s_d / s_t until both are measured

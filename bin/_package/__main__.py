@@ -1,5 +1,5 @@
 """`python -m specsched` is the `specsched` command."""
 
-from specsched.runtime.cli import entry
+from specsched.runtime.apps.cli import entry
 
 entry()

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.backends.cache import Cache
-from specsched.runtime.core.config import BackendKind, ConfigError, RunConfig
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams
+from ..core.config import BackendKind, ConfigError, RunConfig
+from ..core.draft_q import DraftQ
+from ..core.sampling import SamplingParams
+from .cache import Cache
 
 
 @dataclass(slots=True)
@@ -214,12 +214,12 @@ def preload_modules(config: RunConfig) -> list[str]:
 def get_backend(config: RunConfig) -> Backend:
     # Imported lazily: a sim worker must never pay for importing torch.
     if config.backend == BackendKind.SIM:
-        from specsched.runtime.backends.sim import SimBackend
+        from .sim import SimBackend
         return SimBackend(config)
     if config.backend == BackendKind.HF:
-        from specsched.runtime.backends.hf_backend import HFBackend
+        from .hf_backend import HFBackend
         return HFBackend(config)
     if config.backend == BackendKind.LLAMACPP:
-        from specsched.runtime.backends.llamacpp_backend import LlamaCppBackend
+        from .llamacpp_backend import LlamaCppBackend
         return LlamaCppBackend(config)
     raise ConfigError(f"unknown --backend {config.backend!r}")

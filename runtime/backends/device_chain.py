@@ -20,12 +20,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from specsched.runtime.backends import device_sampling as ds
-from specsched.runtime.backends.backend import ChainPlan, DraftedChain
-from specsched.runtime.core.device import device_chains
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.sampling import SamplingParams
-from specsched.runtime.models.growing_cache import GrowingCache, cache_out
+from ..core.device import device_chains
+from ..core.draft_q import DraftQ
+from ..core.sampling import SamplingParams
+from ..models.growing_cache import GrowingCache, cache_out
+from . import device_sampling as ds
+from .backend import ChainPlan, DraftedChain
 
 
 def wanted(cuda: bool) -> bool:

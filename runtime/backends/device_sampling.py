@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from specsched.runtime.core.sampling import SamplingParams
+from ..core.sampling import SamplingParams
 
 
 def distribution(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

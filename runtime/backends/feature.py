@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from specsched.runtime.backends.backend import LanguageModel, common_prefix
-from specsched.runtime.backends.cache import Cache
-from specsched.runtime.core.wire import ProtocolError
-from specsched.runtime.models.feature_draft import FeatureDraft, load_feature_draft
+from ..core.wire import ProtocolError
+from ..models.feature_draft import FeatureDraft, load_feature_draft
+from .backend import LanguageModel, common_prefix
+from .cache import Cache
 
 
 class FeatureCache(Cache):

@@ -18,17 +18,17 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from specsched.runtime.backends import device_chain
-from specsched.runtime.backends.backend import (
+from ..models.draft_model import DraftLM
+from ..models.growing_cache import GrowingCache, cache_keyword, cache_out
+from . import device_chain
+from .backend import (
     Cache,
     ChainPlan,
     DraftedChain,
     LanguageModel,
     Traffic,
 )
-from specsched.runtime.backends.placement import Placement
-from specsched.runtime.models.draft_model import DraftLM
-from specsched.runtime.models.growing_cache import GrowingCache, cache_keyword, cache_out
+from .placement import Placement
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -45,7 +45,7 @@ class HFModel(LanguageModel):
 
     def __init__(self, path: str, dtype: str, *, target_dir: str | None = None,
                  placement: Placement | None = None) -> None:
-        from specsched.runtime.models.registry import is_distilled_draft, load_model
+        from ..models.registry import is_distilled_draft, load_model
 
         if is_distilled_draft(Path(path)):  # the project's distilled draft (a DraftLM)
             module = load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None)

@@ -16,21 +16,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specsched.runtime.backends.backend import Backend, Tokenizer
-from specsched.runtime.core.config import ConfigError, DrafterKind
-from specsched.runtime.core.device import device_chains, refuse_absent_gpu
-from specsched.runtime.models.draft_files import (
+from ..core.config import ConfigError, DrafterKind
+from ..core.device import device_chains, refuse_absent_gpu
+from ..models.draft_files import (
     FEATURE_CONFIG,
     distilled_vocab,
     is_distilled_draft,
     is_feature_draft,
 )
-from specsched.runtime.models.weights import damaged_weights
+from ..models.weights import damaged_weights
+from .backend import Backend, Tokenizer
 
 if TYPE_CHECKING:
-    from specsched.runtime.backends.feature import FeatureModel
-    from specsched.runtime.backends.hf import HFModel
-    from specsched.runtime.backends.placement import Placement
+    from .feature import FeatureModel
+    from .hf import HFModel
+    from .placement import Placement
 
 
 class HFTokenizer(Tokenizer):
@@ -58,7 +58,7 @@ class HFTokenizer(Tokenizer):
 class HFBackend(Backend):
     def paths(self) -> tuple[str, str]:
         c = self.config
-        from specsched.runtime.models.registry import PRESETS, resolve_pair
+        from ..models.registry import PRESETS, resolve_pair
 
         if c.target and c.draft and not {c.target, c.draft} & PRESETS.keys():
             return c.target, c.draft  # two model directories (or hub ids) as given
@@ -94,7 +94,7 @@ class HFBackend(Backend):
     def check_feature_draft(self, target: str, draft: str) -> None:
         """A feature draft reads the target's features: their width must be its own, and beams (dsbd), whose
         drafts carry no features, cannot use it."""
-        from specsched.runtime.core.config import Mode
+        from ..core.config import Mode
 
         if self.config.mode == Mode.DSBD:
             raise ConfigError(f"--mode dsbd cannot use the feature draft {draft}: beam drafts carry no target "
@@ -137,19 +137,19 @@ class HFBackend(Backend):
         return HFTokenizer(self.paths()[0])
 
     def target(self) -> HFModel:
-        from specsched.runtime.backends.hf import HFModel
+        from .hf import HFModel
 
         return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
 
     def draft(self) -> HFModel | FeatureModel:
         import torch
 
-        from specsched.runtime.backends.hf import HFModel
+        from .hf import HFModel
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         if is_feature_draft(Path(self.paths()[1])):  # reads the target's features from the verdicts
-            from specsched.runtime.backends.feature import FeatureModel
-            from specsched.runtime.models.pull import pull
+            from ..models.pull import pull
+            from .feature import FeatureModel
 
             return FeatureModel(self.paths()[1], self.draft_embeddings() or pull())
         return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
@@ -161,7 +161,7 @@ class HFBackend(Backend):
 
     def placement(self) -> Placement:
         """This process's device and stream (--device, resolved here, after the fork)."""
-        from specsched.runtime.backends.placement import Placement
+        from .placement import Placement
 
         return Placement(self.config.model_device)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Cache, LanguageModel
-from specsched.runtime.backends.llama_seqs import SeqIds, TreePlan, plan_keep, plan_tree
-from specsched.runtime.core.config import ConfigError
+from ..core.config import ConfigError
+from .backend import Cache, LanguageModel
+from .llama_seqs import SeqIds, TreePlan, plan_keep, plan_tree
 
 MAX_SEQ = 256   # llama.cpp's LLAMA_MAX_SEQ: live sequences plus the leaves of the trees in one forward
 KV_CELLS = int(os.environ.get("SPECSCHED_LLAMA_KV_CELLS", "16384"))  # all sequences' cached tokens

@@ -13,11 +13,11 @@ import os
 from functools import cached_property
 from pathlib import Path
 
-from specsched.runtime.backends.backend import same_vocabulary
-from specsched.runtime.backends.hf_backend import HFBackend, HFTokenizer
-from specsched.runtime.core.config import ConfigError
-from specsched.runtime.models.errors import ModelError
-from specsched.runtime.models.gguf_target import is_gguf, resolve_gguf
+from ..core.config import ConfigError
+from ..models.errors import ModelError
+from ..models.gguf_target import is_gguf, resolve_gguf
+from .backend import same_vocabulary
+from .hf_backend import HFBackend, HFTokenizer
 
 
 class LlamaCppBackend(HFBackend):
@@ -31,7 +31,7 @@ class LlamaCppBackend(HFBackend):
     def paths(self) -> tuple[str, str]:
         c = self.config
         if is_gguf(c.target):  # the draft: as given, else the default preset's (the vocabulary check decides)
-            from specsched.runtime.models.registry import resolve_draft
+            from ..models.registry import resolve_draft
 
             return str(self.gguf), str(resolve_draft(c.draft, None))
         return super().paths()
@@ -41,7 +41,7 @@ class LlamaCppBackend(HFBackend):
         preset's target, any other the default pair's (load_draft's default)."""
         if not is_gguf(self.config.target):
             return super().draft_embeddings()
-        from specsched.runtime.models.registry import PRESETS, resolve_target
+        from ..models.registry import PRESETS, resolve_target
 
         return str(resolve_target(self.config.draft)) if self.config.draft in PRESETS else None
 
@@ -59,7 +59,7 @@ class LlamaCppBackend(HFBackend):
     @cached_property
     def info(self):
         """The GGUF's vocabulary and weight type (``llamacpp.GgufInfo``)."""
-        from specsched.runtime.backends.llamacpp import read_gguf
+        from .llamacpp import read_gguf
 
         try:
             return read_gguf(self.gguf)
@@ -82,7 +82,7 @@ class LlamaCppBackend(HFBackend):
         return super().tokenizer()
 
     def target(self):
-        from specsched.runtime.backends.llamacpp import LlamaModel
+        from .llamacpp import LlamaModel
 
         # the verifier's Cores sets the threads before every forward; this is only the start
         return LlamaModel(self.gguf, threads=self.config.verifier_threads or os.cpu_count() or 1)

@@ -16,8 +16,8 @@ import contextlib
 import numpy as np
 import torch
 
-from specsched.runtime.backends.backend import Traffic
-from specsched.runtime.core.device import is_cuda, resolve_device
+from ..core.device import is_cuda, resolve_device
+from .backend import Traffic
 
 
 class Placement:

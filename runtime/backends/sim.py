@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specsched.runtime.backends.backend import Backend, Cache, LanguageModel, Tokenizer
+from .backend import Backend, Cache, LanguageModel, Tokenizer
 
 ORDER = 2          # the next-token distribution depends on the last ORDER tokens
 SHARPNESS = 2.5    # logit scale: makes distributions peaked enough for useful drafts

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.wire import ProtocolError
+from .wire import ProtocolError
 
 __all__ = ["BeamState"]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.sampling import SamplingParams, distribution, top_tokens
+from .sampling import SamplingParams, distribution, top_tokens
 
 __all__ = ["BeamStep", "beam_distribution", "beam_stream", "draw", "joint_logprobs", "log_softmax",
            "lowest_perplexity", "sample_step", "search_step"]

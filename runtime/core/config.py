@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 
-from specsched.runtime.core.sampling import SamplingParams
+from .sampling import SamplingParams
 
 
 class Mode(StrEnum):
@@ -120,7 +120,7 @@ class RunConfig:
     keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
 
     def __post_init__(self) -> None:
-        from specsched.runtime.core.config_checks import check  # it reads this module's names
+        from .config_checks import check  # it reads this module's names
 
         check(self)
 
@@ -163,7 +163,7 @@ class RunConfig:
         cpu). The sim backend has no models and llama.cpp runs on the CPU: "cpu" for both."""
         if self.backend != BackendKind.HF:
             return "cpu"
-        from specsched.runtime.core.device import resolve_device
+        from .device import resolve_device
 
         return resolve_device(self.device)
 
@@ -172,7 +172,7 @@ class RunConfig:
         """The dtype the models load in: --dtype, or for auto bf16 on CUDA and fp32 on the CPU."""
         if self.dtype != "auto":
             return self.dtype
-        from specsched.runtime.core.device import default_dtype
+        from .device import default_dtype
 
         return default_dtype(self.model_device)
 

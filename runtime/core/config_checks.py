@@ -10,7 +10,7 @@ import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 
-from specsched.runtime.core.config import (
+from .config import (
     BACKENDS,
     BEAM_MODES,
     DRAFTERS,
@@ -190,7 +190,7 @@ def tree_nodes(widths: Sequence[int]) -> int:
 
 def _check_models(c: RunConfig) -> None:
     """Which models, where and in what precision (--target, --draft, --raw-prompt, --device, --dtype): sim has none."""
-    from specsched.runtime.core.device import DTYPES, check_device
+    from .device import DTYPES, check_device
 
     if c.dtype not in DTYPES:
         raise ConfigError(f"unknown --dtype {c.dtype!r}; choose auto, fp32, bf16 or fp16")

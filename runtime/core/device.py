@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from specsched.runtime.core.config import ConfigError
+from .config import ConfigError
 
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 DTYPES = ("auto", "fp32", "bf16", "fp16")

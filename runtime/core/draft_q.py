@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.wire import ProtocolError
+from .wire import ProtocolError
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from specsched.runtime.core.transport import wire_pid
+from .transport import wire_pid
 
 Role = Literal["verifier", "draft"]
 # draft: a worker runs its draft model; queued: its draft waits in the run queue;

@@ -17,9 +17,9 @@ import threading
 import zmq
 from zmq.utils import z85
 
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import connect, wire_pid
-from specsched.runtime.core.wire import pack
+from .security import Keys
+from .transport import connect, wire_pid
+from .wire import pack
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.draft_q import DraftQ
-from specsched.runtime.core.wire import Message, ProtocolError, pack
+from .draft_q import DraftQ
+from .wire import Message, ProtocolError, pack
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsched.runtime.core.wire import Message, pack
+from .wire import Message, pack
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import zmq
 
-from specsched.runtime.core.config import ConfigError
+from .config import ConfigError
 
 ENGINE_KEY, WORKER_KEY = "engine.key", "worker.key"
 

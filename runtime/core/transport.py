@@ -16,10 +16,10 @@ from pathlib import Path
 
 import zmq
 
-from specsched.runtime.core.config import ConfigError, TransportKind
-from specsched.runtime.core.leftovers import owned, remove_dead
-from specsched.runtime.core.security import Keys, secure_client
-from specsched.runtime.core.wire import ProtocolError, pack
+from .config import ConfigError, TransportKind
+from .leftovers import owned, remove_dead
+from .security import Keys, secure_client
+from .wire import ProtocolError, pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import time
 
-from specsched.runtime.engine.jobs import JobRun, Phase
-from specsched.runtime.engine.process_table import Child, State
-from specsched.scheduler.run_queue import scheduling_key
+from ...scheduler.run_queue import scheduling_key
+from .jobs import JobRun, Phase
+from .process_table import Child, State
 
 
 class Admission:

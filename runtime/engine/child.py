@@ -17,13 +17,13 @@ import traceback
 
 import zmq
 
-from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import DrafterKind, RunConfig
-from specsched.runtime.core.gatekeeper import Gatekeeper
-from specsched.runtime.core.process import die_with_parent, set_title
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import Endpoints, Telemetry, connect_control, process_name
-from specsched.runtime.engine.heartbeat import Heartbeat
+from ..backends.backend import get_backend
+from ..core.config import DrafterKind, RunConfig
+from ..core.gatekeeper import Gatekeeper
+from ..core.process import die_with_parent, set_title
+from ..core.security import Keys
+from ..core.transport import Endpoints, Telemetry, connect_control, process_name
+from .heartbeat import Heartbeat
 
 
 def serve(spec: dict) -> int:
@@ -80,13 +80,13 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
     backend = get_backend(config)
     endpoints = Endpoints(**spec["endpoints"])
     if spec["role"] == "verifier":
-        from specsched.scheduler.serve import serve
+        from ...scheduler.serve import serve
 
         target = backend.target()
         serve(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
               set_threads=target.set_threads, keys=keys, gate=gate, placed=placed(target, config))
     else:
-        from specsched.workers.draft_worker import DraftWorker
+        from ...workers.draft_worker import DraftWorker
 
         worker = int(spec["worker"])
         # an engine of Self-Draft jobs (--drafter branches) drafts without a model: its workers load one only

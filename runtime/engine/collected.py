@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specsched.runtime.core.events import Event
+from ..core.events import Event
 
 
 class Interrupted(BaseException):

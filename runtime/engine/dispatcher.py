@@ -17,20 +17,20 @@ import time
 
 import zmq
 
-from specsched.runtime.backends.backend import preload_modules
-from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.gatekeeper import Gatekeeper
-from specsched.runtime.core.security import Keys, secure_server
-from specsched.runtime.core.transport import make_endpoints, private_dir
-from specsched.runtime.core.wire import pack
-from specsched.runtime.engine.admission import Admission
-from specsched.runtime.engine.endings import Endings
-from specsched.runtime.engine.held_start import HeldStart
-from specsched.runtime.engine.jobs import JobRun, Phase
-from specsched.runtime.engine.joining import Joining
-from specsched.runtime.engine.process_table import Child, ProcessTable
-from specsched.runtime.engine.reports import Reports
-from specsched.runtime.engine.supervisor import Intensity, Supervision
+from ..backends.backend import preload_modules
+from ..core.config import ConfigError, RunConfig
+from ..core.gatekeeper import Gatekeeper
+from ..core.security import Keys, secure_server
+from ..core.transport import make_endpoints, private_dir
+from ..core.wire import pack
+from .admission import Admission
+from .endings import Endings
+from .held_start import HeldStart
+from .jobs import JobRun, Phase
+from .joining import Joining
+from .process_table import Child, ProcessTable
+from .reports import Reports
+from .supervisor import Intensity, Supervision
 
 TICK_S = 0.1          # longest wait between two looks at the children and the views
 DRAIN_MAX = 1000      # telemetry messages read per turn of the loop

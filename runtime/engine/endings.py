@@ -15,8 +15,8 @@ import time
 
 import zmq
 
-from specsched.runtime.engine.jobs import JobRun, Phase
-from specsched.runtime.engine.process_table import Child, State
+from .jobs import JobRun, Phase
+from .process_table import Child, State
 
 STOP_GRACE_S = 3.0    # a child told to stop gets this long before SIGTERM
 

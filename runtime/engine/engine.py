@@ -22,17 +22,17 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 
-from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import RunConfig, TransportKind
-from specsched.runtime.core.config_checks import is_number
-from specsched.runtime.core.device import is_cuda, mps_daemon_running
-from specsched.runtime.core.security import Keys, load_keys
-from specsched.runtime.engine.collected import Collected
-from specsched.runtime.engine.dispatcher import Dispatcher
-from specsched.runtime.engine.job_checks import JobChecks, check_engine_options, check_job_options, with_settings
-from specsched.runtime.engine.jobs import JobMeta, JobRun
-from specsched.runtime.engine.provenance import provenance
-from specsched.runtime.engine.record import RunRecord, build_record
+from ..backends.backend import get_backend
+from ..core.config import RunConfig, TransportKind
+from ..core.config_checks import is_number
+from ..core.device import is_cuda, mps_daemon_running
+from ..core.security import Keys, load_keys
+from .collected import Collected
+from .dispatcher import Dispatcher
+from .job_checks import JobChecks, check_engine_options, check_job_options, with_settings
+from .jobs import JobMeta, JobRun
+from .provenance import provenance
+from .record import RunRecord, build_record
 
 
 class Job:

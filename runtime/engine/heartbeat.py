@@ -16,9 +16,9 @@ import threading
 
 import zmq
 
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import connect, wire_pid
-from specsched.runtime.core.wire import pack
+from ..core.security import Keys
+from ..core.transport import connect, wire_pid
+from ..core.wire import pack
 
 BEAT_S = 0.25
 

@@ -14,7 +14,7 @@ import select
 
 import zmq
 
-from specsched.runtime.core.config import ConfigError
+from ..core.config import ConfigError
 
 LOOK_S = 0.1  # go() and stop() wake a held thread through the pipe; this bounds a wake-up it missed
 

@@ -12,10 +12,10 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
-from specsched.policies.loader import PolicyError, load_policy
-from specsched.runtime.core.config import ConfigError, DrafterKind, RunConfig
-from specsched.runtime.core.config_checks import check_priority, is_int, is_number, shown
-from specsched.runtime.models import corpus_cache
+from ...policies.loader import PolicyError, load_policy
+from ..core.config import ConfigError, DrafterKind, RunConfig
+from ..core.config_checks import check_priority, is_int, is_number, shown
+from ..models import corpus_cache
 
 # the engine's own settings: the models it loads, how its processes talk, how it supervises them
 ENGINE_FIELDS = ("backend", "target", "draft", "device", "dtype", "transport", "verifier_threads",

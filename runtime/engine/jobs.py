@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.config import Mode, RunConfig
-from specsched.runtime.core.events import Event
-from specsched.runtime.engine.collected import Collected
-from specsched.runtime.engine.record import worker_of
+from ..core.beam_state import BeamState
+from ..core.config import Mode, RunConfig
+from ..core.events import Event
+from .collected import Collected
+from .record import worker_of
 
 
 class Phase(enum.Enum):

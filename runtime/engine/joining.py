@@ -18,12 +18,12 @@ the Dispatcher.
 
 from __future__ import annotations
 
-from specsched.runtime.backends.backend import get_backend, same_vocabulary
-from specsched.runtime.core.config import ConfigError
-from specsched.runtime.core.transport import port_of
-from specsched.runtime.core.wire import REFUSED, pack, unpack
-from specsched.runtime.engine.jobs import Phase
-from specsched.runtime.engine.process_table import State
+from ..backends.backend import get_backend, same_vocabulary
+from ..core.config import ConfigError
+from ..core.transport import port_of
+from ..core.wire import REFUSED, pack, unpack
+from .jobs import Phase
+from .process_table import State
 
 
 class Joining:

@@ -10,7 +10,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from specsched.runtime.core.events import Event
+from ..core.events import Event
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from specsched.runtime.core.events import Event
+from ..core.events import Event
 
 
 def starvation_bound(n_workers: int) -> int:

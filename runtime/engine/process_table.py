@@ -23,9 +23,9 @@ from pathlib import Path
 
 import psutil
 
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import process_name
-from specsched.runtime.engine.zygote import Forked, Zygote
+from ..core.security import Keys
+from ..core.transport import process_name
+from .zygote import Forked, Zygote
 
 HISTORY = 256  # state changes kept per child (records show those within each job's window)
 # A worker on another host names itself by a pid the engine gives it (runtime/core/transport.wire_pid):

@@ -22,8 +22,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from specsched.runtime.core.config import MODEL_BACKENDS, BackendKind, RunConfig
-from specsched.runtime.models.cache import known_sha256
+from ..core.config import MODEL_BACKENDS, BackendKind, RunConfig
+from ..models.cache import known_sha256
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
@@ -59,7 +59,7 @@ def gpu_of(config: RunConfig) -> dict | None:
 def models(config: RunConfig) -> dict:
     if config.backend not in MODEL_BACKENDS:
         return {"backend": config.backend, "target": None, "draft": None}
-    from specsched.runtime.backends.backend import get_backend
+    from ..backends.backend import get_backend
 
     try:
         backend = get_backend(config)
@@ -75,8 +75,8 @@ def models(config: RunConfig) -> dict:
 
 def preset_of(path: Path) -> str | None:
     """The preset that names this directory as its target or draft, if any."""
-    from specsched.runtime.models.cache import model_dir
-    from specsched.runtime.models.registry import PRESETS
+    from ..models.cache import model_dir
+    from ..models.registry import PRESETS
 
     for p in PRESETS.values():
         target = p.shipped_target or model_dir(p.target.model_id)

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specsched.runtime.core.config import RunConfig
-from specsched.runtime.engine.collected import Collected
-from specsched.runtime.engine.metrics import Metrics, compute
-from specsched.runtime.engine.osmetrics import OsMetrics
-from specsched.runtime.engine.osmetrics import measure as measure_os
+from ..core.config import RunConfig
+from .collected import Collected
+from .metrics import Metrics, compute
+from .osmetrics import OsMetrics
+from .osmetrics import measure as measure_os
 
 
 @dataclass

@@ -17,13 +17,13 @@ import time
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from specsched.runtime.backends.backend import get_backend
-from specsched.runtime.core.config import ConfigError, RunConfig
-from specsched.runtime.core.process import set_title
-from specsched.runtime.core.security import Keys
-from specsched.runtime.core.transport import Endpoints, adopt_wire_pid, connect
-from specsched.runtime.core.wire import REFUSED, pack, unpack
-from specsched.runtime.engine import child
+from ..backends.backend import get_backend
+from ..core.config import ConfigError, RunConfig
+from ..core.process import set_title
+from ..core.security import Keys
+from ..core.transport import Endpoints, adopt_wire_pid, connect
+from ..core.wire import REFUSED, pack, unpack
+from . import child
 
 ENGINE_GONE_S = 5.0  # the engine unreachable this long: it has gone, and so does the worker
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 
-from specsched.runtime.core.beam_state import BeamState
-from specsched.runtime.core.config import Mode
-from specsched.runtime.core.events import Event
-from specsched.runtime.core.security import speaker, speaks_as
-from specsched.runtime.core.wire import REFUSED, ProtocolError, unpack
-from specsched.runtime.engine.jobs import Phase
-from specsched.runtime.engine.process_table import Child, State
+from ..core.beam_state import BeamState
+from ..core.config import Mode
+from ..core.events import Event
+from ..core.security import speaker, speaks_as
+from ..core.wire import REFUSED, ProtocolError, unpack
+from .jobs import Phase
+from .process_table import Child, State
 
 VERIFIER_ONLY = frozenset({"commit", "job_ack", "job_done", "job_failed", "beam_want", "refused"})
 

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from specsched.runtime.engine.collected import Interrupted
+from .collected import Interrupted
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REASONS = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "interrupted (SIGTERM)"}  # the error of a job it stops

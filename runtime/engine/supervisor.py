@@ -32,9 +32,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from specsched.runtime.core.config import Mode
-from specsched.runtime.engine.jobs import JobRun, Phase
-from specsched.runtime.engine.process_table import Child, State
+from ..core.config import Mode
+from .jobs import JobRun, Phase
+from .process_table import Child, State
 
 
 class Intensity:

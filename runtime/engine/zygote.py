@@ -34,7 +34,7 @@ from pathlib import Path
 
 
 def main() -> int:
-    from specsched.runtime.core.process import die_with_parent, set_title
+    from ..core.process import die_with_parent, set_title
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's
@@ -102,7 +102,7 @@ def _fork(request: dict, inherited: tuple[int, ...]) -> int:
         torch = sys.modules.get("torch")
         if torch is not None:  # OMP_NUM_THREADS was read when torch loaded in the zygote: set it anew
             torch.set_num_threads(int(request["threads"]))
-        from specsched.runtime.engine.child import serve
+        from .child import serve
 
         code = serve(spec)
     except BaseException:

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from specsched.runtime.core.leftovers import owned, remove_dead
+from ..core.leftovers import owned, remove_dead
 
 ENV_VAR = "SPECSCHED_CACHE"
 PARTIAL_PREFIX = ".partial-"

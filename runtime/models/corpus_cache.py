@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specsched.runtime.models.cache import cache_root, staging
+from .cache import cache_root, staging
 
 GRAM = 4            # tokens of a cached continuation (the paper's global gram length G)
 CORPUS_KEY = 4      # longest key tried
@@ -111,7 +111,7 @@ def load(path: str) -> CorpusCache:
 
 def given_file(setting: str, label: str | None = None) -> Path:
     """--corpus-cache FILE, which must be there (ConfigError): checked before any model is read."""
-    from specsched.runtime.core.config import ConfigError
+    from ..core.config import ConfigError
 
     path = Path(setting).expanduser()
     if not path.is_file():
@@ -131,7 +131,7 @@ def resolve(setting: str, backend) -> str:
     corpus-cache` built for the target's tokenizer, else the shipped one if it was built with that tokenizer,
     else none. A file must be a corpus cache whose token ids the target knows (ConfigError otherwise,
     before any worker loads it)."""
-    from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError
+    from ..core.config import MODEL_BACKENDS, ConfigError
 
     if setting == "off":
         return "off"

@@ -26,9 +26,9 @@ from transformers import LlamaConfig, LlamaModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from specsched.runtime.models.draft_files import CONFIG_FILE, WEIGHTS_FILE
-from specsched.runtime.models.growing_cache import CACHE_FIELD, GrowingCache, cache_keyword, cache_out
-from specsched.runtime.models.lean_forward import LeanDraft
+from .draft_files import CONFIG_FILE, WEIGHTS_FILE
+from .growing_cache import CACHE_FIELD, GrowingCache, cache_keyword, cache_out
+from .lean_forward import LeanDraft
 
 
 @dataclass(slots=True)
@@ -190,7 +190,7 @@ def target_embeddings(target_dir: Path) -> torch.Tensor:
 
 def load_draft(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Path | None = None) -> DraftLM:
     """Load a saved draft; embeddings come from `target_dir` (default: the cached SmolLM2)."""
-    from specsched.runtime.models.pull import pull
+    from .pull import pull
 
     cfg = DraftConfig(**json.loads((Path(path) / CONFIG_FILE).read_text()))
     model = DraftLM(cfg, target_embeddings(target_dir or pull()))

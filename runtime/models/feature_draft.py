@@ -29,7 +29,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from specsched.runtime.models.draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
+from .draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
 
 
 @dataclass(slots=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specsched.runtime.models.cache import staging
-from specsched.runtime.models.errors import UnknownModel
+from .cache import staging
+from .errors import UnknownModel
 
 TOKEN_NORMAL, TOKEN_CONTROL = 1, 3  # gguf.TokenType values
 

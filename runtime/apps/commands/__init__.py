@@ -1,0 +1,1 @@
+"""The commands that run prompts and workloads, compare policies, join remote workers, and replay."""

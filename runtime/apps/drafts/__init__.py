@@ -1,0 +1,1 @@
+"""`specsched models`: pulling models, training and evaluating drafts."""

@@ -1,0 +1,157 @@
+"""`specsched models features WORK`: make the feature draft for the default target, resumable stage by stage.
+
+1. data  (`WORK/data/`): feature_data.py's shards, up to --shards; a shard on disk is never made again;
+2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
+   fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
+   one); `ckpt.pt` is written every 2
+   minutes and a rerun resumes from it; the result goes to `final/`;
+3. eval  (`WORK/eval.json`): feature_eval.py on held-out prompts (greedy chains of k = 4 over held-out
+   wordings and GSM8K *test* questions; sampled at T = 1 over ToT thought prompts on GSM8K test
+   questions), the shipped draft measured the same way, and the paired cost of one draft step;
+4. --ship copies `final/` into the package (`assets/smollm2-feature/`).
+
+--stage picks one stage; the default runs them in order. The same command runs on a CPU or a GPU host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ...models.registry import ASSETS, PRESETS
+
+FEATURE_ASSET = ASSETS / "smollm2-feature"
+GSM8K_TEST = Path(__file__).resolve().parents[4] / "shared" / "data" / "gsm8k_test.jsonl"
+
+
+def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("work", type=Path, help="folder for the shards, checkpoints and the result (resumable)")
+    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all",
+                    help="run one stage only; all runs data, train and eval in turn")
+    ap.add_argument("--shards", type=int, default=40, metavar="N", help="teacher shards to make")
+    ap.add_argument("--batch", type=int, default=48, metavar="B", help="prompts per shard")
+    ap.add_argument("--max-new-tokens", type=int, default=192, metavar="M", help="longest teacher answer")
+    ap.add_argument("--train-shards", type=int, default=0, metavar="N",
+                    help="train on the first N shards on disk; 0 = all")
+    ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
+    ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
+    ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--init", type=Path, default=None, metavar="DIR",
+                    help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
+                         "fresh one: a warm start when more shards arrive")
+    ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
+                    help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
+    ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
+    ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
+                    help="the GSM8K test file: evaluation prompts only, never training data")
+    ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
+    ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
+                    help="start the data stage from teacher answers saved by an earlier run (an .npz of "
+                         "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")
+    ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")
+
+
+def run(args: argparse.Namespace, log=print) -> int:
+    import torch
+
+    from ...models.pull import pull
+
+    torch.set_num_threads(args.threads)
+    target = pull()
+    work: Path = args.work
+    stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
+    if "data" in stages:
+        from .training.feature_data import FeatureDataConfig, import_answers, make
+
+        if args.answers is not None:
+            log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
+        make(FeatureDataConfig(target=target, out=work / "data", shards=args.shards, batch=args.batch,
+                               max_new_tokens=args.max_new_tokens), log=log)
+    if "train" in stages:
+        train_stage(target, work, args, log)
+    if "eval" in stages:
+        result = evaluate(target, work / "train" / "final", args, log)
+        (work / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+        log(json.dumps(result, indent=1))
+    if args.ship:
+        FEATURE_ASSET.mkdir(parents=True, exist_ok=True)
+        for f in (work / "train" / "final").iterdir():
+            shutil.copy2(f, FEATURE_ASSET / f.name)
+        log(f"shipped to {FEATURE_ASSET}")
+    return 0
+
+
+def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path:
+    from safetensors.torch import load_file
+
+    from ...models.draft_files import WEIGHTS_FILE
+    from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
+    from .training.feature_data import load_shards
+    from .training.feature_train import FeatureTrainConfig, train
+
+    records = load_shards(work / "data", args.train_shards or None)
+    if not records:
+        raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
+    vocab_ids = load_file(str(PRESETS["smollm2"].draft_dir / WEIGHTS_FILE))["vocab_ids"].long()
+    if args.init is not None:
+        draft = load_feature_draft(args.init, target)
+        log(f"warm start from {args.init}")
+    else:
+        draft = new_feature_draft(target, vocab_ids)
+    cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr)
+    (work / "train").mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    tokens = sum(len(r["ids"]) for r in records)
+    log(f"training on {len(records)} answers, {tokens} tokens")
+    train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log)
+    final = work / "train" / "final"
+    save_feature_draft(draft, final, meta={"records": len(records), "tokens": tokens, **asdict(cfg)})
+    log(f"trained in {time.time() - t0:.0f} s -> {final}")
+    return final
+
+
+def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:
+    from ...backends.feature import FeatureModel
+    from ...backends.hf import HFModel
+    from ...backends.hf_backend import HFTokenizer
+    from ...core.sampling import SamplingParams
+    from .evaluation.feature_eval import Tally, cost, speculate
+    from .training.feature_prompts import heldout_feature_prompts
+
+    tok = HFTokenizer(str(target))
+    model = HFModel(str(target), "fp32")
+    drafts = {"feature": FeatureModel(draft_dir, target),
+              "distilled": HFModel(str(PRESETS["smollm2"].draft_dir), "fp32", target_dir=str(target))}
+    held = heldout_feature_prompts(args.eval_prompts, gsm8k=args.gsm8k)
+    tot = [p for kind, p in heldout_feature_prompts(2 * args.eval_prompts, gsm8k=args.gsm8k, seed=8)
+           if kind == "tot"][:args.eval_prompts // 2]
+    result: dict = {"prompts": len(held), "tot_prompts": len(tot), "k": 4, "max_new": args.eval_max_new}
+    for name, draft in drafts.items():
+        rows = {}
+        for label, prompts, params in (("greedy", [p for _, p in held], SamplingParams()),
+                                       ("sampled_T1_tot", tot, SamplingParams(1.0))):
+            tally = Tally()
+            for i, text in enumerate(prompts):
+                _, t = speculate(model, draft, tok.encode(text, chat=True), max_new=args.eval_max_new, k=4,
+                                 params=params, seed=i)
+                tally.add(t)
+            rows[label] = tally.row()
+            log(f"{name} {label}: {rows[label]}")
+        t_ms, d_ms = cost(model, draft)
+        rows["cost"] = {"target_ms": round(t_ms, 2), "draft_ms": round(d_ms, 3), "ratio": round(d_ms / t_ms, 4)}
+        result[name] = rows
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_feature_arguments(ap)
+    return run(ap.parse_args(argv), log=lambda m: print(m, flush=True))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

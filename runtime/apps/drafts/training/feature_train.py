@@ -1,0 +1,152 @@
+"""Train the feature draft on feature shards (feature_data.py): resumable, one seeded batch per step.
+
+Per position e (entry (g_e, t_e), target feature f_e, target distribution p_e = softmax(f_e · W'ᵀ) on the
+draft vocabulary V', renormalised there):
+
+    loss_e = KL(p_e || q_e) + reg · SmoothL1(f̂_e, f_e) / s²
+
+- KL at T = 1, forward (EDD §3.1): sampled acceptance is E[Σ min(p, q)] = 1 - TV(p, q), which KL bounds
+  (Pinsker), and greedy acceptance follows the argmax it also teaches;
+- the feature regression (EAGLE's L_reg) keeps f̂ near the target's features, so a drafted f̂ fed back as
+  the next entry's g looks like the f it stands in for; s is the features' RMS, so `reg` is scale-free;
+- noise: g_e gets uniform noise of half-width `noise` · s during training (EAGLE §4.3): drafting reads
+  its own, imperfect f̂;
+- `unroll` 2: a second pass where every entry reads the first pass's f̂_{e-1} instead of f_{e-1}, with the
+  same targets, weighted ½: training sees what a second drafted token sees (EAGLE-3's training-time test,
+  in its simplest form).
+Prompt positions count `prompt_weight`, answer positions 1.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ....models.feature_draft import FeatureDraft, shifted
+from .train import warmup_cosine
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureTrainConfig:
+    steps: int = 2000
+    batch: int = 8
+    max_len: int = 512
+    lr: float = 1e-3
+    warmup: int = 50
+    reg: float = 0.5
+    noise: float = 0.1
+    unroll: int = 2
+    prompt_weight: float = 0.2
+    prompt_keep: int = 128  # prompt tokens kept before the answer (RoPE is relative: a left crop changes nothing else)
+    seed: int = 0
+    ckpt_every_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if min(self.steps, self.batch, self.max_len) < 1 or self.unroll not in (1, 2):
+            raise ValueError("steps, batch and max_len must be at least 1, unroll 1 or 2")
+
+
+def crop(record: dict, keep: int) -> dict:
+    """The record from `keep` tokens before its answer on: long ToT prompts (a Blocksworld header is ~400
+    tokens) would otherwise take most of a step's compute for positions weighted `prompt_weight`."""
+    cut = max(0, int(record["start"]) - keep)
+    return {"ids": record["ids"][cut:], "feats": record["feats"][cut:], "start": int(record["start"]) - cut}
+
+
+def collate(records: list[dict], max_len: int, keep: int | None = None) -> dict[str, torch.Tensor]:
+    """Right-padded ids, features and loss weights (0 on padding and on the last real position); with
+    `keep`, each record cropped to `keep` prompt tokens first."""
+    if keep is not None:
+        records = [crop(r, keep) for r in records]
+    n = min(max(len(r["ids"]) for r in records), max_len)
+    d = records[0]["feats"].shape[1]
+    ids = torch.zeros((len(records), n), dtype=torch.long)
+    feats = torch.zeros((len(records), n, d))
+    answer = torch.zeros((len(records), n))
+    prompt = torch.zeros((len(records), n))
+    for i, r in enumerate(records):
+        m = min(len(r["ids"]), n)
+        ids[i, :m] = r["ids"][:m].long()
+        feats[i, :m] = r["feats"][:m].float()
+        start = int(r["start"])
+        # position e predicts ids[e + 1]: the answer's tokens are predicted from e = start - 1 on
+        prompt[i, :max(0, min(start - 1, m - 1))] = 1
+        answer[i, max(0, start - 1):m - 1] = 1
+    return {"ids": ids, "feats": feats, "answer": answer, "prompt": prompt}
+
+
+def feature_scale(records: list[dict]) -> float:
+    """RMS of the target's features over (a sample of) the records."""
+    x = torch.cat([r["feats"][:256].float() for r in records[:64]])
+    return float(x.pow(2).mean().sqrt())
+
+
+def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrainConfig, scale: float,
+           gen: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    ids, feats = batch["ids"], batch["feats"]
+    weight = batch["answer"] + cfg.prompt_weight * batch["prompt"]
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    with torch.no_grad():
+        logp = torch.log_softmax(model.logits(feats), dim=-1)  # the target's p on V', renormalised
+    g = shifted(feats)
+    if cfg.noise:
+        g = g + (torch.rand(g.shape, generator=gen) * 2 - 1) * cfg.noise * scale
+    total, parts = 0.0, {}
+    for k in range(cfg.unroll):
+        pred, _ = model.step(g, ids, positions)
+        logq = torch.log_softmax(model.logits(pred), dim=-1)
+        kl = (logp.exp() * (logp - logq)).sum(-1)
+        reg = F.smooth_l1_loss(pred / scale, feats / scale, reduction="none", beta=0.5).mean(-1)
+        per = kl + cfg.reg * reg
+        term = (per * weight).sum() / weight.sum()
+        total = total + (1.0 if k == 0 else 0.5) * term
+        with torch.no_grad():
+            top = ((logq.argmax(-1) == logp.argmax(-1)).float() * batch["answer"]).sum() / batch["answer"].sum()
+        parts.update({f"kl{k}": float((kl.detach() * weight).sum() / weight.sum()), f"top1_{k}": float(top)})
+        g = shifted(pred)  # pass 2 reads the first pass's predictions
+    return total, parts
+
+
+def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckpt: Path | None = None,
+          log=print) -> FeatureDraft:
+    """`cfg.steps` AdamW steps. Batch `step` is drawn with seed (cfg.seed, step), so a run resumed from
+    `ckpt` (weights, optimiser, step; written every `cfg.ckpt_every_s`) ends where an unbroken one does."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    start = 0
+    if ckpt is not None and ckpt.exists():
+        state = torch.load(ckpt, weights_only=True)
+        model.load_state_dict(state["model"], strict=False)
+        opt.load_state_dict(state["opt"])
+        start = int(state["step"])
+        log(f"resumed at step {start}")
+    scale = feature_scale(records)
+    model.train()
+    last = time.time()
+    for step in range(start, cfg.steps):
+        rng = random.Random(cfg.seed * 1_000_003 + step)
+        batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len, cfg.prompt_keep)
+        for group in opt.param_groups:
+            group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
+        loss, parts = losses(model, batch, cfg, scale, torch.Generator().manual_seed(step))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if step % 50 == 0 or step == cfg.steps - 1:
+            log(f"step {step}: loss {loss.item():.3f} " + " ".join(f"{k} {v:.3f}" for k, v in parts.items()))
+        if ckpt is not None and (time.time() - last > cfg.ckpt_every_s or step == cfg.steps - 1):
+            _checkpoint(ckpt, model, opt, step + 1, cfg)
+            last = time.time()
+    return model.eval()
+
+
+def _checkpoint(path: Path, model: FeatureDraft, opt, step: int, cfg: FeatureTrainConfig) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": asdict(cfg)}, tmp)
+    tmp.replace(path)

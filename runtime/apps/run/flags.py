@@ -1,0 +1,250 @@
+"""The flags every run-like command shares (`run`, `compare`), and the RunConfig they make."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...core.config import BACKENDS, MODES, BackendKind, ConfigError, DrafterKind, RunConfig, TreeKind
+from ...models.registry import DEFAULT as DEFAULT_PAIR
+
+BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
+
+
+def add_branch_flags(p: argparse.ArgumentParser) -> None:
+    """Self-Draft's lanes and corpus cache: `run` and `bench` (its Self-Draft arms) take the same flags. Each
+    defaults to None (not given), so that a run without Self-Draft can refuse one given even at its default."""
+    d = RunConfig()
+    p.add_argument("--branches", type=int, default=None, metavar="N",
+                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
+    p.add_argument("--branch-length", type=int, default=None, metavar="L",
+                   help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+    p.add_argument("--corpus-cache", default=None, metavar="FILE",
+                   help="Self-Draft: the corpus cache: auto (on hf and llamacpp the one `specsched models "
+                        "corpus-cache` built for the target's tokenizer, else the shipped one if made with that "
+                        "tokenizer; none on sim), off, or a .npz from `specsched models corpus-cache` "
+                        f"(default {d.corpus_cache})")
+
+
+def given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
+    """Those of `names` (flags that default to None) given on the command line, as RunConfig fields; the ones
+    not given keep RunConfig's defaults."""
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def branch_settings(args: argparse.Namespace) -> dict:
+    """The Self-Draft flags given."""
+    return given(args, BRANCH_FLAGS)
+
+
+def _refuse(settings: dict, applies_to: str, this_run: str) -> None:
+    """A flag given where it cannot apply is refused, not ignored: the first of `settings` names it."""
+    if settings:
+        flag = "--" + next(iter(settings)).replace("_", "-")
+        raise ConfigError(f"{flag} applies to {applies_to} (this run uses {this_run})")
+
+
+def add_device_flags(p: argparse.ArgumentParser) -> None:
+    """Where the models run and in what precision: `run`, `compare` and `bench` take the same flags."""
+    d = RunConfig()
+    p.add_argument("--device", default=d.device, metavar="auto|cpu|cuda|cuda:N",
+                   help="hf: where every process places its model (default auto: a CUDA GPU when torch sees one)")
+    p.add_argument("--dtype", default=d.dtype,
+                   help="auto (bf16 on CUDA, fp32 on the CPU) | fp32 (exact) | bf16 | fp16 (faster, not bit-exact); "
+                        "on llamacpp the draft's only")
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The model pair: `run`, `compare` and `bench` take the same flags."""
+    p.add_argument("--target", default=None, metavar="NAME|DIR",
+                   help="hf: a preset (`specsched models list`), a model directory or a cached id; llamacpp: also "
+                        f"a .gguf file (default: the {DEFAULT_PAIR} preset's target)")
+    p.add_argument("--draft", default=None, metavar="NAME|DIR",
+                   help="hf, llamacpp: draft model directory or cached id (default: the target preset's draft)")
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
+    differs between them)."""
+    d = RunConfig()
+    p.add_argument("--top-k", type=int, default=d.top_k, metavar="K",
+                   help="sample from the K likeliest tokens; 0 = off")
+    p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
+                   help="sample from the likeliest tokens whose mass reaches P; 1 = off")
+    p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.coupling,
+                   help="how a sampled draft is accepted: residual (speculative sampling, the most accepted) or "
+                        "gumbel (the text depends on the seed and the target alone, the same after any crash "
+                        "and under any policy, and equal to --mode ar's; fewer tokens accepted)")
+    p.add_argument("--seed", type=int, default=d.seed, metavar="S",
+                   help="the random seed (sampling, sim models, arrivals): the same seed gives the same run")
+
+
+def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
+    d = RunConfig()
+    p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
+                   help="repeatable: one prompt shared by all workers, or one per worker")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="draft workers = sequences (default: number of prompts, or 3)")
+    p.add_argument("--k", type=int, default=d.k, help="draft tokens per round")
+    p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...",
+                   help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
+    p.add_argument("--no-replacement", action="store_true",
+                   help="tree siblings drawn without replacement (default: i.i.d. from q)")
+    p.add_argument("--lookup", type=int, default=None, metavar="N",
+                   help="draft from repeated text first: the token after the latest earlier match of the last "
+                        "N..2 tokens (q = 1 for it, lossless), else the draft model; 0 = off "
+                        "(default: 4 on hf and llamacpp, off on sim)")
+    p.add_argument("--drafter", default=d.drafter, metavar="KIND",
+                   help="model: the draft model | branches: Self-Draft, the target drafts for itself through branch "
+                        "lanes and n-gram caches (no draft model) | both: the draft model's tree plus the "
+                        f"caches' candidates (default {d.drafter})")
+    add_branch_flags(p)
+    p.add_argument("--branch-processes", action="store_true",
+                   help="Self-Draft: run each branch lane in its own OS process (default: in its sequence's worker)")
+    p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
+                   help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
+                        "probability is below P (0 = always draft k)")
+    p.add_argument("--tree", default=d.tree, metavar="SHAPE",
+                   help="fixed (--k / --k-config) | pct: a tree shaped by expected time gain from the measured "
+                        "costs (top-k children per node, depth, leaf floor: --pct-top-k, --pct-depth, --pct-floor)")
+    p.add_argument("--pct-top-k", type=int, default=None, metavar="K",
+                   help=f"pct: children tried per node (default {d.pct_top_k})")
+    p.add_argument("--pct-depth", type=int, default=None, metavar="D",
+                   help=f"pct: deepest draft (default {d.pct_depth})")
+    p.add_argument("--pct-floor", type=float, default=None, metavar="P",
+                   help=f"pct: no node whose estimated acceptance is below P (default {d.pct_floor:g})")
+    p.add_argument("--step-aside", default=d.step_aside, metavar="on|off",
+                   help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
+                        "by the target alone, one more row in the verifier's forwards, and probes again later "
+                        f"(default {d.step_aside})")
+    p.add_argument("--max-batch", type=int, default=None, metavar="N",
+                   help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
+                        f"0 with --policy batch or goodput, else {d.max_batch})")
+    p.add_argument("--lockstep", action="store_true",
+                   help="verify only when every worker that still owes a draft has one queued (synchronous "
+                        "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M",
+                   help="tokens each sequence generates at most")
+    p.add_argument("--beams", type=int, default=d.beams, metavar="W",
+                   help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
+    p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
+                   help="dsbd: draft beams per layer, over all trees when sampling, per tree when greedy "
+                        "(default: --beams)")
+    p.add_argument("--gamma", type=int, default=d.gamma, metavar="G",
+                   help=f"dsbd: draft layers per iteration (default {d.gamma})")
+    p.add_argument("--beam-threshold", type=float, default=d.beam_threshold, metavar="T",
+                   help="dsbd: dynamic width, as many beams per layer as are accepted with probability >= T "
+                        "(DSBD Eq. 6-7; default 0 = fixed width; sampling only)")
+    p.add_argument("--min-beams", type=int, default=d.min_beams, metavar="W_MIN",
+                   help=f"dsbd: the dynamic width's floor (default {d.min_beams})")
+    p.add_argument("--beam-input", default=d.beam_input, metavar="all|best",
+                   help="beam modes: the next step grows from all beams (default) or only the most likely one "
+                        "(DSBD §3.4: one cache, but no longer the law of beam sampling)")
+    p.add_argument("--temperature", type=float, default=None, metavar="T",
+                   help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
+    add_sampling_flags(p)
+    p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
+    if policy:
+        p.add_argument("--policy", default=d.policy,
+                       help="fcfs | priority | rr | batch | goodput | commit-first | sjf | srtf | mlfq | lottery | "
+                            "stride | edf | cfs | path/file.py:Class | module:Class | entry-point name")
+    p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
+                   help="static per-worker priorities for --policy priority (lower = more urgent; a negative first "
+                        "one needs '=': --priorities=-1,0,1)")
+    p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
+                   help="per-worker shares for --policy lottery / stride (default 100 each)")
+    p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
+    add_model_flags(p)
+    p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
+    add_device_flags(p)
+    p.add_argument("--transport", default=d.transport,
+                   help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
+    p.add_argument("--listen", default=None, metavar="HOST:PORT",
+                   help="tcp: bind here too, so that workers on other hosts can join (`specsched worker --connect`); "
+                        "implies --transport tcp and needs --keys")
+    p.add_argument("--keys", default=None, metavar="DIR",
+                   help="tcp: the CURVE keys `specsched keys DIR` wrote (default: new keys for this run alone)")
+    p.add_argument("--max-restarts", type=int, default=d.max_restarts, metavar="R",
+                   help=f"supervision: restarts of one child (a draft worker or the verifier) allowed within "
+                        f"--restart-period; one more fails the jobs it serves (default {d.max_restarts}; 0 = never)")
+    p.add_argument("--restart-period", type=float, default=d.restart_period_s, metavar="S",
+                   help=f"supervision: the window of --max-restarts, in seconds (default {d.restart_period_s:g})")
+    p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, metavar="S",
+                   help=f"supervision: a child silent this long (stopped, hung) is killed and restarted "
+                        f"(default {d.heartbeat_timeout_s:g})")
+    p.add_argument("--policy-timeout", type=float, default=d.policy_timeout_s, metavar="S",
+                   help=f"supervision: a policy's pick (or served, or constructor) still running after S seconds "
+                        f"is stopped, and the jobs it schedules fail with what they verified kept "
+                        f"(default {d.policy_timeout_s:g})")
+    p.add_argument("--verdict-timeout", type=float, default=d.verdict_timeout_s, metavar="S",
+                   help=f"supervision: a draft worker that waits S seconds for a verdict asks the verifier where its "
+                        f"sequence stands, and waits on (its draft is queued), sends the draft again (it was lost) or "
+                        f"drafts on (the verdict was lost) (default {d.verdict_timeout_s:g})")
+    p.add_argument("--verifier-threads", type=int, default=0, metavar="N",
+                   help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
+                        "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
+    # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
+    p.add_argument("--sim-vocab", type=int, default=None, metavar="V",
+                   help=f"sim: vocabulary size (default {d.sim_vocab})")
+    p.add_argument("--sim-agreement", type=float, default=None, metavar="A",
+                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
+    p.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated draft forward, in ms (default {d.sim_draft_ms:g})")
+    p.add_argument("--sim-verify-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated target forward, in ms (default {d.sim_verify_ms:g})")
+    p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def name_list(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",")]  # an empty name is refused where it is used
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]  # an empty item is a typo, not a value to skip
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+BATCHING = ("batch", "goodput")  # the built-in policies that batch: every ready draft is theirs to choose from
+
+
+def max_batch(args: argparse.Namespace) -> int:
+    """--max-batch as given; unset, --policy batch verifies every ready draft at once (0), others one."""
+    if args.max_batch is not None:
+        return args.max_batch
+    return 0 if args.policy in BATCHING else RunConfig().max_batch
+
+
+SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
+PCT_FLAGS = ("pct_top_k", "pct_depth", "pct_floor")  # None unless given: without --tree pct, each is refused
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    sim, branch, pct = given(args, SIM_FLAGS), branch_settings(args), given(args, PCT_FLAGS)
+    if args.backend != BackendKind.SIM and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
+        _refuse(sim, "--backend sim only", f"--backend {args.backend}")
+    if args.tree == TreeKind.FIXED:  # an unknown --tree: RunConfig says so
+        _refuse(pct, "--tree pct", "--tree fixed")
+    if args.drafter == DrafterKind.MODEL:  # lanes and caches are Self-Draft's
+        _refuse(branch, "--drafter branches or both", "--drafter model")
+    if args.priorities and (getattr(args, "workload", None) or getattr(args, "arrivals", None)):
+        # a workload's jobs share a pool of workers: a job's priority is its own ("priority" in the workload)
+        raise ConfigError("--priorities applies to a --prompt run; a workload's jobs carry their own priority")
+    return RunConfig(
+        workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
+        lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
+        **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
+        max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
+        temperature=RunConfig().temperature if args.temperature is None else args.temperature,
+        top_k=args.top_k, top_p=args.top_p, coupling=args.coupling, seed=args.seed,
+        mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
+        target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
+        transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,
+        device=args.device, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
+        draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
+        min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
+        restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout,
+        policy_timeout_s=args.policy_timeout, verdict_timeout_s=args.verdict_timeout, **sim)
