@@ -1,24 +1,43 @@
-"""The verifier's jobs: admitted and forgotten, drafts checked and queued, rejected messages counted, and
-what a finished or failed job tells the engine (a mixin of ``Verifier``, so verifier.py keeps the one
-loop: pick, verify, reply).
+"""The verifier's book of work: its jobs and their sequences, the run queue and the riders, admitted and
+forgotten; drafts checked and queued; rejected messages counted; and what a finished or failed job tells
+the engine. ``Verifier`` holds one, and so do the owners of its step's phases (verifier.py).
 """
 
 from __future__ import annotations
 
 import sys
 
+from ..runtime.backends.backend import LanguageModel
 from ..runtime.core.calibration import Calibration
 from ..runtime.core.config import DrafterKind
+from ..runtime.core.costs import CostFit
 from ..runtime.core.messages import Draft
-from ..runtime.core.transport import check_sender
+from ..runtime.core.transport import Telemetry, check_sender
 from ..runtime.core.wire import ProtocolError
+from .beam_rounds import BeamRounds
+from .cores import Cores
 from .jobs import Counters, JobState, SequenceState
 from .run_queue import RunQueue, scheduling_key, start_policy
+from .step_aside import Rider, StepAside
 
 
 class JobBook:
-    """Mixed into ``Verifier``: uses its target, jobs, seqs, queue, counters, riders, step-aside state, beam
-    rounds, costs, cores and telemetry."""
+    """Everything the verifier holds of its work; reads the target's vocabulary, the cost fit and the cores
+    (for what a finished job reports), and tells the engine through `telemetry`."""
+
+    def __init__(self, target: LanguageModel, telemetry: Telemetry, costs: CostFit, cores: Cores) -> None:
+        self.target, self.telemetry, self.costs, self.cores = target, telemetry, costs, cores
+        self.jobs: dict[int, JobState] = {}
+        self.seqs: dict[int, SequenceState] = {}
+        self.beam_rounds = BeamRounds(target)  # beam sequences (beam_steps.py)
+        self.queue: RunQueue | None = None    # the speculative jobs' run queue, under their policy
+        self.key: tuple | None = None         # the scheduling that queue runs (run_queue.scheduling_key)
+        self.riders: dict[int, Rider] = {}    # sequences decoded alone for now, by global id (step_aside.py)
+        self.aside = StepAside()
+        self.closed: set[int] = set()         # sequences of jobs finished or cancelled here (resume.py)
+        self.calibrations: dict[int, Calibration] = {}  # per job: acceptance by draft confidence
+        self.counters = Counters()            # over the verifier's life; each job keeps its own too
+        self.rejected_unclaimed = 0           # rejected while no job ran: counted by the next job
 
     def add_job(self, job: JobState) -> None:
         if job.id in self.jobs or any(st.seq in self.seqs for st in job.sequences):

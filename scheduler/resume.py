@@ -18,19 +18,20 @@ from ..runtime.core.wire import ProtocolError
 
 
 def resume(verifier, r: Resume, reply_to: bytes) -> Resumed | None:
-    """`verifier`: the Verifier (its sequences, run queue and riders). None: nothing to answer (a probe about
-    a sequence this verifier has not been given yet)."""
+    """`verifier`: the Verifier (its book: sequences, run queue and riders). None: nothing to answer (a probe
+    about a sequence this verifier has not been given yet)."""
     if r.probe >= 0:
         return probe(verifier, r, reply_to)
+    book = verifier.book
     check_sender(reply_to, r.worker, f"resume of sequence {r.seq}")
-    st = verifier.seqs.get(r.seq)
+    st = book.seqs.get(r.seq)
     if st is None or st.owner != r.worker or r.epoch <= st.epoch:
         raise ProtocolError(f"resume of sequence {r.seq} from {reply_to!r} (epoch {r.epoch}): not the newest "
                             f"incarnation of its worker")
     st.epoch = r.epoch
-    if verifier.queue is not None:
-        verifier.queue.drop(lambda q: q.draft.seq == r.seq)
-    verifier.riders.pop(r.seq, None)
+    if book.queue is not None:
+        book.queue.drop(lambda q: q.draft.seq == r.seq)
+    book.riders.pop(r.seq, None)
     return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch)
 
 
@@ -40,13 +41,14 @@ def probe(verifier, r: Resume, reply_to: bytes) -> Resumed | None:
     by now (or riding aside: its verdict held), or verified, or was lost on the way. A sequence this verifier
     does not hold is either closed here (the lost verdict said done) or not given to it yet (a new verifier,
     before the engine announces the job again and resyncs the worker): then nothing is answered."""
+    book = verifier.book
     check_sender(reply_to, r.worker, f"probe of sequence {r.seq}")
-    st = verifier.seqs.get(r.seq)
+    st = book.seqs.get(r.seq)
     if st is None:
-        if r.seq not in verifier.closed:
+        if r.seq not in book.closed:
             return None
         return Resumed(r.seq, r.probe, True, np.zeros(0, np.int32), r.epoch, r.probe)
     if st.owner != r.worker or r.epoch != st.epoch:
         raise ProtocolError(f"probe of sequence {r.seq} from worker {r.worker} (epoch {r.epoch}): not its worker")
-    queued = (verifier.queue is not None and r.seq in verifier.queue.sequences()) or r.seq in verifier.riders
+    queued = (book.queue is not None and r.seq in book.queue.sequences()) or r.seq in book.riders
     return Resumed(r.seq, st.rounds, st.done, np.asarray(st.context, np.int32), r.epoch, r.probe, queued)

@@ -95,7 +95,7 @@ def test_a_restarted_beam_worker_drafts_its_slots_round_again_and_the_dead_ones_
     for epoch, sender in ((1, 10), (0, 10), (2, 12)):  # stale (twice); forged
         with pytest.raises(ProtocolError, match="newest incarnation|not from its worker"):
             resume(v, 0, 10, epoch, sender=sender)
-    assert len(v.queue) == 1 and set(v.beam_rounds.seqs[7].trees) == {0, 1}
+    assert len(v.queue) == 1 and set(v.book.beam_rounds.seqs[7].trees) == {0, 1}
 
 
 def test_a_restart_in_round_zero_says_there_again_and_the_round_goes_on():
@@ -111,7 +111,7 @@ def test_a_restart_in_round_zero_says_there_again_and_the_round_goes_on():
 def test_a_restart_takes_a_join_its_predecessor_never_made_and_is_told_done_for_a_slot_it_left():
     v = desk()
     round_one(v)
-    seq = v.beam_rounds.seqs[7]
+    seq = v.book.beam_rounds.seqs[7]
     seq.st.beam_workers[1], seq.wanted = -1, {1: 1}  # slot 1 left, then wanted again in round 1
     assert resume(v, 1, 11, epoch=1).done  # its worker had left it: the engine sends another
     assert resume(v, 1, 12, epoch=1, want=0).done  # sent to join an earlier request, not this one

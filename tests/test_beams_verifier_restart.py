@@ -70,10 +70,10 @@ def test_a_new_verifier_given_the_last_rounds_beams_goes_on_as_the_dead_one_woul
         tasks, again = play_round(dead, tasks), play_round(new, again, epoch=1)
         assert all(same_task(again[s], tasks[s]) for s in (0, 1))
     assert new.seqs[7].generated == dead.seqs[7].generated
-    assert new.beam_rounds.result(new.jobs[0]) == dead.beam_rounds.result(dead.jobs[0])
+    assert new.book.beam_rounds.result(new.jobs[0]) == dead.book.beam_rounds.result(dead.jobs[0])
     finished = announced_again(dead, telemetry)  # the last report: the final beams, for the job's record
     assert finished.jobs[0].done
-    assert finished.beam_rounds.result(finished.jobs[0]) == new.beam_rounds.result(new.jobs[0])
+    assert finished.book.beam_rounds.result(finished.jobs[0]) == new.book.beam_rounds.result(new.jobs[0])
 
 
 def announced_again(dead: Verifier, telemetry: Commits) -> Verifier:

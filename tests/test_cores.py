@@ -56,8 +56,8 @@ def test_an_sd_worker_counts_as_drafting_only_while_its_current_sequence_is_not_
     verifier = Verifier(target_model(64), None)
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
                                             "sequences": [[s, s, 0, [5, 7]] for s in range(3)]}, verifier.target))
-    assert verifier.drafting_workers() == 1             # one worker, drafting its first sequence
-    assert verifier.drafting_workers({0}) == 0          # its draft is being verified: no one drafts
+    assert verifier.schedule.drafting_workers() == 1             # one worker, drafting its first sequence
+    assert verifier.schedule.drafting_workers({0}) == 0          # its draft is being verified: no one drafts
 
 
 def summary_rows(record):

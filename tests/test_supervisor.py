@@ -204,8 +204,10 @@ def test_a_stopped_worker_is_killed_after_the_heartbeat_timeout_and_restarted():
 
 def test_a_parked_dsbd_pool_worker_that_dies_is_replaced_and_the_beams_are_the_undisturbed_runs():
     config = sim_config(sim_vocab=VOCAB, sim_draft_ms=5, sim_verify_ms=5)
+    # 300 tokens: long enough that the victim's death is seen before the job ends, even on a busy CPU (a death
+    # seen after it is restarted outside the job, and its record rightly shows no restart)
     settings = dict(mode="dsbd", beams=3, temperature=1.0, seed=5, gamma=2, draft_beams=4, sim_agreement=0.8,
-                    beam_threshold=0.5, min_beams=1, max_new_tokens=150)
+                    beam_threshold=0.5, min_beams=1, max_new_tokens=300)
     prompts = [words(VOCAB, p) for p in PROMPTS[:2]]
     with Engine(config) as e:
         undisturbed = e.generate(prompts, **settings)
