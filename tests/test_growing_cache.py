@@ -56,16 +56,17 @@ def test_growing_cache_matches_dynamic_cache_through_crops_rollbacks_and_regrowt
         assert_close(a, b, **SHAPE)
     layer = cache.layers[0]
     assert cache.get_seq_length() == 5 + 1 + len(long) - 7 + 3
-    assert layer.keys.data_ptr() == layer._k.data_ptr() and layer._k.shape[-2] >= cache.get_seq_length()
+    assert layer.in_place() and layer.capacity >= cache.get_seq_length()
 
 
 def test_appending_writes_into_the_same_buffer():
     model = tiny_llama()
     cache = GrowingCache()
     run(model, cache, [("feed", [1, 2, 3])])
-    buffer = cache.layers[1]._k.data_ptr()
+    buffer = cache.layers[1].keys.data_ptr()  # keys: a view of the buffer's first rows
     run(model, cache, [("feed", [4]), ("crop", 1), ("feed", [5, 6])])
-    assert cache.layers[1]._k.data_ptr() == buffer  # no reallocation, no copy of the old rows
+    layer = cache.layers[1]
+    assert layer.in_place() and layer.keys.data_ptr() == buffer  # no reallocation, no copy of the old rows
 
 
 def test_a_cache_filled_in_inference_mode_keeps_working_outside_it():

@@ -60,6 +60,15 @@ class GrowingLayer(DynamicLayer):
         self.keys, self.values = self._k[..., :end, :], self._v[..., :end, :]
         return self.keys, self.values
 
+    @property
+    def capacity(self) -> int:
+        """Rows the buffer holds before it must grow (0 before the first update)."""
+        return 0 if self._k is None else self._k.shape[-2]
+
+    def in_place(self) -> bool:
+        """True while `keys` is the prefix view of the buffer: an append is a write, not a copy."""
+        return self._k is not None and self.keys.data_ptr() == self._k.data_ptr()
+
     def _owns(self, new: torch.Tensor, end: int) -> bool:
         """True when `keys` is still the prefix view of our buffer and the buffer has room up to `end`."""
         k = self._k
