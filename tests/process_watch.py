@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -117,10 +118,35 @@ class Watched:
 
 
 class WatchedCommand(Watched):
-    """Watched, for a subcommand other than `run`: `specsched ARGS`."""
+    """Watched, for a subcommand other than `run`: `specsched ARGS`, its output read as it comes (so a test
+    can wait for a line, e.g. the phase a signal should land in)."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "specsched", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         self.seen = {}
         self.stdout = self.stderr = ""
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.readers = [threading.Thread(target=lambda f=f, to=to: to.extend(f), daemon=True)
+                        for f, to in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for r in self.readers:
+            r.start()
+
+    def wait_for_line(self, text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.out):
+            assert self.proc.poll() is None, f"exited early ({self.proc.returncode}): {''.join(self.err)}"
+            assert time.monotonic() < deadline, f"no line with {text!r} in {timeout} s"
+            time.sleep(0.01)
+
+    def finish(self, timeout: float = 120) -> tuple[int, str, str]:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            raise
+        for r in self.readers:
+            r.join(timeout=10)
+        self.stdout, self.stderr = "".join(self.out), "".join(self.err)
+        return self.proc.returncode, self.stdout, self.stderr
