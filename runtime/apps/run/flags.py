@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Protocol
 
 from ...core.config import BACKENDS, MODES, BackendKind, ConfigError, DrafterKind, RunConfig, TreeKind
 from ...models.registry import DEFAULT as DEFAULT_PAIR
@@ -10,7 +11,13 @@ from ...models.registry import DEFAULT as DEFAULT_PAIR
 BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
 
 
-def add_branch_flags(p: argparse.ArgumentParser) -> None:
+class Flags(Protocol):
+    """A parser or one of its argument groups: what the flags are added to."""
+
+    def add_argument(self, *names: str, **options) -> argparse.Action: ...
+
+
+def add_branch_flags(p: Flags) -> None:
     """Self-Draft's lanes and corpus cache: `run` and `bench` (its Self-Draft arms) take the same flags. Each
     defaults to None (not given), so that a run without Self-Draft can refuse one given even at its default."""
     d = RunConfig()
@@ -43,7 +50,7 @@ def _refuse(settings: dict, applies_to: str, this_run: str) -> None:
         raise ConfigError(f"{flag} applies to {applies_to} (this run uses {this_run})")
 
 
-def add_device_flags(p: argparse.ArgumentParser) -> None:
+def add_device_flags(p: Flags) -> None:
     """Where the models run and in what precision: `run`, `compare` and `bench` take the same flags."""
     d = RunConfig()
     p.add_argument("--device", default=d.device, metavar="auto|cpu|cuda|cuda:N",
@@ -53,7 +60,7 @@ def add_device_flags(p: argparse.ArgumentParser) -> None:
                         "on llamacpp the draft's only")
 
 
-def add_model_flags(p: argparse.ArgumentParser) -> None:
+def add_model_flags(p: Flags) -> None:
     """The model pair: `run`, `compare` and `bench` take the same flags."""
     p.add_argument("--target", default=None, metavar="NAME|DIR",
                    help="hf: a preset (`specsched models list`), a model directory or a cached id; llamacpp: also "
@@ -62,7 +69,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="hf, llamacpp: draft model directory or cached id (default: the target preset's draft)")
 
 
-def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+def add_sampling_flags(p: Flags) -> None:
     """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
     differs between them)."""
     d = RunConfig()
@@ -79,11 +86,32 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
+    """Every flag of a run, in argument groups (`run --help` lists them group by group)."""
+    add_workload_flags(p.add_argument_group("workload"))
+    add_drafting_flags(p.add_argument_group("drafting"))
+    add_beam_flags(p.add_argument_group("beams (--mode beam, dsbd)"))
+    add_sampling_group(p.add_argument_group("sampling"))
+    add_scheduling_flags(p.add_argument_group("scheduling"), policy)
+    add_backend_flags(p.add_argument_group("backend and device"))
+    add_fault_flags(p.add_argument_group("faults and transport"))
+    add_output_flags(p.add_argument_group("output"))
+
+
+def add_workload_flags(p: Flags) -> None:
+    """What is decoded: the prompts, how many sequences, how long, in which mode."""
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
                    help="repeatable: one prompt shared by all workers, or one per worker")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="draft workers = sequences (default: number of prompts, or 3)")
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M",
+                   help="tokens each sequence generates at most")
+    p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
+
+
+def add_drafting_flags(p: Flags) -> None:
+    """The shape of each draft and where its tokens come from."""
+    d = RunConfig()
     p.add_argument("--k", type=int, default=d.k, help="draft tokens per round")
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...",
                    help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
@@ -116,14 +144,11 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
                         "by the target alone, one more row in the verifier's forwards, and probes again later "
                         f"(default {d.step_aside})")
-    p.add_argument("--max-batch", type=int, default=None, metavar="N",
-                   help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
-                        f"0 with --policy batch or goodput, else {d.max_batch})")
-    p.add_argument("--lockstep", action="store_true",
-                   help="verify only when every worker that still owes a draft has one queued (synchronous "
-                        "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M",
-                   help="tokens each sequence generates at most")
+
+
+def add_beam_flags(p: Flags) -> None:
+    """Beam sampling and search, and dsbd's draft forests."""
+    d = RunConfig()
     p.add_argument("--beams", type=int, default=d.beams, metavar="W",
                    help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
     p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
@@ -139,10 +164,19 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
     p.add_argument("--beam-input", default=d.beam_input, metavar="all|best",
                    help="beam modes: the next step grows from all beams (default) or only the most likely one "
                         "(DSBD §3.4: one cache, but no longer the law of beam sampling)")
+
+
+def add_sampling_group(p: Flags) -> None:
+    """The target's law: temperature, top-k, top-p, the acceptance coupling, the seed."""
+    d = RunConfig()
     p.add_argument("--temperature", type=float, default=None, metavar="T",
                    help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
     add_sampling_flags(p)
-    p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
+
+
+def add_scheduling_flags(p: Flags, policy: bool = True) -> None:
+    """The policy that drains the run queue, and what it may batch."""
+    d = RunConfig()
     if policy:
         p.add_argument("--policy", default=d.policy,
                        help="fcfs | priority | rr | batch | goodput | commit-first | sjf | srtf | mlfq | lottery | "
@@ -152,10 +186,38 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                         "one needs '=': --priorities=-1,0,1)")
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
                    help="per-worker shares for --policy lottery / stride (default 100 each)")
+    p.add_argument("--max-batch", type=int, default=None, metavar="N",
+                   help="drafts a batching policy may verify in one forward; 0 = every ready draft (default: "
+                        f"0 with --policy batch or goodput, else {d.max_batch})")
+    p.add_argument("--lockstep", action="store_true",
+                   help="verify only when every worker that still owes a draft has one queued (synchronous "
+                        "steps; with --policy batch, one forward per step) instead of as soon as one is ready")
+
+
+def add_backend_flags(p: Flags) -> None:
+    """What runs the models, which models, where, with how many threads."""
+    d = RunConfig()
     p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
     add_model_flags(p)
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     add_device_flags(p)
+    p.add_argument("--verifier-threads", type=int, default=0, metavar="N",
+                   help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
+                        "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
+    # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
+    p.add_argument("--sim-vocab", type=int, default=None, metavar="V",
+                   help=f"sim: vocabulary size (default {d.sim_vocab})")
+    p.add_argument("--sim-agreement", type=float, default=None, metavar="A",
+                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
+    p.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated draft forward, in ms (default {d.sim_draft_ms:g})")
+    p.add_argument("--sim-verify-ms", type=float, default=None, metavar="MS",
+                   help=f"sim: simulated target forward, in ms (default {d.sim_verify_ms:g})")
+
+
+def add_fault_flags(p: Flags) -> None:
+    """How the processes talk, and what supervision restarts or gives up on."""
+    d = RunConfig()
     p.add_argument("--transport", default=d.transport,
                    help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
     p.add_argument("--listen", default=None, metavar="HOST:PORT",
@@ -179,20 +241,14 @@ def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
                    help=f"supervision: a draft worker that waits S seconds for a verdict asks the verifier where its "
                         f"sequence stands, and waits on (its draft is queued), sends the draft again (it was lost) or "
                         f"drafts on (the verdict was lost) (default {d.verdict_timeout_s:g})")
-    p.add_argument("--verifier-threads", type=int, default=0, metavar="N",
-                   help="threads of the verifier (torch or llama.cpp); 0 = before every forward, the cores the "
-                        "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
-    # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
-    p.add_argument("--sim-vocab", type=int, default=None, metavar="V",
-                   help=f"sim: vocabulary size (default {d.sim_vocab})")
-    p.add_argument("--sim-agreement", type=float, default=None, metavar="A",
-                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
-    p.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
-                   help=f"sim: simulated draft forward, in ms (default {d.sim_draft_ms:g})")
-    p.add_argument("--sim-verify-ms", type=float, default=None, metavar="MS",
-                   help=f"sim: simulated target forward, in ms (default {d.sim_verify_ms:g})")
+
+
+def add_output_flags(p: Flags) -> None:
+    """What the run writes."""
     p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
 
 
 def name_list(text: str) -> list[str]:
