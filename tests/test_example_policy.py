@@ -1,4 +1,4 @@
-"""The README's custom-policy example loads, orders drafts as documented, and runs end to end."""
+"""The custom-policy example (docs/examples; README, docs/policies.md) loads, orders drafts as documented, runs."""
 
 from __future__ import annotations
 
