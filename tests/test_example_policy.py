@@ -1,4 +1,4 @@
-"""The README's custom-policy example loads, orders drafts as documented, and runs end to end."""
+"""The custom-policy example (docs/examples; README, docs/policies.md) loads, orders drafts as documented, runs."""
 
 from __future__ import annotations
 
@@ -26,3 +26,9 @@ def test_custom_policy_runs_and_does_not_change_the_output():
     fcfs = run(RunConfig(policy="fcfs", **kw))
     assert custom.status == "ok"
     assert [s.tokens for s in custom.sequences] == [s.tokens for s in fcfs.sequences]
+
+
+def test_readme_and_the_policies_chapter_show_the_example_file():
+    shown = EXAMPLE.read_text().split("\n\n\n", 1)[-1].strip()  # the class, after the imports
+    for doc in ("README.md", "docs/policies.md"):
+        assert shown in (EXAMPLE.parents[2] / doc).read_text(), doc

@@ -8,6 +8,8 @@ from specsched.policies import Policy
 
 
 class LeastProgress(Policy):
+    """Serve the sequence with the fewest verified tokens; ties go to the earliest arrival."""
+
     name = "least-progress"
 
     def pick(self, ready):
