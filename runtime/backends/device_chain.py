@@ -30,7 +30,7 @@ from .backend import ChainPlan, DraftedChain
 
 def wanted(cuda: bool) -> bool:
     """Whether a model draws its chains here: on CUDA, unless SPECSCHED_DEVICE_CHAINS=0 (the host path, to
-    time one against the other); =1 takes this path on the CPU too (the tests; README "GPU")."""
+    time one against the other); =1 takes this path on the CPU too (the tests; docs/gpu.md)."""
     setting = device_chains()
     return cuda if setting == "" else setting == "1"
 

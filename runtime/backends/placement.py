@@ -6,7 +6,7 @@ On the CPU every part is a no-op: no stream, inputs stay where they were built, 
 tree mask, cache indices) go up from pinned host memory with non-blocking copies on the process's stream;
 a forward's logits come down the same way into a pinned buffer, after which the stream is synchronised
 once: the only wait of a forward. Each process has its own stream, so a verifier's forwards and the
-draft workers' can overlap on one GPU (concurrently under MPS, time-sliced without it: README).
+draft workers' can overlap on one GPU (concurrently under MPS, time-sliced without it: docs/gpu.md).
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class RunConfig:
     pct_depth: int = 10              # pct: deepest draft
     pct_floor: float = 0.02          # pct: no node whose estimated acceptance is below this
     drafter: str = "model"           # model | branches (Self-Draft: lanes and caches, no draft model) | both
-    branches: int = 1                # Self-Draft: branch lanes N per sequence (0 = caches only; CPU: README)
+    branches: int = 1                # Self-Draft: branch lanes N per sequence (0 = caches only; CPU: docs/branches.md)
     branch_length: int = 8           # Self-Draft: tokens per lane L at most
     corpus_cache: str = "auto"       # Self-Draft: auto (the shipped one on hf, none on sim) | off | a .npz file
     branch_processes: bool = False   # Self-Draft: each lane in its own OS process (else in its sequence's worker)
@@ -154,7 +154,7 @@ class RunConfig:
         """The verifier's threads follow the drafting workers (scheduler/cores.py): the default on hf. Fixed
         --verifier-threads N turns it off, and so does llamacpp, which keeps every core: its batched
         kernels are compute-bound (a verification of 5 tokens on 1 thread takes twice as long as on 2), and
-        measured on a 2-core machine, every core made seed-fcfs 1.4x faster than elastic threads (README: llama.cpp)."""
+        measured on a 2-core machine, every core made seed-fcfs 1.4x faster than elastic threads (docs/llamacpp.md)."""
         return self.verifier_threads == 0 and self.backend != BackendKind.LLAMACPP
 
     @property

@@ -20,7 +20,7 @@ function of the seed and the target alone, whatever drafted, and `ar` with the s
 
 The price is acceptance: P(x = y) >= (1 - TV(p, q)) / (1 + TV(p, q)) for this coupling (Daliri et al.,
 "Coupling without communication and drafter-invariant speculative decoding", 2025), where the residual
-rule reaches 1 - TV; measured on the default pair in docs/sampling.md.
+rule reaches 1 - TV; measured on the default pair in BENCHMARKS.md (the Gumbel coupling).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class BenchRecord:
     @property
     def exact_target(self) -> bool:
         """Greedy outputs must equal ``ar``'s: an fp32 target. A quantised GGUF's batched kernels flip near-ties,
-        and so do bf16 / fp16 forwards, whose batched and one-token sums round differently (README)."""
+        and so do bf16 / fp16 forwards, whose batched and one-token sums round differently (docs/lossless.md)."""
         if self.target_type is not None:  # a GGUF target (llamacpp): its weight type; --dtype is the draft's
             return self.target_type == "F32"
         return self.config.model_dtype == "fp32"

@@ -166,7 +166,7 @@ def print_report(record: BenchRecord, console: Console) -> None:
             Text(f"greedy outputs part from serial AR at near-ties ({record.target_numerics})", style="bold"),
             *[Text(f"{r.name}: sequences {', '.join(map(str, r.mismatched))}") for r in bad],
             Text("Expected on a quantised or half-precision target: a batch of tokens is scored with other kernels "
-                 "(or summation orders) than one token, and the difference flips near-ties (README: llama.cpp, "
+                 "(or summation orders) than one token, and the difference flips near-ties (docs/llamacpp.md, "
                  "numerics; GPU). On an fp32 target this panel would be a losslessness bug.")), style="yellow"))
     elif bad:
         console.print(Panel(Group(
