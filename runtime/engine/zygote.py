@@ -32,10 +32,11 @@ import threading
 import traceback
 from pathlib import Path
 
+from ..core.process import die_with_parent, set_title
+from .child import serve
+
 
 def main() -> int:
-    from ..core.process import die_with_parent, set_title
-
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's
     set_title("specsched: zygote")
@@ -45,6 +46,8 @@ def main() -> int:
     first = json.loads(_read_line(stdin) or b"{}")
     for module in first.get("preload", []):
         try:
+            # lazy: the backend's modules, named by the engine (hf: torch + transformers, TORCH_S of start-up,
+            # measured 2026-11-27), imported here once for every child to share
             importlib.import_module(module)
         except Exception:  # the child that needs it imports it again and reports the error itself
             traceback.print_exc()
@@ -102,8 +105,6 @@ def _fork(request: dict, inherited: tuple[int, ...]) -> int:
         torch = sys.modules.get("torch")
         if torch is not None:  # OMP_NUM_THREADS was read when torch loaded in the zygote: set it anew
             torch.set_num_threads(int(request["threads"]))
-        from .child import serve
-
         code = serve(spec)
     except BaseException:
         traceback.print_exc()

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from .....scheduler.layout import lay_out, settle
-from .....workers.drafter import Drafter, Proposal, make_drafter
+from .....workers.drafter import Drafter, Proposal
+from .....workers.drafter_choice import make_drafter
 from ....backends.backend import LanguageModel
 from ....core.config import AUTO_LOOKUP
 from ....core.sampling import SamplingParams
