@@ -1,6 +1,6 @@
 """What every child process runs: ``serve(spec)``, called by the zygote right after it forked the child.
 
-The spec is the engine's configuration as JSON (no pickle, even at start-up); the zygote (zygote.py)
+The spec is the engine's configuration as JSON (no pickle, even at start-up); the zygote (zygote_main.py)
 is a fresh interpreter, so nothing of the engine's threads or sockets is inherited. Each loads its model once
 and then serves the engine until told to stop: the verifier takes jobs, a draft worker assignments.
 The engine owns Ctrl-C: children run in their own session, ignore SIGINT, and die with the engine
