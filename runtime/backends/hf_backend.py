@@ -172,7 +172,8 @@ def _looks_like_hub_id(path: str) -> bool:
 
 def _transformers():
     """transformers, for a model's config or its tokenizer: the engine's checks read them without torch."""
-    # lazy: transformers, TRANSFORMERS_S of start-up (measured 2026-11-27): not for a sim run, nor a missing model
+    # lazy: transformers, ~1.8 s of start-up and ~6 s with AutoTokenizer and AutoConfig (measured 2026-11-27): a missing
+    # model or GPU is refused without it
     import transformers
 
     return transformers
@@ -180,7 +181,7 @@ def _transformers():
 
 def _models():
     """hf_load.py: the models on their placement (imports torch)."""
-    # lazy: torch + transformers, TORCH_S of start-up (measured 2026-11-27): the engine never loads a model
+    # lazy: torch + transformers' models, ~11 s of start-up (measured 2026-11-27): the engine loads no model
     from . import hf_load
 
     return hf_load

@@ -59,7 +59,8 @@ def resolve_device(spec: str) -> str:
     if not gpu_device_files():  # no GPU can be seen: auto is the CPU, cuda is refused, and torch is not asked
         refuse_absent_gpu(spec)
         return "cpu"
-    import torch  # lazy: torch, ~2 s of start-up (measured 2026-11-27), asked only where a GPU can be
+    # lazy: torch, ~4 s of start-up (measured 2026-11-27), asked only on a machine with a GPU device file
+    import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if spec == "auto":

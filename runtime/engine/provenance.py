@@ -52,7 +52,8 @@ def gpu_of(config: RunConfig) -> dict | None:
         return None
     if not device.startswith("cuda"):
         return None
-    import torch  # lazy: torch, TORCH_S of start-up (measured 2026-11-27): a sim run's record does without
+    # lazy: torch, ~4 s of start-up (measured 2026-11-27): a CPU run's record does without
+    import torch
 
     props = torch.cuda.get_device_properties(device)
     return {"device": device, "name": props.name, "memory_bytes": int(props.total_memory),

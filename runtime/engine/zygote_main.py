@@ -42,8 +42,8 @@ def main() -> int:
     first = json.loads(_read_line(stdin) or b"{}")
     for module in first.get("preload", []):
         try:
-            # lazy: the backend's modules, named by the engine (hf: torch + transformers, TORCH_S of start-up,
-            # measured 2026-11-27), imported here once for every child to share
+            # lazy: the backend's modules, named by the engine (hf: torch + transformers, ~11 s of start-up, measured
+            # 2026-11-27), imported here once for every child to share
             importlib.import_module(module)
         except Exception:  # the child that needs it imports it again and reports the error itself
             traceback.print_exc()

@@ -63,7 +63,8 @@ def wheel_gguf(source: WheelSource = SMOLLM2) -> Path:
 
 def exported_gguf(model: Path) -> Path:
     """``model`` (a transformers Llama directory) as an fp32 GGUF in the cache, exported on first use."""
-    from .gguf_export import export_gguf  # lazy: gguf + torch + transformers, TORCH_S of start-up (measured 2026-11-27)
+    # lazy: gguf + torch + transformers, ~11 s of start-up (measured 2026-11-27): only to export a GGUF
+    from .gguf_export import export_gguf
 
     if not (model / "config.json").is_file():
         raise UnknownModel(f"{model}: not a transformers directory (no config.json)")
