@@ -80,4 +80,3 @@ class LlamaCppBackend(HFBackend):
     def target(self):
         # the verifier's Cores sets the threads before every forward; this is only the start
         return LlamaModel(self.gguf, threads=self.config.verifier_threads or os.cpu_count() or 1)
-

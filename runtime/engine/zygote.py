@@ -129,4 +129,3 @@ def command(module: str) -> list[str]:
             "m = u.module_from_spec(s); sys.modules['specsched'] = m; s.loader.exec_module(m); "
             f"from {module} import main; sys.exit(main())")
     return [sys.executable, "-c", boot]
-

@@ -19,5 +19,3 @@ def add_rerun_parser(sub) -> None:
                    help="no live view (on a terminal) and no progress lines (elsewhere)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.set_defaults(func=".analysis.rerun_commands:cmd_rerun")
-
-

@@ -10,5 +10,3 @@ def add_whatif_parser(sub) -> None:
                    help="repeatable: a policy to re-simulate under (built-in name, file.py:Class, module:Class)")
     p.add_argument("--svg", default=None, metavar="DIR", help="write each predicted schedule's Gantt chart here")
     p.set_defaults(func=".analysis.whatif_commands:cmd_whatif")
-
-

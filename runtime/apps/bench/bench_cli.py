@@ -76,5 +76,3 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as markdown")
     p.set_defaults(func=".bench.bench_commands:cmd_bench")
     return p
-
-

@@ -22,5 +22,3 @@ def add_watch_parsers(sub) -> None:
 
 
 MIN_WIDTH, MAX_WIDTH = 40, 2000  # SVG columns: narrower has no room for the lanes, wider is megabytes
-
-

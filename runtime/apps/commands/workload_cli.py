@@ -33,5 +33,3 @@ def wants_workload(args: argparse.Namespace) -> bool:
         if tree := tree_flags_given(args):
             raise ConfigError(f"{tree[0]} applies to a Tree-of-Thoughts run, not to a workload's jobs")
     return wanted
-
-

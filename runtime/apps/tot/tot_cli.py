@@ -71,5 +71,3 @@ def wants_tot(args: argparse.Namespace) -> bool:
         if extra := tree_flags_given(args):
             raise ConfigError(f"{extra[0]} applies to a Tree-of-Thoughts run (no --prompt, or --task)")
     return bool(args.task) or not args.prompts
-
-
