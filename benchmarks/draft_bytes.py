@@ -38,7 +38,7 @@ from specsched.runtime.models import corpus_cache
 from specsched.scheduler.acceptance import verify_tree
 from specsched.scheduler.layout import lane_predictions, lay_out, settle
 from specsched.workers.branch_drafter import branch_drafter
-from specsched.workers.drafter import make_drafter
+from specsched.workers.drafter_choice import make_drafter
 
 ARMS = {  # bench's arms of the same names (runtime/apps/bench/arms.py)
     "seed": {"drafter": "model"},

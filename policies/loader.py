@@ -84,6 +84,7 @@ def _from_file(path: str):
 def _from_module(name: str):
     def load():
         try:
+            # lazy: optional dependency: the module a user names in --policy, known only when the run asks for it
             return importlib.import_module(name)
         except ImportError as exc:
             raise PolicyError(f"cannot import policy module {name!r}: {exc}") from None

@@ -20,11 +20,12 @@ from rich.console import Console
 
 from specsched.runtime.apps.bench import plot, runner, targets
 from specsched.runtime.apps.bench.arms import ARM_NAMES, PEER_ARMS, other_numerics, runtime_config
-from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.measure import ArmResult, Sample, Stop, compare_with_baseline, measure
 from specsched.runtime.apps.bench.overhead import verifier_overhead
 from specsched.runtime.apps.bench.report import markdown, print_report
 from specsched.runtime.apps.bench.runner import run_bench
+from specsched.runtime.apps.cli import handler
 from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import VERIFIER, Event
@@ -200,7 +201,7 @@ def test_a_mismatching_arm_is_reported_loudly(smoke, monkeypatch, tmp_path):
     assert record.to_json()["mismatches"] == [{"arm": "seed-rr", "sequences": [1]}]
     monkeypatch.setattr(runner, "run_bench", lambda *a, **k: record)
     args = bench_args("--smoke", "--json", str(tmp_path / "b.json"))
-    assert args.func(args, Console(file=io.StringIO())) == 1
+    assert handler(args.func)(args, Console(file=io.StringIO())) == 1
 
 
 def test_on_a_quantised_gguf_parted_outputs_are_explained_not_failed(smoke, monkeypatch):
@@ -219,10 +220,10 @@ def test_on_a_quantised_gguf_parted_outputs_are_explained_not_failed(smoke, monk
     assert "near-ties" in markdown(record)
     monkeypatch.setattr(runner, "run_bench", lambda *a, **k: record)
     args = bench_args("--smoke")
-    assert args.func(args, Console(file=io.StringIO())) == 0
+    assert handler(args.func)(args, Console(file=io.StringIO())) == 0
     record.target_type = "F32"
     assert "✗ GREEDY OUTPUTS DIFFER FROM SERIAL AR" in printed(record)
-    assert args.func(args, Console(file=io.StringIO())) == 1
+    assert handler(args.func)(args, Console(file=io.StringIO())) == 1
     assert other_numerics(RunConfig(backend="llamacpp")) == {"ar-hf", *PEER_ARMS}
     assert other_numerics(RunConfig(backend="hf")) == set()
 
@@ -238,7 +239,7 @@ def test_command_writes_json_markdown_and_plots(smoke, monkeypatch, tmp_path):
     args = bench_args("--smoke", "--json", str(tmp_path / "b.json"), "--markdown", str(tmp_path / "b.md"),
                  "--plots", str(tmp_path / "plots"))
     out = io.StringIO()
-    assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
+    assert handler(args.func)(args, Console(file=out, width=120, color_system=None)) == 0
     assert json.loads((tmp_path / "b.json").read_text())["schema"] == "specsched-bench/1"
     md = (tmp_path / "b.md").read_text()
     assert "| arm | tok/s | min–max | × ar | α | tok/ver | draft | aside | busy | ovh | wall s | cpu ms/tok | = ar |" \

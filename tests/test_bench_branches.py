@@ -16,11 +16,12 @@ from rich.console import Console
 
 from specsched.runtime.apps.bench import plot, runner
 from specsched.runtime.apps.bench.arms import BRANCH_ARMS, RUNTIME_ARMS, runtime_config, shared
-from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.measure import ArmResult, Sample, compare_with_baseline
 from specsched.runtime.apps.bench.report import print_report
 from specsched.runtime.apps.bench.runner import run_bench
 from specsched.runtime.apps.bench.sweep import BranchShape, SweepPoint, label, parse_values, point_config
+from specsched.runtime.apps.cli import handler
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -106,7 +107,7 @@ def test_the_sweep_command_writes_one_line_per_n_in_both_panels(sweep, monkeypat
     args = bench_args("--smoke", "--sweep", "branches", "--values", VALUES, "--plots", str(tmp_path),
                       "--json", str(tmp_path / "b.json"))
     out = io.StringIO()
-    assert args.func(args, Console(file=out, width=120, color_system=None)) == 0
+    assert handler(args.func)(args, Console(file=out, width=120, color_system=None)) == 0
     assert f"wrote {tmp_path / 'branches_sweep.svg'}" in out.getvalue()
     assert json.loads((tmp_path / "b.json").read_text())["sweep"]["axis"] == "branches"
     root = ET.fromstring((tmp_path / "branches_sweep.svg").read_text())

@@ -8,7 +8,7 @@ import torch
 from cli_runs import bench_args
 
 from specsched.runtime.apps.bench.arms import PEER_ARMS
-from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.peers import LoadedPeers, PeerArm, as_assistant, draft_as_llama
 from specsched.runtime.apps.bench.runner import run_bench
 from specsched.runtime.core.config import RunConfig

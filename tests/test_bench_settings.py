@@ -11,7 +11,7 @@ from cli_runs import bench_args
 
 from specsched.runtime.apps.bench import plot
 from specsched.runtime.apps.bench.arms import ARM_NAMES, parse_arms
-from specsched.runtime.apps.bench.bench_cli import settings_from_args
+from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.measure import ArmResult, Sample, compare_with_baseline
 from specsched.runtime.apps.bench.sweep import parse_values, point_config, run_sweep
 from specsched.runtime.core.config import ConfigError, RunConfig

@@ -98,7 +98,7 @@ def test_sampled_texts_of_drafts_shaped_by_measured_times_may_differ_and_are_not
 
 
 def test_a_workload_compared_calls_only_the_differences_of_untimed_jobs_a_bug(records):
-    from specsched.runtime.apps.commands.workload_cli import text_verdict
+    from specsched.runtime.apps.commands.workload_commands import text_verdict
 
     def job(r, tokens=None, **flags):  # one job's record under one policy
         seqs = r.sequences if tokens is None else [dataclasses.replace(r.sequences[0], tokens=tokens)]

@@ -1,7 +1,9 @@
 """Each folder of the package is one layer, and imports point one way (docs/architecture.md, the layer picture).
 
 Every import of the package's own modules is read from the files, lazy ones inside functions included. The
-package's imports are relative, so these arrows are the ones a reader (or a tool) resolves on disk.
+package's imports are relative, so these arrows are the ones a reader (or a tool) resolves on disk. A module
+imports at its top: an import inside a function is for an optional dependency or a measured start-up cost, says
+which in a `# lazy:` comment, and there are few of them.
 """
 
 from __future__ import annotations
@@ -96,3 +98,62 @@ def test_no_folder_imports_itself_through_others():
         if folder not in state and (found := cycle_from(folder)):
             steps = [arrows[a][b] for a, b in zip(found, found[1:])]
             raise AssertionError("a cycle of folders: " + " -> ".join(found) + "\n" + "\n".join(steps))
+
+
+MAX_LAZY = 20  # imports inside functions, in the whole package
+
+
+def lazy_imports(path: Path) -> list[int]:
+    """The lines of `path`'s imports inside functions: import statements, importlib.import_module and __import__."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                lines.append(child.lineno)
+            elif in_function and isinstance(child, ast.Call):
+                f = child.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name in ("import_module", "__import__"):
+                    lines.append(child.lineno)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(path.read_text()), False)
+    return lines
+
+
+def says_why(lines: list[str], n: int) -> bool:
+    """Line n (1-based) carries a `# lazy:` comment, or the block of comments right above it starts one."""
+    if "# lazy:" in lines[n - 1]:
+        return True
+    i = n - 2
+    while i >= 0 and lines[i].lstrip().startswith("#"):
+        if lines[i].lstrip().startswith("# lazy:"):
+            return True
+        i -= 1
+    return False
+
+
+def test_few_imports_inside_functions_each_saying_why():
+    sites = [(path, n) for path in sources() for n in lazy_imports(path)]
+    where = [f"{path.relative_to(ROOT)}:{n}" for path, n in sites]
+    assert 5 < len(sites) <= MAX_LAZY, where  # the walk finds them; import at the top instead
+    silent = [f"{path.relative_to(ROOT)}:{n}" for path, n in sites if not says_why(path.read_text().splitlines(), n)]
+    assert silent == []  # say why on the line or above it: `# lazy: optional dependency (...)` or the cost measured
+
+
+def test_the_lazy_import_count_sees_every_kind(tmp_path):
+    """The walk counts what it should: a function's import statements and dynamic imports, not the module's."""
+    source = (
+        "import os\n"
+        "def f():\n"
+        "    import json\n"
+        "    from . import x\n"
+        "    class C:\n"
+        "        def g(self):\n"
+        "            importlib.import_module('m')\n"
+        "    return __import__('y')\n"
+    )
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    assert lazy_imports(path) == [3, 4, 7, 8]

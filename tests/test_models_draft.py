@@ -12,11 +12,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specsched.runtime.apps.drafts.evaluation.evaluate import LookupDrafter, chain, decode
 from specsched.runtime.apps.drafts.training.draft_init import compress_target
 from specsched.runtime.backends.hf import HFModel
-from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, save_draft
+from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, load_model, save_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.growing_cache import cache_out
 from specsched.runtime.models.lean_forward import Int8Linear, int8_available
-from specsched.runtime.models.registry import load_model, resolve_draft, resolve_target
+from specsched.runtime.models.registry import resolve_draft, resolve_target
 from tests.fp32 import assert_close, assert_greedy_equal
 
 VOCAB, HIDDEN = 96, 64

@@ -17,7 +17,7 @@ from specsched.runtime.apps.analysis.rerun import (
     partings,
     tree_partings,
 )
-from specsched.runtime.apps.analysis.rerun_cli import verdict
+from specsched.runtime.apps.analysis.rerun_commands import verdict
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 PROMPTS = ["--prompt", "lo mi ka", "--prompt", "ne ru"]

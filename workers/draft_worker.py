@@ -26,7 +26,7 @@ from ..runtime.core.transport import Telemetry, connect, process_name, worker_id
 from ..runtime.core.wire import ProtocolError, pack, unpack
 from .beam_worker import run_beam_slot
 from .branch_drafter import branch_drafter
-from .drafter import make_drafter
+from .drafter_choice import make_drafter
 
 
 class Stopped(Exception):

@@ -1,19 +1,30 @@
-"""`specsched`: the command line. `specsched run` is the main job."""
+"""`specsched`: the command line. `specsched run` is the main job.
+
+Every command's parser is built for `--help`; a command whose module imports torch (`models distill`, `models
+features`) is named by that module, imported only once the command's input has been checked (`handler`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import importlib
 import inspect
 from typing import NoReturn
 
-from rich.console import Console
-
+from ... import __version__
 from ...policies.loader import PolicyError
-from ..core.config import ConfigError, RunConfig
+from ..core.config import ConfigError
 from ..engine.collected import Interrupted
-from .commands.remote_cli import JOIN_TIMEOUT_S, check_remote_workers
-from .commands.workload_cli import add_workload_flags, wants_workload
+from ..engine.stopping import stop_signals
+from ..models.errors import ModelError, UnknownModel
+from .analysis.rerun_cli import add_rerun_parser
+from .analysis.teach import add_teach_parser
+from .analysis.whatif_cli import add_whatif_parser
+from .bench.bench_cli import add_bench_parser
+from .commands.remote_cli import JOIN_TIMEOUT_S, add_remote_parsers
+from .commands.watch_cli import add_watch_parsers
+from .commands.workload_cli import add_workload_flags
+from .drafts.models_cli import add_models_parser
 from .run.exits import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -21,11 +32,11 @@ from .run.exits import (
     EXIT_TERMINATED,
     exit_now,
     fail,
-    stopped_status,
 )
-from .run.flags import add_run_flags, config_from_args, max_batch, name_list
+from .run.flags import add_run_flags, name_list
 from .run.help_text import DefaultsHelp
 from .run.output_paths import check_outputs
+from .tot.tot_cli import add_tot_flags
 from .view.console import make_console, replace_what_the_output_cannot_encode
 
 ABOUT = """Speculative decoding, scheduled the way an operating system schedules processes: draft-worker
@@ -57,15 +68,11 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="specsched", description=ABOUT, epilog=EXAMPLES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    from ... import __version__
-
     parser.add_argument("--version", action="version", version=f"specsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding (none: a Tree-of-Thoughts "
                                      "tree, the main job)")
     add_run_flags(run)
-    from .tot.tot_cli import add_tot_flags
-
     add_tot_flags(run)
     add_workload_flags(run)
     run.add_argument("--trace", default=None, metavar="PATH",
@@ -76,31 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --listen: wait for N workers from other hosts to join; they draft first")
     run.add_argument("--join-timeout", type=float, default=None, metavar="S",
                      help=f"with --remote-workers: how long to wait for them, in seconds (default {JOIN_TIMEOUT_S:g})")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=".commands.run_commands:cmd_run")
     # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
     add_compare_parser(sub)
-    from .analysis.rerun_cli import add_rerun_parser
-
     add_rerun_parser(sub)
-    from .bench.bench_cli import add_bench_parser
-
     add_bench_parser(sub)
-    from .commands.watch_cli import add_watch_parsers
-
     add_watch_parsers(sub)
-    from .analysis.teach import add_teach_parser
-    from .analysis.whatif_cli import add_whatif_parser
-
     add_whatif_parser(sub)
     add_teach_parser(sub)
-    try:
-        from .drafts.models_cli import add_models_parser
-    except ImportError:
-        pass
-    else:
-        add_models_parser(sub)
-    from .commands.remote_cli import add_remote_parsers
-
+    add_models_parser(sub)
     add_remote_parsers(sub)
     return parser
 
@@ -113,76 +104,23 @@ def add_compare_parser(sub) -> None:
     add_run_flags(compare, policy=False)
     add_workload_flags(compare)
     compare.add_argument("--svg", default=None, metavar="DIR", help="write each policy's Gantt chart here")
-    compare.set_defaults(func=cmd_compare, policy="fcfs")   # each run gets one of --policies
-
-
-def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from .commands.prompt_run import run_prompts
-    from .tot.tot_cli import cmd_tot, wants_tot
-
-    config = config_from_args(args)
-    remote = check_remote_workers(args, config)
-    if remote and (wants_workload(args) or wants_tot(args)):
-        raise ConfigError("--remote-workers applies to a --prompt run (a workload or a tree uses workers that have "
-                          "joined, without waiting for them)")
-    if wants_workload(args):
-        from .commands.workload_cli import cmd_run_workload
-
-        return cmd_run_workload(args, console, config)
-    if wants_tot(args):
-        return cmd_tot(args, console, config)
-    return run_prompts(args, console, config, remote)[1]
-
-
-def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from .commands.compare import compare, policy_configs, print_comparison
-
-    configs = []
-    for c in policy_configs(config_from_args(args), args.policies):
-        as_run = argparse.Namespace(**{**vars(args), "policy": c.policy})   # what `run --policy` would do
-        configs.append(dataclasses.replace(c, max_batch=max_batch(as_run)))
-    if wants_workload(args):
-        from .commands.workload_cli import cmd_compare_workload
-
-        return cmd_compare_workload(args, console, configs)
-    for c in configs:   # every policy loads before any process starts: bad input costs one line
-        prepare_check(c)
-    records = compare(configs, console)
-    if args.json:
-        import json
-        from pathlib import Path
-
-        from ..engine.provenance import provenance
-
-        block = provenance(configs[0], records[0].collected.threads if records else None)
-        Path(args.json).write_text(json.dumps({"provenance": block, "policies": [r.to_json() for r in records]},
-                                              indent=1))
-    identical = print_comparison(records, console, svg_dir=args.svg)
-    interrupted = [r for r in records if r.status == "interrupted"]
-    if interrupted:
-        return stopped_status(interrupted[-1].stopped_by)
-    return 0 if identical else EXIT_FAILED
-
-
-def prepare_check(config: RunConfig) -> None:
-    from ...policies.loader import load_policy
-
-    load_policy(config.policy, config.policy_timeout_s)
+    compare.set_defaults(func=".commands.run_commands:cmd_compare", policy="fcfs")   # each run gets one of --policies
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = make_console()
-    from ..engine.stopping import stop_signals
-    from ..models.errors import ModelError, UnknownModel
 
     with stop_signals():  # Ctrl-C 130, SIGTERM 143: every command tears down; a second signal loses nothing
         try:
             # `models` handlers take (args); the others (args, console)
             check_outputs(args)
-            takes_console = len(inspect.signature(args.func).parameters) > 1
-            return args.func(args, console) if takes_console else args.func(args)
+            if check := getattr(args, "check", None):  # a command named by its module: its input first
+                check(args)
+            func = handler(args.func)
+            takes_console = len(inspect.signature(func).parameters) > 1
+            return func(args, console) if takes_console else func(args)
         except (ConfigError, PolicyError) as exc:
             fail(str(exc))
             return EXIT_BAD_INPUT
@@ -201,6 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # an output the machine would not take after the work (a full disk): one line
             fail(f"{exc.strerror or exc or type(exc).__name__}" + (f": {exc.filename}" if exc.filename else ""))
             return EXIT_FAILED
+
+
+def handler(func):
+    """A command's function: `func` itself, or for "module:function" (relative to this package) that function."""
+    if not isinstance(func, str):
+        return func
+    module, name = func.split(":")
+    # lazy: the command's module imports torch + transformers, ~11 s of start-up (measured 2026-11-27), which
+    # `--help` and the refusal of bad input do without
+    return getattr(importlib.import_module(module, __package__), name)
 
 
 def entry() -> NoReturn:

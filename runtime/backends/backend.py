@@ -7,6 +7,7 @@ sim workers fit on a small machine) and the transformers backend plugs in unchan
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -206,20 +207,24 @@ def preload_modules(config: RunConfig) -> list[str]:
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
     if config.backend in (BackendKind.HF, BackendKind.LLAMACPP):
         return [*serving, "specsched.runtime.backends.hf_backend", "specsched.runtime.backends.hf",
+                "specsched.runtime.backends.hf_load",
                 "specsched.runtime.backends.placement", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model", "transformers"]
     return [*serving, "specsched.runtime.backends.sim"]
 
 
+# Each backend's class, by the module that holds it (those modules subclass Backend from this one).
+BACKEND_CLASSES = {
+    BackendKind.SIM: (".sim", "SimBackend"),
+    BackendKind.HF: (".hf_backend", "HFBackend"),
+    BackendKind.LLAMACPP: (".llamacpp_backend", "LlamaCppBackend"),
+}
+
+
 def get_backend(config: RunConfig) -> Backend:
-    # Imported lazily: a sim worker must never pay for importing torch.
-    if config.backend == BackendKind.SIM:
-        from .sim import SimBackend
-        return SimBackend(config)
-    if config.backend == BackendKind.HF:
-        from .hf_backend import HFBackend
-        return HFBackend(config)
-    if config.backend == BackendKind.LLAMACPP:
-        from .llamacpp_backend import LlamaCppBackend
-        return LlamaCppBackend(config)
-    raise ConfigError(f"unknown --backend {config.backend!r}")
+    if config.backend not in BACKEND_CLASSES:
+        raise ConfigError(f"unknown --backend {config.backend!r}")
+    module, name = BACKEND_CLASSES[config.backend]
+    # lazy: hf_backend and llamacpp_backend, ~0.2 s of start-up (measured 2026-11-27), which a sim
+    # process does without (sim.py: 2 ms); they subclass Backend from this module
+    return getattr(importlib.import_module(module, __package__), name)(config)

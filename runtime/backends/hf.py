@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from ..models.draft_model import DraftLM
+from ..models.draft_files import is_distilled_draft
+from ..models.draft_model import DraftLM, load_model
 from ..models.growing_cache import GrowingCache, cache_keyword, cache_out
 from . import device_chain
 from .backend import (
@@ -45,8 +46,6 @@ class HFModel(LanguageModel):
 
     def __init__(self, path: str, dtype: str, *, target_dir: str | None = None,
                  placement: Placement | None = None) -> None:
-        from ..models.registry import is_distilled_draft, load_model
-
         if is_distilled_draft(Path(path)):  # the project's distilled draft (a DraftLM)
             module = load_model(Path(path), DTYPES[dtype], target_dir=Path(target_dir) if target_dir else None)
         else:

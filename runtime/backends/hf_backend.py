@@ -2,8 +2,9 @@
 before any process starts (the two vocabularies agree), and the models it builds on each process's
 placement (hf.py holds the model and its caches).
 
-torch and transformers are imported where they are used, not with this module: the checks of the cheap
-mistakes (a path that is not there, a GPU that is not there) answer before the ~5 s those imports cost.
+torch and transformers are not imported with this module: the checks of the cheap mistakes (a path that is not
+there, a GPU that is not there) answer before the seconds those imports cost. transformers is imported by
+`_transformers` for a config or a tokenizer, torch with the models themselves (hf_load.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.config import ConfigError, DrafterKind
+from ..core.config import ConfigError, DrafterKind, Mode
 from ..core.device import device_chains, refuse_absent_gpu
 from ..models.draft_files import (
     FEATURE_CONFIG,
@@ -24,6 +25,7 @@ from ..models.draft_files import (
     is_distilled_draft,
     is_feature_draft,
 )
+from ..models.registry import PRESETS, resolve_pair
 from ..models.weights import damaged_weights
 from .backend import Backend, Tokenizer
 
@@ -36,10 +38,8 @@ if TYPE_CHECKING:
 class HFTokenizer(Tokenizer):
     def __init__(self, path: str, *, gguf_file: str | None = None) -> None:
         """A tokenizer directory, or with ``gguf_file`` the tokenizer inside that GGUF in ``path``."""
-        from transformers import AutoTokenizer
-
-        self.tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf_file) if gguf_file else \
-            AutoTokenizer.from_pretrained(path)
+        auto = _transformers().AutoTokenizer
+        self.tok = auto.from_pretrained(path, gguf_file=gguf_file) if gguf_file else auto.from_pretrained(path)
 
     def encode(self, text: str, *, chat: bool) -> list[int]:
         if chat and getattr(self.tok, "chat_template", None):
@@ -58,8 +58,6 @@ class HFTokenizer(Tokenizer):
 class HFBackend(Backend):
     def paths(self) -> tuple[str, str]:
         c = self.config
-        from ..models.registry import PRESETS, resolve_pair
-
         if c.target and c.draft and not {c.target, c.draft} & PRESETS.keys():
             return c.target, c.draft  # two model directories (or hub ids) as given
         return resolve_pair(c.target, c.draft)
@@ -94,8 +92,6 @@ class HFBackend(Backend):
     def check_feature_draft(self, target: str, draft: str) -> None:
         """A feature draft reads the target's features: their width must be its own, and beams (dsbd), whose
         drafts carry no features, cannot use it."""
-        from ..core.config import Mode
-
         if self.config.mode == Mode.DSBD:
             raise ConfigError(f"--mode dsbd cannot use the feature draft {draft}: beam drafts carry no target "
                               "features; use a distilled draft (--draft smollm2-distilled)")
@@ -137,23 +133,10 @@ class HFBackend(Backend):
         return HFTokenizer(self.paths()[0])
 
     def target(self) -> HFModel:
-        from .hf import HFModel
-
-        return HFModel(self.paths()[0], self.config.model_dtype, placement=self.placement())
+        return _models().target(self)
 
     def draft(self) -> HFModel | FeatureModel:
-        import torch
-
-        from .hf import HFModel
-
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        if is_feature_draft(Path(self.paths()[1])):  # reads the target's features from the verdicts
-            from ..models.pull import pull
-            from .feature import FeatureModel
-
-            return FeatureModel(self.paths()[1], self.draft_embeddings() or pull())
-        return HFModel(self.paths()[1], self.config.model_dtype, target_dir=self.draft_embeddings(),
-                       placement=self.placement())
+        return _models().draft(self)
 
     def draft_embeddings(self) -> str | None:
         """Where a distilled draft reads its shared embeddings: its target's directory (None: the default's)."""
@@ -161,9 +144,7 @@ class HFBackend(Backend):
 
     def placement(self) -> Placement:
         """This process's device and stream (--device, resolved here, after the fork)."""
-        from .placement import Placement
-
-        return Placement(self.config.model_device)
+        return _models().placement(self.config.model_device)
 
 
 def tokenizer_digest(path: str) -> str | None:
@@ -175,19 +156,32 @@ def tokenizer_digest(path: str) -> str | None:
 @functools.lru_cache(maxsize=8)
 def _model_config(path: str):
     """A model directory's transformers config, read once: the vocabulary check and the positions both need it."""
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(path)
+    return _transformers().AutoConfig.from_pretrained(path)
 
 
 def _tokenizer_vocab(path: str) -> dict[str, int] | None:
-    from transformers import AutoTokenizer
-
     try:
-        return AutoTokenizer.from_pretrained(path).get_vocab()
+        return _transformers().AutoTokenizer.from_pretrained(path).get_vocab()
     except (OSError, ValueError, TypeError):
         return None
 
 
 def _looks_like_hub_id(path: str) -> bool:
     return path.count("/") == 1 and not path.startswith((".", "/")) and os.path.sep * 2 not in path
+
+
+def _transformers():
+    """transformers, for a model's config or its tokenizer: the engine's checks read them without torch."""
+    # lazy: transformers, ~1.8 s of start-up and ~6 s with AutoTokenizer and AutoConfig (measured 2026-11-27): a missing
+    # model or GPU is refused without it
+    import transformers
+
+    return transformers
+
+
+def _models():
+    """hf_load.py: the models on their placement (imports torch)."""
+    # lazy: torch + transformers' models, ~11 s of start-up (measured 2026-11-27): the engine loads no model
+    from . import hf_load
+
+    return hf_load

@@ -39,7 +39,7 @@ ERRORS: collections.deque[str] = collections.deque(maxlen=8)  # llama.cpp's last
 def llama_cpp_module():
     """llama_cpp, its log routed into ``ERRORS`` (load chatter dropped) and its backend initialised."""
     try:
-        import llama_cpp
+        import llama_cpp  # lazy: optional dependency (the llamacpp extra)
     except ImportError as exc:
         raise LlamaCppMissing(f"--backend llamacpp needs llama-cpp-python: {INSTALL}") from exc
     if not hasattr(llama_cpp_module, "log"):

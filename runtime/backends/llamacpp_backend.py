@@ -16,8 +16,10 @@ from pathlib import Path
 from ..core.config import ConfigError
 from ..models.errors import ModelError
 from ..models.gguf_target import is_gguf, resolve_gguf
+from ..models.registry import PRESETS, resolve_draft, resolve_target
 from .backend import same_vocabulary
 from .hf_backend import HFBackend, HFTokenizer
+from .llamacpp import LlamaModel, read_gguf
 
 
 class LlamaCppBackend(HFBackend):
@@ -31,8 +33,6 @@ class LlamaCppBackend(HFBackend):
     def paths(self) -> tuple[str, str]:
         c = self.config
         if is_gguf(c.target):  # the draft: as given, else the default preset's (the vocabulary check decides)
-            from ..models.registry import resolve_draft
-
             return str(self.gguf), str(resolve_draft(c.draft, None))
         return super().paths()
 
@@ -41,8 +41,6 @@ class LlamaCppBackend(HFBackend):
         preset's target, any other the default pair's (load_draft's default)."""
         if not is_gguf(self.config.target):
             return super().draft_embeddings()
-        from ..models.registry import PRESETS, resolve_target
-
         return str(resolve_target(self.config.draft)) if self.config.draft in PRESETS else None
 
     def check_paths(self) -> None:
@@ -59,8 +57,6 @@ class LlamaCppBackend(HFBackend):
     @cached_property
     def info(self):
         """The GGUF's vocabulary and weight type (``llamacpp.GgufInfo``)."""
-        from .llamacpp import read_gguf
-
         try:
             return read_gguf(self.gguf)
         except RuntimeError as exc:  # llama.cpp refused the file: damaged, truncated, or a GGUF version it lacks
@@ -82,8 +78,5 @@ class LlamaCppBackend(HFBackend):
         return super().tokenizer()
 
     def target(self):
-        from .llamacpp import LlamaModel
-
         # the verifier's Cores sets the threads before every forward; this is only the start
         return LlamaModel(self.gguf, threads=self.config.verifier_threads or os.cpu_count() or 1)
-

@@ -6,58 +6,24 @@ Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickle
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 
+from .config_checks import check
+from .device import default_dtype, resolve_device
+from .kinds import (  # noqa: F401 - re-exported: the package reads the kinds from config
+    BACKENDS,
+    BEAM_MODES,
+    DRAFTERS,
+    MODEL_BACKENDS,
+    MODES,
+    TRANSPORTS,
+    BackendKind,
+    ConfigError,
+    DrafterKind,
+    Mode,
+    TransportKind,
+    TreeKind,
+)
 from .sampling import SamplingParams
-
-
-class Mode(StrEnum):
-    """What a run decodes with (`--mode`); a member equals its name, so `config.mode == Mode.SEED`."""
-    AR = "ar"              # the target alone, one sequence after another
-    SD = "sd"              # classic speculative decoding: one draft worker serves every sequence in turn
-    SEED = "seed"          # SEED: a draft worker per sequence, one verifier scheduling them
-    PARALLEL = "parallel"  # the target alone, every sequence in one batched forward
-    BEAM = "beam"          # beam sampling / search with the target alone
-    DSBD = "dsbd"          # dynamic-width speculative beam decoding: a draft worker per beam
-
-
-class BackendKind(StrEnum):
-    """What runs the models (`--backend`)."""
-    SIM = "sim"            # a simulated pair: no model, fixed costs (teaching, fast tests)
-    HF = "hf"              # transformers (CPU or CUDA)
-    LLAMACPP = "llamacpp"  # a llama.cpp verifier (GGUF) with torch drafts
-
-
-class DrafterKind(StrEnum):
-    """Where draft tokens come from (`--drafter`, workers/branch_drafter.py)."""
-    MODEL = "model"        # the draft model
-    BRANCHES = "branches"  # Self-Draft's lanes and caches, no draft model
-    BOTH = "both"
-
-
-class TreeKind(StrEnum):
-    """The shape of a draft (`--tree`)."""
-    FIXED = "fixed"        # a chain of --k tokens, or the --k-config tree
-    PCT = "pct"            # shaped by expected time gain (workers/pct.py)
-
-
-class TransportKind(StrEnum):
-    """How the processes of a run talk (`--transport`)."""
-    IPC = "ipc"            # Unix sockets in a private directory
-    TCP = "tcp"            # loopback or network ports, CurveZMQ
-
-
-MODES = tuple(m.value for m in Mode)
-BEAM_MODES = (Mode.BEAM, Mode.DSBD)  # beam sampling / search: target only, and with one draft worker per beam
-BACKENDS = tuple(b.value for b in BackendKind)
-MODEL_BACKENDS = (BackendKind.HF, BackendKind.LLAMACPP)  # real models, a transformers tokenizer and torch drafts
-TRANSPORTS = tuple(t.value for t in TransportKind)
-DRAFTERS = tuple(d.value for d in DrafterKind)
-
-
-class ConfigError(ValueError):
-    """Bad user input: reported as one line, exit status 2."""
-
 
 AUTO_LOOKUP = 4  # --lookup on hf unless set: n-grams of 4, 3, 2 tokens
 
@@ -120,8 +86,6 @@ class RunConfig:
     keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
 
     def __post_init__(self) -> None:
-        from .config_checks import check  # it reads this module's names
-
         check(self)
 
     @property
@@ -163,8 +127,6 @@ class RunConfig:
         cpu). The sim backend has no models and llama.cpp runs on the CPU: "cpu" for both."""
         if self.backend != BackendKind.HF:
             return "cpu"
-        from .device import resolve_device
-
         return resolve_device(self.device)
 
     @property
@@ -172,8 +134,6 @@ class RunConfig:
         """The dtype the models load in: --dtype, or for auto bf16 on CUDA and fp32 on the CPU."""
         if self.dtype != "auto":
             return self.dtype
-        from .device import default_dtype
-
         return default_dtype(self.model_device)
 
     @property

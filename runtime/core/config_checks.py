@@ -9,8 +9,10 @@ import math
 import reprlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
-from .config import (
+from .device import DTYPES, check_device
+from .kinds import (
     BACKENDS,
     BEAM_MODES,
     DRAFTERS,
@@ -20,10 +22,12 @@ from .config import (
     ConfigError,
     DrafterKind,
     Mode,
-    RunConfig,
     TransportKind,
     TreeKind,
 )
+
+if TYPE_CHECKING:
+    from .config import RunConfig
 
 # Upper bounds: a value past them is a typo, and would otherwise overflow the wire (msgpack takes 64-bit
 # integers), exhaust memory or run for days instead of failing in one line.
@@ -190,8 +194,6 @@ def tree_nodes(widths: Sequence[int]) -> int:
 
 def _check_models(c: RunConfig) -> None:
     """Which models, where and in what precision (--target, --draft, --raw-prompt, --device, --dtype): sim has none."""
-    from .device import DTYPES, check_device
-
     if c.dtype not in DTYPES:
         raise ConfigError(f"unknown --dtype {c.dtype!r}; choose auto, fp32, bf16 or fp16")
     check_device(c.device)

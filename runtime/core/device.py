@@ -13,9 +13,13 @@ from __future__ import annotations
 import glob
 import os
 import re
+import socket
+import stat
 from pathlib import Path
 
-from .config import ConfigError
+import psutil
+
+from .kinds import ConfigError
 
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 DTYPES = ("auto", "fp32", "bf16", "fp16")
@@ -55,6 +59,7 @@ def resolve_device(spec: str) -> str:
     if not gpu_device_files():  # no GPU can be seen: auto is the CPU, cuda is refused, and torch is not asked
         refuse_absent_gpu(spec)
         return "cpu"
+    # lazy: torch, ~4 s of start-up (measured 2026-11-27), asked only on a machine with a GPU device file
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -108,8 +113,6 @@ def mps_daemon_running() -> bool:
     behind (seen on the H100, 2026-11-27: runs after a quit were labelled "MPS on" while NVML still showed
     each process's own SM use, which under MPS belongs to the server). A daemon outside this PID namespace
     (a container sharing the host's pipe directory) is found by its pipe having a listener."""
-    import psutil
-
     for proc in psutil.process_iter(["name"]):
         if proc.info.get("name") == "nvidia-cuda-mps-control":
             return True
@@ -120,9 +123,6 @@ def has_listener(path: Path) -> bool:
     """Whether a live process listens on `path`: a UNIX socket accepts a connection (a stale one refuses),
     a FIFO has a reader (opening it to write without blocking fails with ENXIO when none has it open).
     Anything else, or nothing, is no listener. Nothing is written either way."""
-    import socket
-    import stat
-
     try:
         mode = path.stat().st_mode
     except OSError:

@@ -1,6 +1,6 @@
 """What every child process runs: ``serve(spec)``, called by the zygote right after it forked the child.
 
-The spec is the engine's configuration as JSON (no pickle, even at start-up); the zygote (zygote.py)
+The spec is the engine's configuration as JSON (no pickle, even at start-up); the zygote (zygote_main.py)
 is a fresh interpreter, so nothing of the engine's threads or sockets is inherited. Each loads its model once
 and then serves the engine until told to stop: the verifier takes jobs, a draft worker assignments.
 The engine owns Ctrl-C: children run in their own session, ignore SIGINT, and die with the engine
@@ -17,6 +17,8 @@ import traceback
 
 import zmq
 
+from ...scheduler.serve import serve as serve_verifier
+from ...workers.draft_worker import DraftWorker
 from ..backends.backend import get_backend
 from ..core.config import DrafterKind, RunConfig
 from ..core.gatekeeper import Gatekeeper
@@ -80,14 +82,10 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
     backend = get_backend(config)
     endpoints = Endpoints(**spec["endpoints"])
     if spec["role"] == "verifier":
-        from ...scheduler.serve import serve
-
         target = backend.target()
-        serve(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
+        serve_verifier(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
               set_threads=target.set_threads, keys=keys, gate=gate, placed=placed(target, config))
     else:
-        from ...workers.draft_worker import DraftWorker
-
         worker = int(spec["worker"])
         # an engine of Self-Draft jobs (--drafter branches) drafts without a model: its workers load one only
         # if a later job asks for it (DraftWorker.model); the others load theirs before they say ready

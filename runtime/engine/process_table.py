@@ -1,6 +1,6 @@
 """The process table: every child the engine started, its state, and how it ends.
 
-A child is forked by the engine's zygote (zygote.py: one pre-warmed interpreter per engine, started
+A child is forked by the engine's zygote (zygote_main.py: one pre-warmed interpreter per engine, started
 with the table), ignores Ctrl-C (the engine's), and dies with the zygote, which dies with the
 engine's thread (PR_SET_PDEATHSIG). States:
 

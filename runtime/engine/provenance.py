@@ -22,8 +22,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import psutil
+
+from ..backends.backend import get_backend
 from ..core.config import MODEL_BACKENDS, BackendKind, RunConfig
-from ..models.cache import known_sha256
+from ..models.cache import known_sha256, model_dir
+from ..models.registry import PRESETS
 
 PACKAGES = ("specsched", "torch", "transformers", "pyzmq", "msgpack", "numpy", "rich", "psutil")
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
@@ -48,6 +52,7 @@ def gpu_of(config: RunConfig) -> dict | None:
         return None
     if not device.startswith("cuda"):
         return None
+    # lazy: torch, ~4 s of start-up (measured 2026-11-27): a CPU run's record does without
     import torch
 
     props = torch.cuda.get_device_properties(device)
@@ -59,8 +64,6 @@ def gpu_of(config: RunConfig) -> dict | None:
 def models(config: RunConfig) -> dict:
     if config.backend not in MODEL_BACKENDS:
         return {"backend": config.backend, "target": None, "draft": None}
-    from ..backends.backend import get_backend
-
     try:
         backend = get_backend(config)
         target, draft = backend.paths()
@@ -75,9 +78,6 @@ def models(config: RunConfig) -> dict:
 
 def preset_of(path: Path) -> str | None:
     """The preset that names this directory as its target or draft, if any."""
-    from ..models.cache import model_dir
-    from ..models.registry import PRESETS
-
     for p in PRESETS.values():
         target = p.shipped_target or model_dir(p.target.model_id)
         if path.resolve() in (target.resolve(), p.draft_dir.resolve()):
@@ -219,8 +219,6 @@ def _torch_capability() -> str | None:
 
 def _memory() -> int | None:
     try:
-        import psutil
-
         return int(psutil.virtual_memory().total)
     except Exception:
         return None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.config import MODEL_BACKENDS, ConfigError
 from .cache import cache_root, staging
 
 GRAM = 4            # tokens of a cached continuation (the paper's global gram length G)
@@ -111,8 +112,6 @@ def load(path: str) -> CorpusCache:
 
 def given_file(setting: str, label: str | None = None) -> Path:
     """--corpus-cache FILE, which must be there (ConfigError): checked before any model is read."""
-    from ..core.config import ConfigError
-
     path = Path(setting).expanduser()
     if not path.is_file():
         raise ConfigError(f"--corpus-cache {label or setting}: no such file (build one with "
@@ -131,8 +130,6 @@ def resolve(setting: str, backend) -> str:
     corpus-cache` built for the target's tokenizer, else the shipped one if it was built with that tokenizer,
     else none. A file must be a corpus cache whose token ids the target knows (ConfigError otherwise,
     before any worker loads it)."""
-    from ..core.config import MODEL_BACKENDS, ConfigError
-
     if setting == "off":
         return "off"
     label = setting

@@ -22,13 +22,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import LlamaConfig, LlamaModel
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaModel
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from .draft_files import CONFIG_FILE, WEIGHTS_FILE
+from .draft_files import CONFIG_FILE, WEIGHTS_FILE, is_distilled_draft
 from .growing_cache import CACHE_FIELD, GrowingCache, cache_keyword, cache_out
 from .lean_forward import LeanDraft
+from .pull import pull
 
 
 @dataclass(slots=True)
@@ -190,8 +191,6 @@ def target_embeddings(target_dir: Path) -> torch.Tensor:
 
 def load_draft(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Path | None = None) -> DraftLM:
     """Load a saved draft; embeddings come from `target_dir` (default: the cached SmolLM2)."""
-    from .pull import pull
-
     cfg = DraftConfig(**json.loads((Path(path) / CONFIG_FILE).read_text()))
     model = DraftLM(cfg, target_embeddings(target_dir or pull()))
     state = load_file(str(Path(path) / WEIGHTS_FILE))
@@ -201,3 +200,15 @@ def load_draft(path: Path, dtype: torch.dtype = torch.float32, *, target_dir: Pa
     if missing:
         raise KeyError(f"{path}: draft weights missing {sorted(missing)}")
     return model.to(dtype).eval()
+
+
+def load_model(path: Path, dtype: torch.dtype | None = None, *, target_dir: Path | None = None) -> torch.nn.Module:
+    """Load a target or draft directory as a causal LM (a DraftLM for distilled drafts), in eval mode.
+
+    `dtype` defaults to float32; `target_dir` supplies a distilled draft's shared embeddings (default: the
+    cached SmolLM2).
+    """
+    dtype = dtype or torch.float32
+    if is_distilled_draft(path):
+        return load_draft(path, dtype, target_dir=target_dir)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()

@@ -17,10 +17,13 @@ import json
 import os
 from pathlib import Path
 
+import gguf
 import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from .cache import staging
-from .errors import UnknownModel
+from .errors import CorruptArchive, UnknownModel
 
 TOKEN_NORMAL, TOKEN_CONTROL = 1, 3  # gguf.TokenType values
 
@@ -32,10 +35,6 @@ def rope_permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 def export_gguf(model_dir: Path, out: Path, *, dtype: str = "f32") -> Path:
     """Write ``model_dir`` (a LlamaForCausalLM with a byte-level BPE tokenizer) to ``out``; returns ``out``."""
-    import gguf
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     model_dir, out = Path(model_dir), Path(out)
     cfg = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").is_file() else {}
     if cfg.get("model_type") != "llama":
@@ -119,3 +118,27 @@ def _add_tokenizer(w, tok, model_dir: Path, vocab_size: int, c) -> None:
     w.add_add_bos_token(False)
     if getattr(tok, "chat_template", None):
         w.add_chat_template(tok.chat_template)
+
+
+def dequantise_gguf(path: Path, out: Path) -> None:
+    """Dequantise a GGUF Llama into fp32 safetensors plus its tokenizer (chat template included).
+
+    A GGUF-loaded model carries a quantization_config and refuses save_pretrained, so the config is rebuilt
+    without it and the dequantised state dict copied into a plain LlamaForCausalLM.
+    """
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    cfg = loaded.config.to_dict()
+    for key in ("quantization_config", "_name_or_path", "transformers_version", "architectures", "dtype"):
+        cfg.pop(key, None)
+    config = LlamaConfig(**cfg)
+    config.architectures = ["LlamaForCausalLM"]
+    model = LlamaForCausalLM(config).to(torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    # lm_head is tied to the embeddings in SmolLM2, so it may be absent from the GGUF state dict.
+    if unexpected or any(k != "lm_head.weight" for k in missing):
+        raise CorruptArchive(f"{path.name}: unexpected weights {unexpected}, missing {missing}")
+    if missing:
+        model.tie_weights()
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer.save_pretrained(out)

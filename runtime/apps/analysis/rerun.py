@@ -19,6 +19,8 @@ from pathlib import Path
 from ...core.config import ConfigError, RunConfig
 from ...core.config_checks import is_int, is_number, shown
 from ...engine.record import record_kind
+from ..tot.search import SearchConfig
+from ..tot.task import Problem
 
 STATUSES = ("ok", "failed", "interrupted")  # a record's status: only an ok record's sequences are whole
 
@@ -141,9 +143,6 @@ def _config(path: str, settings: dict) -> RunConfig:
 
 
 def _trees(path: str, data: dict) -> RecordedTrees:
-    from ..tot.search import SearchConfig
-    from ..tot.task import Problem
-
     config = _config(path, data["config"])
     try:
         search = dict(data["search"])

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from ...core.config import MODEL_BACKENDS, BackendKind, ConfigError, Mode, RunConfig
 from ...engine.collected import Interrupted
 from ..run.app import RunRecord, run
+from ..view.gpu_usage import mean_busy, mean_total_sm
+from ..view.usage import UsageSampler
 from .measure import BASELINE, Sample
 from .overhead import verifier_overhead
 
@@ -119,9 +121,6 @@ class RuntimeArm:
     engine: object = None
 
     def run(self) -> Sample:
-        from ..view.gpu_usage import mean_busy, mean_total_sm
-        from ..view.usage import UsageSampler
-
         usage = UsageSampler(interval=0.25)  # GPU use where NVML reports it; nothing is sampled without
         on_update = (lambda c: usage.sample(c.processes)) if usage.gpu.on else None
         sample = sample_of(run(dataclasses.replace(self.config), on_update=on_update, engine=self.engine))
@@ -180,6 +179,7 @@ def build_arms(names: list[str], base: RunConfig,
         reason = "needs transformers models: run with --backend hf or llamacpp"
         return arms + [SkippedArm(n, PEER_ARMS[n], reason) for n in wanted]
     if wanted and peers is None:
+        # lazy: torch + transformers, ~13 s of start-up (measured 2026-11-27): only the peer arms load them
         from .peers import build_peers
 
         peers = build_peers

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from rich.console import Console
-
-from ...core.config import BACKENDS, ConfigError, DrafterKind, RunConfig
-from ...core.config_checks import MAX_THREADS
-from ..view.console import print_wrote
+from ...core.config import BACKENDS, RunConfig
+from ..run.flags import (
+    add_branch_flags,
+    add_device_flags,
+    add_model_flags,
+    add_sampling_flags,
+    int_list,
+)
+from .arms import ARM_NAMES
+from .sweep import AXES, AXIS_ARMS, DEFAULT_VALUES, SWEEP_ARMS
+from .workload import TASKS
 
 # --smoke: the harness end to end on the sim backend in seconds (CI), not a speed measurement.
 SMOKE = {"backend": "sim", "workers": 3, "max_new_tokens": 16, "warmup": 1, "repeats": 1}
@@ -19,10 +24,6 @@ DEFAULTS = {"backend": RunConfig().backend, "workers": 3, "max_new_tokens": RunC
 
 def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `bench`; it sets ``func(args, console) -> int`` (the exit status)."""
-    from .arms import ARM_NAMES
-    from .sweep import AXES, AXIS_ARMS, DEFAULT_VALUES, SWEEP_ARMS
-    from .workload import TASKS
-
     p = subparsers.add_parser(
         "bench", help="every arm on the same workload: tokens/s, speedups, α, overhead",
         description="Serial AR, serial SD, SEED under each policy, batched target-only AR, SEED with batched "
@@ -46,13 +47,6 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")
-    from ..run.flags import (  # the same parsers as `run`
-        add_branch_flags,
-        add_device_flags,
-        add_model_flags,
-        add_sampling_flags,
-        int_list,
-    )
 
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...", help="draft tree shape")
     add_branch_flags(p)  # the Self-Draft arms' lanes and corpus cache, as `run` takes them
@@ -80,106 +74,5 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--plots", default=None, metavar="DIR",
                    help="write SVG plots (speedup vs α, vs the sweep axis; branches_sweep.svg for --sweep branches)")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as markdown")
-    p.set_defaults(func=cmd_bench)
+    p.set_defaults(func=".bench.bench_commands:cmd_bench")
     return p
-
-
-
-def settings_from_args(args: argparse.Namespace):
-    from ..run.flags import branch_settings
-    from . import workload
-    from .arms import parse_arms
-    from .runner import BenchSettings
-    from .sweep import default_arms, parse_values
-
-    preset = SMOKE if args.smoke else DEFAULTS
-    if args.smoke and args.backend not in (None, "sim"):
-        raise ConfigError("--smoke runs on the sim backend; drop --backend or --smoke")
-
-    def pick(name: str):
-        value = getattr(args, name, None)
-        return preset[name] if value is None else value
-
-    workers = pick("workers")
-    if workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {workers}")
-    if args.values is not None and not args.sweep:
-        raise ConfigError("--values needs --sweep")
-    if args.sweep == "coupling" and not args.temperature:
-        raise ConfigError("--sweep coupling needs --temperature > 0: greedy decoding has no coupling")
-    if not 0 <= args.threads <= MAX_THREADS:
-        raise ConfigError(f"--threads must be in 0..{MAX_THREADS:,}, got {args.threads}")
-    if args.prompts is not None and args.prompts < 1:
-        raise ConfigError(f"--prompts must be at least 1, got {args.prompts}")
-    if args.arms is not None and not args.arms.strip(","):
-        raise ConfigError("--arms is empty: name at least one arm")
-    backend = pick("backend")
-    texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
-    base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
-                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, coupling=args.coupling,
-                     seed=args.seed,
-                     backend=backend, target=args.target, draft=args.draft,
-                     prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
-                     verifier_threads=args.threads,
-                     lookup=args.lookup, **branch_settings(args))
-    arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)
-    _check_corpus_cache(base, arms)
-    return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),
-                         sweep=args.sweep, values=parse_values(args.sweep, args.values) if args.sweep else [],
-                         n_prompts=args.prompts, task=args.task, smoke=args.smoke)
-
-
-def _check_corpus_cache(base: RunConfig, arms: list[str]) -> None:
-    """--corpus-cache FILE serves the Self-Draft arms: refused without one, and a file that is missing or not a
-    corpus cache of the target's tokens is one line before any arm runs (not each Self-Draft run failing)."""
-    from ...backends.backend import get_backend
-    from ...models import corpus_cache
-    from .arms import RUNTIME_ARMS, runtime_config
-
-    if base.corpus_cache in ("auto", "off"):
-        return
-    if not any(c.drafter != DrafterKind.MODEL and c.corpus_cache != "off"
-               for c in (runtime_config(a, base) for a in arms if a in RUNTIME_ARMS)):
-        raise ConfigError(f"--corpus-cache applies to the Self-Draft arms, and none of {','.join(arms)} is one")
-    corpus_cache.resolve(base.corpus_cache, get_backend(base))
-
-
-def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    """Exit status: 0; 1 when a greedy output differs from serial AR (on an exact target: not a quantised
-    GGUF) or a run failed; 2 bad input."""
-    from . import plot
-    from .report import markdown, print_report
-    from .runner import run_bench
-
-    settings = settings_from_args(args)
-    record = run_bench(settings, progress=lambda m: console.print(f"· {m}", style="dim", highlight=False))
-    print_report(record, console)
-    written = []
-    if args.json:
-        record.write_json(args.json)
-        written.append(args.json)
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(record))
-        written.append(args.markdown)
-    if args.plots:
-        out = Path(args.plots)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "speedup_vs_alpha.svg").write_text(plot.speedup_vs_alpha(record.all_results))
-        written.append(str(out / "speedup_vs_alpha.svg"))
-        if record.sweep_axis in plot.AXIS_LABELS:
-            path = out / f"speedup_vs_{record.sweep_axis}.svg"
-            path.write_text(plot.speedup_vs_axis(record.sweep_axis, record.sweep))
-            written.append(str(path))
-        elif record.sweep_axis == "branches":
-            path = out / "branches_sweep.svg"
-            path.write_text(plot.branches_sweep(record.sweep))
-            written.append(str(path))
-    for path in written:
-        print_wrote(console, f"wrote {path}", style="dim")
-    if record.stopped_by:
-        from ...engine.stopping import REASONS
-        from ..run.exits import fail, stopped_status
-
-        fail(f"{REASONS[record.stopped_by]} at {record.stopped_at}; the tables above hold the runs measured before")
-        return stopped_status(record.stopped_by)
-    return 1 if (record.mismatched and record.exact_target) or record.failed else 0

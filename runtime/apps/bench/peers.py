@@ -25,6 +25,7 @@ from torch import nn
 from transformers import LlamaForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from ...backends.hf import HFModel
 from ...core.config import RunConfig
 from ...models.draft_model import DraftLM
 from ..run.app import prepare
@@ -116,8 +117,6 @@ def as_assistant(draft: nn.Module, k: int) -> PreTrainedModel:
 
 def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:
     """The hf backend's own target and draft, loaded as `specsched run` loads them."""
-    from ...backends.hf import HFModel
-
     backend, _, prompts = prepare(dataclasses.replace(base))
     target_path, draft_path = backend.paths()
     placement = backend.placement()

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...backends.backend import get_backend
 from ...core.config import BackendKind, ConfigError, RunConfig
 from ...engine.collected import Interrupted
 from ...engine.engine import Engine
@@ -90,6 +91,5 @@ def target_type(config: RunConfig) -> str | None:
     """The llamacpp target's GGUF weight type ("F32", "Q4_1", ...): None on the other backends."""
     if config.backend != BackendKind.LLAMACPP:
         return None
-    from ...backends.backend import get_backend
 
     return get_backend(config).info.file_type

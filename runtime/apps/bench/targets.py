@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ...core.config import BackendKind, RunConfig
+from ...models.registry import DEFAULT
 from .arms import SEED_ARM
 from .measure import ArmResult
 
@@ -76,11 +77,8 @@ def condition_differences(config: RunConfig) -> list[str]:
     differ = []
     if config.backend != BackendKind.HF:
         differ.append(f"backend {config.backend} (goals: hf)")
-    else:
-        from ...models.registry import DEFAULT
-
-        if config.target not in (None, DEFAULT) or config.draft is not None:
-            differ.append("a model pair other than the default")
+    elif config.target not in (None, DEFAULT) or config.draft is not None:
+        differ.append("a model pair other than the default")
     if config.n_sequences != 3:
         differ.append(f"n = {config.n_sequences} (goals: n = 3)")
     if config.model_dtype != "fp32":

@@ -9,6 +9,7 @@ state evaluation), or one prompt shared by all of them (thought generation, c1 =
 from __future__ import annotations
 
 from ...core.config import BackendKind, ConfigError
+from ..drafts.training import prompts as heldout
 
 # ToT task -> the held-out prompt family of specsched.runtime.apps.drafts.training.prompts it draws from.
 TASKS = {"gsm8k": "math", "creative": "passage", "blocksworld": "blocks"}
@@ -25,7 +26,6 @@ def prompts(backend: str, n_prompts: int, *, task: str | None = None, seed: int 
         if task is not None:
             raise ConfigError("ToT task prompts need real models: use --backend hf with --task / --sweep task")
         return [_sim_prompt(i) for i in range(n_prompts)]
-    from ..drafts.training import prompts as heldout
 
     if task is None:
         return heldout.heldout_prompts(n_prompts, seed=seed)

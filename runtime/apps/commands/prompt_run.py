@@ -10,20 +10,19 @@ from rich.console import Console
 
 from ...core.config import RunConfig
 from ...engine.record import RunRecord
+from ..run.app import run
 from ..run.exits import EXIT_FAILED, fail, finish
+from ..run.trace import write_trace
+from ..view.gpu_usage import gpu_summary, mean_busy
+from ..view.live import choose_view, cpu_seconds, view_cost
+from ..view.monitor import Monitor
+from ..view.usage import UsageSampler
 
 
 def run_prompts(args: argparse.Namespace, console: Console, config: RunConfig,
                 remote: int = 0) -> tuple[RunRecord, int]:
     """The record, and the status the command ends with. `args` gives --no-live, --quiet, --json, --trace
     (and --join-timeout with `remote` workers from other hosts)."""
-    from ..run.app import run
-    from ..run.trace import write_trace
-    from ..view.gpu_usage import gpu_summary, mean_busy
-    from ..view.live import choose_view, cpu_seconds, view_cost
-    from ..view.monitor import Monitor
-    from ..view.usage import UsageSampler
-
     usage = UsageSampler(lanes=config.branch_processes)  # --branch-processes: each lane process gets a line
     view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
     sampled = args.trace or usage.gpu.on  # GPU use goes into the record, live view or not

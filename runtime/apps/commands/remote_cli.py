@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 from ...core.config import ConfigError, RunConfig
-from ...core.security import ENGINE_KEY, WORKER_KEY, load_keys, write_keys
 
 
 def add_remote_parsers(sub) -> None:
     keys = sub.add_parser("keys", help="write CURVE keys for --transport tcp: DIR/engine.key and DIR/worker.key")
     keys.add_argument("dir", metavar="DIR")
-    keys.set_defaults(func=cmd_keys)
+    keys.set_defaults(func=".commands.remote_commands:cmd_keys")
     worker = sub.add_parser("worker", help="join a running engine (run --listen) as a draft worker from this host")
     worker.add_argument("--connect", required=True, metavar="tcp://HOST:PORT", help="the engine's --listen address")
     worker.add_argument("--key", required=True, metavar="FILE", help="worker.key from `specsched keys` (or its DIR)")
@@ -34,45 +33,7 @@ def add_remote_parsers(sub) -> None:
                         help="sim: this worker's draft forward, in ms (default: the engine's)")
     worker.add_argument("--join-timeout", type=float, default=30.0, metavar="S",
                         help="give up when the engine has not answered within S seconds")
-    worker.set_defaults(func=cmd_worker)
-
-
-def cmd_keys(args: argparse.Namespace) -> int:
-    directory = Path(args.dir)
-    if not args.dir:
-        raise ConfigError("DIR is empty: give the folder to write engine.key and worker.key in")
-    if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"{directory} exists and is not a directory")
-    if held := [name for name in (ENGINE_KEY, WORKER_KEY) if (directory / name).exists()]:
-        raise ConfigError(f"{directory} already holds {' and '.join(held)}: new keys would lock out every worker "
-                          "given the old ones; remove them first, or choose another DIR")
-    try:
-        engine, worker = write_keys(directory)
-    except OSError as exc:
-        raise ConfigError(f"cannot write keys into {directory}: {exc.strerror or exc}") from None
-    print(f"wrote {engine} (the engine's: --keys {directory}) and {worker} (a worker's: --key {worker}); "
-          "keep both private")
-    return 0
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    from ...engine.remote import Refused, check_connect, join
-
-    endpoint = check_connect(args.connect)
-    keys = load_keys(args.key, engine=False)
-    overrides = {k: v for k, v in {"draft": args.draft, "target": args.target, "sim_vocab": args.sim_vocab,
-                                   "sim_agreement": args.sim_agreement, "sim_draft_ms": args.sim_draft_ms}.items()
-                 if v is not None}
-    if not args.join_timeout > 0:  # nan too
-        raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
-    sim = {k: v for k, v in overrides.items() if k.startswith("sim_")}
-    if sim:  # a run's own range checks (config_checks.py), before the engine is asked
-        RunConfig(backend="sim", **sim)
-    try:
-        return join(endpoint, keys.for_worker(), overrides, timeout_s=args.join_timeout)
-    except Refused as exc:
-        print(f"specsched: error: {exc}", file=sys.stderr)
-        return exc.code
+    worker.set_defaults(func=".commands.remote_commands:cmd_worker")
 
 
 JOIN_TIMEOUT_S = 120.0  # run --remote-workers: how long the job waits for them to join

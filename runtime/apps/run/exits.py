@@ -13,6 +13,8 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from .report import print_record
+
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 1, 2, 130, 143  # 128 + SIGINT / SIGTERM
 
 
@@ -44,8 +46,6 @@ def stopped_status(signal_name: str | None) -> int:
 
 def finish(record, console: Console, *, texts: bool = True) -> int:
     """Print a run's record (its texts unless `texts` is off) and return the status it ends the command with."""
-    from .report import print_record
-
     print_record(record, console, texts=texts)
     if record.status == "failed":
         fail(record.error or "run failed")

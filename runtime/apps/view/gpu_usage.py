@@ -31,6 +31,7 @@ class GpuSampler:
         self._seen: dict[int, int] = {}  # GPU index -> timestamp of the newest utilisation sample read
         self.busy: float | None = None   # at the last sample: % of time the busiest GPU holding a pid ran kernels
         try:
+            # lazy: optional dependency (the gpu extra, nvidia-ml-py)
             nvml = nvml if nvml is not None else __import__("pynvml")
             nvml.nvmlInit()
             self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]

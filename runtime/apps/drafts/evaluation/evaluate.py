@@ -14,18 +14,28 @@ current 3-gram) is measured the same way as the baseline to beat.
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import torch
+from transformers import AutoTokenizer
 
 from .....scheduler.layout import lay_out, settle
-from .....workers.drafter import Drafter, Proposal, make_drafter
+from .....workers.drafter import Drafter, Proposal
+from .....workers.drafter_choice import make_drafter
 from ....backends.backend import LanguageModel
+from ....backends.hf import HFModel
 from ....core.config import AUTO_LOOKUP
 from ....core.sampling import SamplingParams
+from ....models.draft_model import load_draft
+from ....models.pull import pull
+from ....models.registry import default_draft_dir
+from ..training.prompts import heldout_tagged
 from .forward_costs import forward_costs
 
 GREEDY = SamplingParams()
@@ -155,11 +165,6 @@ def by_family(families: list[str], rows: dict[str, Row], vocab_ids: torch.Tensor
 
 def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int = 4, gsm8k=None, log=print) -> dict:
     """Run AR, SD with `draft` (a module) and SD with prompt lookup on held-out prompts; return the measurements."""
-    from transformers import AutoTokenizer
-
-    from ....backends.hf import HFModel
-    from ..training.prompts import heldout_tagged
-
     tok = AutoTokenizer.from_pretrained(target_dir)
     target, drafting = HFModel(str(target_dir), "fp32"), HFModel.of(draft)
     rows = {name: Row(name) for name in ("ar", "sd", "lookup", "sd+lookup", "sd+lookup+stop")}
@@ -212,14 +217,6 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
 
 def main() -> None:
     """`python -m specsched.runtime.apps.drafts.evaluation.evaluate [--draft DIR]`: the quality-bar measurements."""
-    import argparse
-    import json
-    from pathlib import Path
-
-    from ....models.draft_model import load_draft
-    from ....models.pull import pull
-    from ....models.registry import default_draft_dir
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--draft", type=Path, default=None, help="draft directory (default: the shipped draft)")
     ap.add_argument("--prompts", type=int, default=24)

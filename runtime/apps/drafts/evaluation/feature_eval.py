@@ -24,7 +24,7 @@ import numpy as np
 from .....scheduler.features import attach, keep_features
 from .....scheduler.jobs import SequenceState
 from .....scheduler.layout import lay_out, settle
-from .....workers.drafter import make_drafter
+from .....workers.drafter_choice import make_drafter
 from ....backends.backend import LanguageModel
 from ....core.messages import Verdict
 from ....core.sampling import SamplingParams, stream

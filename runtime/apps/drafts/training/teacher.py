@@ -10,6 +10,7 @@ Work is written as numbered shards (atomic rename); a rerun skips existing shard
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import time
@@ -18,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ....models.pull import pull
 from .corpus import fetch_texts, passages
 from .prompts import train_prompts
 
@@ -61,8 +64,6 @@ def _topk(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _load(cfg: TeacherConfig):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(cfg.target)
     tok.padding_side = "left"
     if tok.pad_token is None:
@@ -204,10 +205,6 @@ def label_corpus(cfg: TeacherConfig, log=print) -> None:
 
 def main() -> None:
     """`python -m specsched.runtime.apps.drafts.training.teacher OUT`: both stages with default settings (resumable)."""
-    import argparse
-
-    from ....models.pull import pull
-
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("out", type=Path)
     ap.add_argument("--threads", type=int, default=1)

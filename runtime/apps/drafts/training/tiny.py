@@ -14,6 +14,7 @@ equal to target-only output.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -25,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers.utils import logging as hf_logging
 
 from ....models.registry import ASSETS
 from .corpus import REQUIREMENT, fetch_texts, passages
@@ -89,9 +93,6 @@ def heldout_prompts(held: list[str], n: int = 10, min_chars: int = 80) -> list[s
 
 def train_tokenizer(texts: list[str], vocab: int, out: Path) -> None:
     """Byte-level BPE (every byte is a token, so any text round-trips) saved as a PreTrainedTokenizerFast."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -111,8 +112,6 @@ def token_stream(tok: PreTrainedTokenizerBase, texts: list[str]) -> torch.Tensor
 
 
 def new_model(shape: dict, vocab: int, eos: int, seed: int) -> torch.nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=vocab, max_position_embeddings=1024, tie_word_embeddings=True,
                       bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, **shape)
@@ -160,8 +159,6 @@ def stage(work: Path, role: str, model: torch.nn.Module, loss: Loss, streams: tu
 
 def build(work: Path, texts_dir: Path, recipe: Recipe, *, argv: list[str], log: Log = print) -> tuple[Path, Path]:
     """Run or resume every stage; returns (target_dir, draft_dir) under `work`."""
-    from transformers import AutoTokenizer, LlamaForCausalLM
-
     t0 = time.time()
     files = fetch_texts(texts_dir)
     train_texts, held_texts = split(files)
@@ -196,8 +193,6 @@ def ship(target_dir: Path, draft_dir: Path, dest: Path = ASSET_DIR) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="working directory for the tokenizer, checkpoints and models")
@@ -205,7 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--texts", type=Path, default=None, help="Shakespeare texts (default: WORK/shakespeare, fetched)")
     ap.add_argument("--ship", action="store_true", help="copy the pair into the package assets")
     args = ap.parse_args(argv)
-    from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a log file, not a terminal
     torch.set_num_threads(args.threads)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ....models.draft_model import DraftConfig, DraftLM, save_draft
 from .distill_data import Example, choose_vocab, collate, load_records, to_example
@@ -100,8 +101,6 @@ def kd_step(draft: DraftLM, lut: torch.Tensor, opt: torch.optim.Optimizer, batch
 
 def _build(cfg: TrainConfig, gen: list[dict], corpus: list[dict]) -> DraftLM:
     """Choose the vocabulary and compress the target into the initial draft (deterministic)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(cfg.target)
     target = AutoModelForCausalLM.from_pretrained(cfg.target, dtype=torch.float32).eval()
     prompts = [tok(p, add_special_tokens=False).input_ids for p in train_prompts(PROMPTS)]
