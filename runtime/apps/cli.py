@@ -51,7 +51,7 @@ EXAMPLES = """examples:
   specsched bench --smoke                           the benchmark harness, end to end
   specsched teach                                   a scheduling exercise
 
-`specsched COMMAND --help` lists a command's flags; README.md says everything."""
+`specsched COMMAND --help` lists a command's flags; README.md and docs/ say everything."""
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -5,7 +5,7 @@ again and checked: greedy output is a function of the models and the prompt (los
 decoding), and sampled output of the seed too (each sequence draws from its own stream, whatever the
 schedule). A tree's record (`run --task ... --json`, the main job's) holds its config, its search and
 each tree's problem and nodes: the rerun builds the same trees, node for node. Outputs that part say
-which of those differs, or where floating point broke a tie another way (README: Floating point) -
+which of those differs, or where floating point broke a tie another way (docs/lossless.md) -
 which is why the provenance is compared first.
 """
 

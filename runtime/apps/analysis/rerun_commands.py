@@ -81,11 +81,11 @@ def _why(config, differing: list[str]) -> str:
     """Why outputs may part: drafts shaped by measured times under sampling, other arithmetic, or neither."""
     numeric = [d for d in differing if d in NUMERIC_ROWS]
     if why := config.why_text_varies:
-        return f"{why} (README: Faults), so only a greedy run of it can be checked"
+        return f"{why} (docs/faults.md), so only a greedy run of it can be checked"
     if numeric:
         return (f"the record was made with another {', '.join(numeric)}: other weights or other arithmetic can "
-                "break a near-tie the other way (README: Floating point)")
-    return "nothing that changes the arithmetic differs: a floating-point tie (README: Floating point) or a bug"
+                "break a near-tie the other way (docs/lossless.md)")
+    return "nothing that changes the arithmetic differs: a floating-point tie (docs/lossless.md) or a bug"
 
 
 def verdict(recorded: Recorded, parts: list[Parting], differing: list[str]) -> str:
