@@ -22,7 +22,7 @@ from .jobs import JobRun, LiveJobs, Phase
 from .orders import Orders
 from .process_table import Child, ProcessTable, State
 
-if TYPE_CHECKING:  # the supervisor reads verifier_threads from here
+if TYPE_CHECKING:  # supervisor.py imports verifier_threads from here: importing it back would be a cycle
     from .supervisor import Supervisor
 
 

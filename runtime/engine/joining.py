@@ -59,7 +59,7 @@ class Joining:
     def _answer_join(self, identity: bytes) -> None:
         if not self.config.listen:
             self.orders.reply(identity, "refused_worker", {"why": "this engine takes no workers from other hosts "
-                                                     "(start it with --listen HOST:PORT)"})
+                                                           "(start it with --listen HOST:PORT)"})
             return
         try:
             vocabulary = self._target_vocabulary()
@@ -85,8 +85,8 @@ class Joining:
             return
         child = self.table.adopt(host)
         e = self.endpoints
-        self.orders.reply(identity, "welcome", {"worker": child.worker, "pid": child.proc.pid,
-                                          "ports": {"verify": port_of(e.verify), "telemetry": port_of(e.telemetry)}})
+        ports = {"verify": port_of(e.verify), "telemetry": port_of(e.telemetry)}
+        self.orders.reply(identity, "welcome", {"worker": child.worker, "pid": child.proc.pid, "ports": ports})
 
     def left(self, child: Child, code: int) -> None:
         """A remote worker said it leaves (``bye``), or its last words (``error``): it is dead to the engine."""
