@@ -28,7 +28,7 @@ from ..core.transport import make_endpoints, private_dir
 from .admission import Admission
 from .endings import Endings
 from .inbox import Inbox
-from .jobs import JobRun, LiveJobs, Phase
+from .jobs import JobRun, LiveJobs
 from .joining import Joining
 from .liveness import Liveness
 from .orders import Orders
@@ -231,11 +231,9 @@ class Dispatcher:
             now = time.monotonic()
             if now - last_view >= TICK_S:   # live views keep their clocks moving on quiet ticks too
                 last_view = now
-                for job in self.live.jobs:
-                    if job.phase is Phase.RUNNING:
-                        self._note_states(job)
-                        if job.on_update:
-                            self._update(job)
+                for job in self.live.running():
+                    job.show({name: self.table.by_name(pool).state.value
+                              for name, pool in job.process_names().items()})
 
     def _accept(self, job: JobRun) -> None:
         if self.broken:
@@ -247,17 +245,3 @@ class Dispatcher:
         """Keep every commit still in flight: nothing verified is lost (Ctrl-C too)."""
         while self.sink.poll(int(quiet_s * 1000)):
             self.reports.telemetry(self.sink.recv_multipart(copy=False))
-
-    def _note_states(self, job: JobRun) -> None:
-        """The job's processes' states, by the job's own names, for its live view."""
-        job.collected.states = {name: self.table.by_name(pool).state.value
-                                for name, pool in job.process_names().items()}
-
-    @staticmethod
-    def _update(job: JobRun) -> None:
-        """A job's view callback; one that raises is dropped (a broken view must not stop the engine)."""
-        try:
-            job.on_update(job.collected)
-        except BaseException as exc:  # SystemExit too: a view must never take the engine's thread down
-            job.on_update = None
-            job.view_error = f"{type(exc).__name__}: {exc}"

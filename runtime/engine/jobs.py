@@ -65,6 +65,18 @@ class JobRun:
         """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
         return {"verifier": "verifier", **{f"draft-{i}": f"draft-{w}" for i, w in enumerate(self.workers)}}
 
+    def show(self, states: dict[str, str]) -> None:
+        """Its live view: its processes' states (by its own names), then its callback; a callback that raises
+        is dropped (a broken view must not stop the engine)."""
+        self.collected.states = states
+        if not self.on_update:
+            return
+        try:
+            self.on_update(self.collected)
+        except BaseException as exc:  # SystemExit too: a view must never take the engine's thread down
+            self.on_update = None
+            self.view_error = f"{type(exc).__name__}: {exc}"
+
     def __post_init__(self) -> None:
         self.collected.started = self.submitted
 
