@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -124,15 +125,19 @@ def test_without_restarts_a_dead_worker_fails_its_job_keeps_its_tokens_and_the_e
 def test_an_engine_whose_own_thread_broke_ends_its_jobs_and_says_why_to_later_submits(monkeypatch):
     """A bug in the engine's loop (injected here) must not hang a job's waiters, nor leave a later submit told
     'the engine is closed' by an engine nobody closed."""
-    from specsched.runtime.engine.dispatcher import Dispatcher
+    from specsched.runtime.engine.supervisor import Supervisor
+
+    armed = threading.Event()  # set once the job is submitted: the loop breaks with the job in it
 
     def reap_breaks(self):
-        if self.jobs:
+        if armed.is_set():
             raise RuntimeError("a bug in the loop")
 
-    monkeypatch.setattr(Dispatcher, "_reap", reap_breaks)
+    monkeypatch.setattr(Supervisor, "reap", reap_breaks)
     with engine() as e:
-        record = e.submit(PROMPTS[:2], max_new_tokens=4).result(timeout=60)
+        job = e.submit(PROMPTS[:2], max_new_tokens=4)
+        armed.set()
+        record = job.result(timeout=60)
         assert record.status == "failed" and record.error == "engine failure: RuntimeError: a bug in the loop"
         assert e.broken == record.error
         with pytest.raises(RuntimeError, match="engine failure: RuntimeError: a bug in the loop"):

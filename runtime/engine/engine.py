@@ -74,7 +74,7 @@ class Job:
         return self._run.record
 
 
-class Engine(JobChecks):
+class Engine:
     def __init__(self, config: RunConfig | None = None, *, max_workers: int = 64, idle_timeout_s: float = 300.0,
                  refuse_overlong: bool = True, planned: Sequence[tuple[str, RunConfig]] = (), **settings) -> None:
         """`config` (or RunConfig keyword settings) gives the engine's models and the jobs' defaults.
@@ -88,9 +88,9 @@ class Engine(JobChecks):
         planned = check_engine_options(max_workers, idle_timeout_s, refuse_overlong, planned)
         self.max_workers, self.refuse_overlong = max_workers, refuse_overlong
         self._backend = get_backend(self.config)
-        self._corpus_caches: dict[str, str] = {}  # --corpus-cache setting -> what a job uses (_corpus_cache)
+        self._checks = JobChecks(self.config, self._backend, max_workers)  # what a job must pass
         # the cheap checks first: a mistyped policy or path is one line before torch is imported
-        self._check_plan(self.config)
+        self._checks.check_plan(self.config)
         self._backend.check_paths()
         # who may speak on its sockets (runtime/core/security.py): tcp, CURVE keys from --keys or made for this
         # engine alone; ipc, a password made for this run
@@ -109,11 +109,11 @@ class Engine(JobChecks):
             self._backend.check()
             # MPS clients attach when their CUDA context is made: the daemon's state now is the run's
             self.mps = mps_daemon_running() if is_cuda(self.config.model_device) else None
-            self._drafter_corpus(self.config)  # a corpus cache that is missing or damaged: refused now
+            self._checks.drafter_corpus(self.config)  # a corpus cache that is missing or damaged: refused now
             self.tokenizer = self._backend.tokenizer()
-            self._context_length = self._backend.context_length()
+            self._checks.loaded(self.tokenizer, self._backend.context_length())
             for name, cfg in planned:
-                self._check_planned(name, cfg)
+                self._checks.check_planned(name, cfg)
             self._dispatcher.go()
         except BaseException:
             self._dispatcher.stop("refused")
@@ -126,12 +126,13 @@ class Engine(JobChecks):
         """Queue a job and return at once. `prompts` (or `config.prompts`) as for `specsched run`: one
         prompt shared by `workers` sequences, or one per sequence; other keywords are RunConfig fields."""
         check_job_options(priority, deadline_s, name, on_update)
-        cfg = self._with_prompts(self._job_config(prompts, config, settings))
-        self._check_plan(cfg)  # a job that cannot run is bad input, refused before it runs
-        cfg.corpus_cache = self._drafter_corpus(cfg)
-        tokens = self._encode(cfg)
+        checks = self._checks
+        cfg = checks.with_prompts(checks.job_config(prompts, config, settings))
+        checks.check_plan(cfg)  # a job that cannot run is bad input, refused before it runs
+        cfg.corpus_cache = checks.drafter_corpus(cfg)
+        tokens = checks.encode(cfg)
         if self.refuse_overlong:
-            self._check_length(cfg, tokens)
+            checks.check_length(cfg, tokens)
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed")

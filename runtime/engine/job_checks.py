@@ -1,9 +1,9 @@
 """What a job must pass before it runs, and what makes a job's settings: bad input refused in one line
-(ConfigError/PolicyError) before any of its processes starts. A mixin of the Engine: it reads the engine's
-settings, its backend and its resolved corpus caches.
+(ConfigError/PolicyError) before any of its processes starts.
 
-The cheap checks (``_check_plan``) come before the engine's zygote starts; the corpus cache, which reads
-the target's tokenizer, once the model libraries are imported (``_drafter_corpus``).
+The cheap checks (``JobChecks.check_plan``) come before the engine's zygote starts; the corpus cache, which
+reads the target's tokenizer, once the model libraries are imported (``drafter_corpus``); the prompts'
+lengths once the target's tokenizer is read (``loaded``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from ...policies.loader import PolicyError, load_policy
+from ..backends.backend import Backend
 from ..core.config import ConfigError, DrafterKind, RunConfig
 from ..core.config_checks import check_priority, is_int, is_number, shown
 from ..models import corpus_cache
@@ -65,7 +66,21 @@ def check_deadline(name: str, value) -> None:
 
 
 class JobChecks:
-    def _job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
+    """The engine's checks of a job, against the engine's `config` (its models, the jobs' defaults), its
+    `backend` and `max_workers`. Owns the corpus caches resolved so far (--corpus-cache setting -> what a job
+    uses) and, once the models' libraries are imported, the target's tokenizer and context length."""
+
+    def __init__(self, config: RunConfig, backend: Backend, max_workers: int) -> None:
+        self.config, self.backend, self.max_workers = config, backend, max_workers
+        self.corpus_caches: dict[str, str] = {}
+        self.tokenizer = None
+        self.context_length: int | None = None
+
+    def loaded(self, tokenizer, context_length: int | None) -> None:
+        """The target's tokenizer and positions: prompts can be encoded and measured from here on."""
+        self.tokenizer, self.context_length = tokenizer, context_length
+
+    def job_config(self, prompts, config: RunConfig | None, settings: dict) -> RunConfig:
         if isinstance(prompts, str):
             prompts = [prompts]
         elif prompts is not None and (isinstance(prompts, bytes | Mapping) or not isinstance(prompts, Iterable)):
@@ -80,7 +95,7 @@ class JobChecks:
                                   f"(asked for {getattr(cfg, f)!r}): start another Engine")
         return cfg
 
-    def _check_plan(self, cfg: RunConfig) -> None:
+    def check_plan(self, cfg: RunConfig) -> None:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
         load_policy(cfg.policy, cfg.policy_timeout_s)
@@ -90,37 +105,37 @@ class JobChecks:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
 
-    def _check_planned(self, name: str, cfg: RunConfig) -> None:
+    def check_planned(self, name: str, cfg: RunConfig) -> None:
         """A job to come passes what `submit` will check; the error names it."""
         try:
-            cfg = self._with_prompts(self._job_config(None, cfg, {}))
-            self._check_plan(cfg)
-            self._check_length(cfg, self._encode(cfg))
+            cfg = self.with_prompts(self.job_config(None, cfg, {}))
+            self.check_plan(cfg)
+            self.check_length(cfg, self.encode(cfg))
         except (ConfigError, PolicyError) as exc:
             raise type(exc)(f"{name}: {exc}") from None
 
-    def _with_prompts(self, cfg: RunConfig) -> RunConfig:
+    def with_prompts(self, cfg: RunConfig) -> RunConfig:
         """A job without prompts continues the backend's default prompt."""
-        return cfg if cfg.prompts else dataclasses.replace(cfg, prompts=[self._backend.default_prompt()])
+        return cfg if cfg.prompts else dataclasses.replace(cfg, prompts=[self.backend.default_prompt()])
 
-    def _encode(self, cfg: RunConfig) -> list[list[int]]:
+    def encode(self, cfg: RunConfig) -> list[list[int]]:
         return [self.tokenizer.encode(cfg.prompt_for(i), chat=not cfg.raw_prompt) for i in range(cfg.n_sequences)]
 
-    def _check_length(self, cfg: RunConfig, prompts: list[list[int]]) -> None:
+    def check_length(self, cfg: RunConfig, prompts: list[list[int]]) -> None:
         """Every sequence fits the target's positions: its prompt's tokens and the new tokens it may make (past
         them the target reads positions it never learnt, and its text stops meaning anything)."""
-        limit = self._context_length
+        limit = self.context_length
         if limit and (need := max(map(len, prompts)) + cfg.max_new_tokens) > limit:
             raise ConfigError(f"a {need - cfg.max_new_tokens}-token prompt and {cfg.max_new_tokens} new tokens need "
                               f"{need:,} positions; the target reads {limit:,} at most")
 
-    def _drafter_corpus(self, cfg: RunConfig) -> str:
+    def drafter_corpus(self, cfg: RunConfig) -> str:
         """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off
         (ConfigError for one that is missing or damaged); for the draft model, the setting as given."""
         return self._corpus_cache(cfg.corpus_cache) if cfg.drafter != DrafterKind.MODEL else cfg.corpus_cache
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""
-        if setting not in self._corpus_caches:
-            self._corpus_caches[setting] = corpus_cache.resolve(setting, self._backend)
-        return self._corpus_caches[setting]
+        if setting not in self.corpus_caches:
+            self.corpus_caches[setting] = corpus_cache.resolve(setting, self.backend)
+        return self.corpus_caches[setting]

@@ -65,6 +65,18 @@ class JobRun:
         """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
         return {"verifier": "verifier", **{f"draft-{i}": f"draft-{w}" for i, w in enumerate(self.workers)}}
 
+    def show(self, states: dict[str, str]) -> None:
+        """Its live view: its processes' states (by its own names), then its callback; a callback that raises
+        is dropped (a broken view must not stop the engine)."""
+        self.collected.states = states
+        if not self.on_update:
+            return
+        try:
+            self.on_update(self.collected)
+        except BaseException as exc:  # SystemExit too: a view must never take the engine's thread down
+            self.on_update = None
+            self.view_error = f"{type(exc).__name__}: {exc}"
+
     def __post_init__(self) -> None:
         self.collected.started = self.submitted
 
@@ -153,3 +165,40 @@ class JobRun:
     def complete(self) -> bool:
         """The verifier closed the job and every worker has reported its last events."""
         return self.collected.verifier_finished and self.idle >= set(self.workers)
+
+
+class LiveJobs:
+    """The jobs the engine holds, from submission until they end, shared by the dispatcher's parts.
+
+    Owns ``jobs`` (not finished, in submission order: admission goes by it), ``by_seq`` (an engine-wide
+    sequence id -> its job, from its announcement to its end: commits and events name sequences) and
+    ``wants`` (dsbd: (job, sequence, beam slot, the round it was asked for in) waiting for a worker; the
+    verifier asks, a new verifier's beams ask again, admission hands each one a parked worker)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[JobRun] = []
+        self.by_seq: dict[int, JobRun] = {}
+        self.wants: list[tuple[JobRun, int, int, int]] = []
+
+    def __iter__(self):
+        return iter(self.jobs)
+
+    def __contains__(self, job: JobRun) -> bool:
+        return job in self.jobs
+
+    def find(self, job_id: int) -> JobRun | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
+
+    def running(self) -> list[JobRun]:
+        return [j for j in self.jobs if j.phase is Phase.RUNNING]
+
+    def announce(self, job: JobRun) -> None:
+        """Its sequences are the verifier's now: their commits and events are the job's."""
+        for i in range(job.n):
+            self.by_seq[job.first_seq + i] = job
+
+    def remove(self, job: JobRun) -> None:
+        for i in range(job.n):
+            self.by_seq.pop(job.first_seq + i, None)
+        if job in self.jobs:
+            self.jobs.remove(job)

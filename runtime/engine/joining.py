@@ -12,52 +12,61 @@ worker is a child of the process table like any other (``ProcessTable.adopt``: n
 named by a pid above any local one), connects its sockets as the worker id it was given, says
 ``ready`` and is given jobs, remote workers first (their cores are extra). The engine measures its
 liveness by heartbeats in every state; one that falls silent, or says it leaves (``bye``), is dead
-to the supervisor, which restarts its work on a local process from the verified prefix. A mixin of
-the Dispatcher.
+to the supervisor, which restarts its work on a local process from the verified prefix
+(liveness.py, supervisor.py).
 """
 
 from __future__ import annotations
 
 from ..backends.backend import get_backend, same_vocabulary
-from ..core.config import ConfigError
-from ..core.transport import port_of
-from ..core.wire import REFUSED, pack, unpack
-from .jobs import Phase
-from .process_table import State
+from ..core.config import ConfigError, RunConfig
+from ..core.gatekeeper import Gatekeeper
+from ..core.transport import Endpoints, port_of
+from ..core.wire import unpack
+from .jobs import LiveJobs
+from .orders import Orders
+from .process_table import Child, ProcessTable
 
 
 class Joining:
-    def _door(self, frames: list) -> None:
-        """A message on the control socket from someone not (yet) a child: a worker joining, or junk."""
-        identity = frames[0]
-        try:
-            msg = unpack(frames[1:])
-            if msg.kind == "join":
-                self._answer_join(identity)
-            elif msg.kind == "hello":
-                self._answer_hello(identity, msg.fields)
-            else:
-                raise ValueError(f"{msg.kind} from no child of this engine")
-        except REFUSED:
-            self._refuse_telemetry()
+    """Answers peers at the control socket that are not children yet, and counts the peers refused.
 
-    def _reply(self, identity: bytes, kind: str, fields: dict) -> None:
-        try:
-            self.control.send_multipart([identity, *pack(kind, fields)])
-        except Exception:  # noqa: BLE001 - a peer gone before the answer: nothing to tell
-            pass
+    Owns the target's ``vocabulary`` (read on the first join), ``refused_joins`` (workers refused at hello:
+    vocabulary, room), ``refused_handshakes`` (peers without the run's key, as the engine's `gatekeeper`
+    and the verifier's reports count them) and the verifier's own count of those, by its pid."""
+
+    def __init__(self, config: RunConfig, table: ProcessTable, live: LiveJobs, orders: Orders,
+                 endpoints: Endpoints, gatekeeper: Gatekeeper | None, *, max_workers: int) -> None:
+        self.config, self.table, self.live, self.orders = config, table, live, orders
+        self.endpoints, self.gatekeeper, self.max_workers = endpoints, gatekeeper, max_workers
+        self.vocabulary: dict | None = None
+        self.refused_joins = 0
+        self.refused_handshakes = 0
+        self.verifier_refused: dict[int, int] = {}
+
+    def door(self, frames: list) -> None:
+        """A message on the control socket from someone not (yet) a child: a worker joining, or junk, which
+        raises one of wire.REFUSED (the caller counts it)."""
+        identity = frames[0]
+        msg = unpack(frames[1:])
+        if msg.kind == "join":
+            self._answer_join(identity)
+        elif msg.kind == "hello":
+            self._answer_hello(identity, msg.fields)
+        else:
+            raise ValueError(f"{msg.kind} from no child of this engine")
 
     def _answer_join(self, identity: bytes) -> None:
         if not self.config.listen:
-            self._reply(identity, "refused_worker", {"why": "this engine takes no workers from other hosts "
-                                                     "(start it with --listen HOST:PORT)"})
+            self.orders.reply(identity, "refused_worker", {"why": "this engine takes no workers from other hosts "
+                                                           "(start it with --listen HOST:PORT)"})
             return
         try:
             vocabulary = self._target_vocabulary()
         except ConfigError as exc:
-            self._reply(identity, "refused_worker", {"why": str(exc)})
+            self.orders.reply(identity, "refused_worker", {"why": str(exc)})
             return
-        self._reply(identity, "config", {"config": self.config.to_dict(), "vocabulary": vocabulary})
+        self.orders.reply(identity, "config", {"config": self.config.to_dict(), "vocabulary": vocabulary})
 
     def _target_vocabulary(self) -> dict:
         if self.vocabulary is None:   # read on the first join: an engine without remote workers never pays
@@ -72,37 +81,27 @@ class Joining:
             why = f"this engine already runs {self.max_workers} draft workers (max_workers)"
         if why is not None:
             self.refused_joins += 1
-            self._reply(identity, "refused_worker", {"why": why})
+            self.orders.reply(identity, "refused_worker", {"why": why})
             return
         child = self.table.adopt(host)
         e = self.endpoints
-        self._reply(identity, "welcome", {"worker": child.worker, "pid": child.proc.pid,
-                                          "ports": {"verify": port_of(e.verify), "telemetry": port_of(e.telemetry)}})
+        ports = {"verify": port_of(e.verify), "telemetry": port_of(e.telemetry)}
+        self.orders.reply(identity, "welcome", {"worker": child.worker, "pid": child.proc.pid, "ports": ports})
 
-    def _remote_left(self, child, code: int) -> None:
+    def left(self, child: Child, code: int) -> None:
         """A remote worker said it leaves (``bye``), or its last words (``error``): it is dead to the engine."""
         if child.host is not None and child.proc.poll() is None:
             child.proc.exited(code)
 
-    def _check_remote_heartbeats(self, now: float, stalled: bool) -> None:
-        """A remote worker is judged by its heartbeats in every state: nothing else would tell a parked
-        one's host had gone."""
-        limit = self.config.heartbeat_timeout_s
-        for c in self.table.workers():
-            if c.host is None or c.state is State.RETIRING:
-                continue
-            if stalled:
-                c.beat = now
-            elif c.hung is None and now - c.beat > limit:
-                c.hung = f"at {c.host} sent no heartbeat for {limit:g} s, so the engine gave up on it"
-                self.table.kill(c)
+    def verifier_refusals(self, pid: int, count: int) -> None:
+        """The verifier's gatekeeper has refused `count` handshakes so far (its ``refused`` report)."""
+        self.verifier_refused[pid] = count
 
-    def _count_refused(self) -> None:
+    def count_refused(self) -> None:
         """Refused handshakes since the last look (the engine's gatekeeper, and the verifier's reports), added
         to the engine's count and to every running job's."""
         total = (self.gatekeeper.refused if self.gatekeeper is not None else 0) + sum(self.verifier_refused.values())
         delta, self.refused_handshakes = total - self.refused_handshakes, total
         if delta > 0:
-            for job in self.jobs:
-                if job.phase is Phase.RUNNING:
-                    job.collected.refused_handshakes += delta
+            for job in self.live.running():
+                job.collected.refused_handshakes += delta

@@ -6,7 +6,7 @@ the verifier's job_ack (the job's workers may draft), job_done / job_failed, a w
 the verifier's ``beam_want`` (a dsbd slot needs a worker) and any child's ``error``. Messages are
 matched to the live incarnation of a child by its pid, so a late message of a dead process is never
 taken for its successor's, and on ipc to the name its socket was admitted under (runtime/core/security.py),
-so a child cannot speak as another. A mixin of the Dispatcher.
+so a child cannot speak as another. Each kind has one handler (``Reports.handlers``).
 """
 
 from __future__ import annotations
@@ -16,39 +16,62 @@ import time
 from ..core.beam_state import BeamState
 from ..core.config import Mode
 from ..core.events import Event
-from ..core.security import speaker, speaks_as
-from ..core.wire import REFUSED, ProtocolError, unpack
-from .jobs import Phase
-from .process_table import Child, State
+from ..core.security import Keys, speaker, speaks_as
+from ..core.wire import REFUSED, Message, ProtocolError, unpack
+from .admission import Admission
+from .endings import Endings
+from .jobs import LiveJobs, Phase
+from .joining import Joining
+from .process_table import Child, ProcessTable, State
+from .supervisor import Supervisor
 
 VERIFIER_ONLY = frozenset({"commit", "job_ack", "job_done", "job_failed", "beam_want", "refused"})
 
 
 class Reports:
-    def _hello(self, frames: list) -> None:
+    """Hears the children and hands each message to the part it concerns: `supervisor`, `admission`,
+    `endings`, `joining`, or the job itself (`live`). Owns ``rejected_telemetry``: messages refused over
+    the engine's life (every running job counts its own too)."""
+
+    def __init__(self, keys: Keys | None, table: ProcessTable, live: LiveJobs, *, supervisor: Supervisor,
+                 admission: Admission, endings: Endings, joining: Joining) -> None:
+        self.keys, self.table, self.live = keys, table, live
+        self.supervisor, self.admission, self.endings, self.joining = supervisor, admission, endings, joining
+        self.rejected_telemetry = 0
+        # a kind not here is a valid message of no concern to the engine: it is read and ignored
+        self.handlers = {
+            "commit": self._commit, "events": self._events, "job_ack": self._job_ack, "job_done": self._job_done,
+            "job_failed": self._job_failed, "idle": self._idle, "beat": self._beat, "beam_want": self._beam_want,
+            "error": self._error, "bye": self._bye, "refused": self._refused,
+        }
+
+    def hello(self, frames: list) -> None:
         """A child's ``ready``, sent over control: the ROUTER now knows its identity and can reach it. Anyone
         else knocking there is a worker joining from another host, or junk (joining.py)."""
         header, frames = frames[1:], [f.bytes for f in frames]  # the header frame carries User-Id
         name = frames[0] if self.keys is None else self.keys.logical_id(frames[0], lambda logical: logical)
         if not speaks_as(self.keys, header, name):
-            self._refuse_telemetry()  # on ipc a child speaks only under its own name, and its own identity
+            self.refuse()  # on ipc a child speaks only under its own name, and its own identity
             return
         try:
             child = self.table.children[name.decode()]
         except (KeyError, UnicodeDecodeError):
-            self._door(frames)
+            try:
+                self.joining.door(frames)
+            except REFUSED:
+                self.refuse()
             return
         try:  # junk under a child's name is refused and counted, as on the telemetry socket (never a crash)
             msg = unpack(frames[1:])
             placed = {k: str(msg.fields[k]) for k in ("device", "asked") if k in msg.fields}
         except REFUSED:
-            self._refuse_telemetry()
+            self.refuse()
             return
         if msg.kind == "ready" and child.state is State.STARTING:
             child.placed = placed
             child.become(State.READY)
 
-    def _telemetry(self, frames: list) -> None:
+    def telemetry(self, frames: list) -> None:
         """One message of a child's. Anything malformed, not from a live child of this engine (by the pid
         every message carries: a late message of a dead process whose name was reused is not its
         successor's), or from the wrong kind of child is refused and counted (``rejected_telemetry``,
@@ -60,17 +83,18 @@ class Reports:
                 raise ProtocolError(f"{msg.kind} from no child of this engine")
             if not speaks_as(self.keys, frames, sender.name.encode()):
                 raise ProtocolError(f"{msg.kind} with {sender.name}'s pid from the socket of {speaker(frames)!r}")
-            self._handle(msg, sender)
+            handler = self.handlers.get(msg.kind)
+            if handler is not None:
+                handler(msg, sender)
         except REFUSED:
-            self._refuse_telemetry()
+            self.refuse()
 
-    def _refuse_telemetry(self) -> None:
+    def refuse(self) -> None:
         self.rejected_telemetry += 1
-        for job in self.jobs:
-            if job.phase is Phase.RUNNING:
-                job.collected.rejected_telemetry += 1
+        for job in self.live.running():
+            job.collected.rejected_telemetry += 1
 
-    def _sender(self, msg) -> Child | None:
+    def _sender(self, msg: Message) -> Child | None:
         """The child that sent `msg`; only the verifier speaks of jobs and commits, and every event row a
         child sends is its own."""
         pid = msg.fields.get("pid")
@@ -81,76 +105,90 @@ class Reports:
             return None
         return child
 
-    def _handle(self, msg, sender: Child) -> None:
+    # -- the handlers, one per kind ----------------------------------------------------------------------
+    def _commit(self, msg: Message, sender: Child) -> None:
+        """A beam sequence's commit carries its beams (beam_state.py): read before anything is kept."""
         f = msg.fields
-        if msg.kind == "commit":  # a beam sequence's carries its beams (beam_state.py): read before anything is kept
-            job, beams = self.by_seq.get(int(f["seq"])), BeamState.from_dict(f["beam"]) if "beam" in f else None
-            if job is not None:
-                job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")), beams)
-        elif msg.kind == "events":
-            for row in f["rows"]:
-                self._event(Event.from_row(row))
-        elif msg.kind == "job_ack":
-            job = self._job(int(f["job"]))
-            if job is not None and job.id in self.resyncing:  # a restarted verifier has the job again
-                self._resync(job)
-            elif job is not None and job.phase is Phase.ANNOUNCED:
-                job.phase = Phase.RUNNING
-                for worker, sequences in job.assignments():
-                    if worker in self.resuming:  # restarted before the job started: resumes once loaded
-                        continue
-                    if job.config.mode == Mode.DSBD:
-                        job.mark(worker, "fork")
-                    self._assign(self.table.by_worker(worker), job, sequences)
-        elif msg.kind == "job_done":
-            job = self._job(int(f["job"]))
-            if job is not None:
-                job.collected.counters = dict(f["counters"])
-                job.collected.cost_curve = f.get("cost_curve")
-                job.collected.calibration = dict(f.get("calibration") or {})
-                job.collected.verifier_threads = dict(f.get("verifier_threads") or {})
-                job.collected.beams = dict(f.get("beams") or {})
-                job.collected.verifier_finished = True
-                self._maybe_complete(job)
-        elif msg.kind == "job_failed":
-            job = self._job(int(f["job"]))
-            if job is not None:
-                self._end(job, "failed", str(f.get("message", "the verifier ended the job")), forgotten=True)
-        elif msg.kind == "idle":
-            child, job = sender, self._job(int(f["job"]))
-            if child.role != "draft" or child.state is not State.DRAFTING or child.job != int(f["job"]):
-                return
-            child.become(State.PARKED)
-            if job is not None:
-                job.idle.add(child.worker)
-                if job.config.mode == Mode.DSBD:  # it left its beam slot: the sequence ended or narrowed
-                    job.mark(child.worker, "exit")
-                self._maybe_complete(job)
-        elif msg.kind == "beat":  # heartbeat.py: the child is not stopped
-            sender.beat = time.monotonic()
-        elif msg.kind == "beam_want":  # dsbd: a sequence widened; admission.py hands the slot a worker
-            job = self._job(int(f["job"]))
-            if job is not None:
-                self.wants.append((job, int(f["seq"]), int(f["slot"]), int(f["round"])))
-        elif msg.kind == "error":  # its last words: the child exits next, and the supervisor hears why
-            sender.said = str(f.get("message", f"{sender.name} failed"))
-            self._remote_left(sender, 1)
-        elif msg.kind == "bye":  # a remote worker leaves (joining.py); a forked child's exit is seen by the zygote
-            self._remote_left(sender, int(f.get("code", 0)))
-        elif msg.kind == "refused":  # the verifier's gatekeeper: handshakes refused so far (gatekeeper.py)
-            self.verifier_refused[sender.proc.known_pid] = int(f["count"])
+        job, beams = self.live.by_seq.get(int(f["seq"])), BeamState.from_dict(f["beam"]) if "beam" in f else None
+        if job is not None:
+            job.commit(int(f["seq"]), msg.arrays["tokens"].tolist(), bool(f.get("done")), beams)
+
+    def _events(self, msg: Message, sender: Child) -> None:
+        for row in msg.fields["rows"]:
+            self._event(Event.from_row(row))
+
+    def _job_ack(self, msg: Message, sender: Child) -> None:
+        """A new verifier has a running job again (its workers resync), or the verifier took a new one."""
+        job = self.live.find(int(msg.fields["job"]))
+        if job is None or self.supervisor.acknowledged(job):
+            return
+        if job.phase is Phase.ANNOUNCED:
+            self.admission.start(job)
+
+    def _job_done(self, msg: Message, sender: Child) -> None:
+        f = msg.fields
+        job = self.live.find(int(f["job"]))
+        if job is not None:
+            job.collected.counters = dict(f["counters"])
+            job.collected.cost_curve = f.get("cost_curve")
+            job.collected.calibration = dict(f.get("calibration") or {})
+            job.collected.verifier_threads = dict(f.get("verifier_threads") or {})
+            job.collected.beams = dict(f.get("beams") or {})
+            job.collected.verifier_finished = True
+            self.endings.maybe_complete(job)
+
+    def _job_failed(self, msg: Message, sender: Child) -> None:
+        job = self.live.find(int(msg.fields["job"]))
+        if job is not None:
+            self.endings.end(job, "failed", str(msg.fields.get("message", "the verifier ended the job")),
+                             forgotten=True)
+
+    def _idle(self, msg: Message, sender: Child) -> None:
+        """A worker finished its assignment (or, in dsbd, left its beam slot: the sequence ended or narrowed)."""
+        job_id = int(msg.fields["job"])
+        job = self.live.find(job_id)
+        if sender.role != "draft" or sender.state is not State.DRAFTING or sender.job != job_id:
+            return
+        sender.become(State.PARKED)
+        if job is not None:
+            job.idle.add(sender.worker)
+            if job.config.mode == Mode.DSBD:
+                job.mark(sender.worker, "exit")
+            self.endings.maybe_complete(job)
+
+    def _beat(self, msg: Message, sender: Child) -> None:
+        sender.beat = time.monotonic()  # liveness.py: the child is not stopped
+
+    def _beam_want(self, msg: Message, sender: Child) -> None:
+        """dsbd: a sequence widened; admission hands the slot a worker."""
+        f = msg.fields
+        job = self.live.find(int(f["job"]))
+        if job is not None:
+            self.live.wants.append((job, int(f["seq"]), int(f["slot"]), int(f["round"])))
+
+    def _error(self, msg: Message, sender: Child) -> None:
+        """Its last words: the child exits next, and the supervisor hears why."""
+        sender.said = str(msg.fields.get("message", f"{sender.name} failed"))
+        self.joining.left(sender, 1)
+
+    def _bye(self, msg: Message, sender: Child) -> None:
+        """A remote worker leaves (joining.py); a forked child's exit is seen by the zygote."""
+        self.joining.left(sender, int(msg.fields.get("code", 0)))
+
+    def _refused(self, msg: Message, sender: Child) -> None:
+        """The verifier's gatekeeper: handshakes refused so far (gatekeeper.py)."""
+        self.joining.verifier_refusals(sender.proc.known_pid, int(msg.fields["count"]))
 
     def _event(self, e: Event) -> None:
         if e.job >= 0:  # the verifier says whose it is (one job's forward, batched or not)
-            job = self._job(e.job)
+            job = self.live.find(e.job)
             if job is not None and job.phase is not Phase.PENDING:
                 job.event(e)
             return
         if e.seq >= 0:
-            job = self.by_seq.get(e.seq)
+            job = self.live.by_seq.get(e.seq)
             if job is not None:
                 job.event(e)
             return
-        for job in self.jobs:  # the verifier's shared time (idle, a batch across jobs): every running job
-            if job.phase is Phase.RUNNING:
-                job.event(e)
+        for job in self.live.running():  # the verifier's shared time (idle, a batch across jobs): every running job
+            job.event(e)

@@ -11,7 +11,7 @@ asks where its slot stands - the verifier holds the slot's beam - and drafts the
 for (scheduler/beam_rounds.py). Its *epoch* (restarts of that worker so far) keeps any draft or tree of
 the dead process out. A worker of a job waiting to start simply starts with it; a dsbd pool worker that
 holds no slot (parked, or loaded and not yet handed one) is replaced in the pool. A stopped worker is
-found by its silence (heartbeat.py) and killed, then restarted the same way.
+found by its silence (liveness.py) and killed, then restarted the same way.
 
 The verifier too: a new one is started, every live job is announced to it again with each sequence's
 committed tokens (all the engine has heard, the dead verifier's last messages drained first), which
@@ -31,10 +31,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
-from ..core.config import Mode
-from .jobs import JobRun, Phase
-from .process_table import Child, State
+from ..core.config import Mode, RunConfig
+from .admission import verifier_threads
+from .endings import Endings
+from .jobs import JobRun, LiveJobs, Phase
+from .orders import Orders
+from .process_table import Child, ProcessTable, State
 
 
 class Intensity:
@@ -53,8 +57,55 @@ class Intensity:
         return True
 
 
-class Supervision:
-    """A mixin of the Dispatcher: it shares the dispatcher's jobs, table and sockets."""
+class Supervisor:
+    """Restarts what died and hands the restarted their work back.
+
+    Owns the restart ``intensity``, each worker's ``epochs`` (restarts so far; the verifier's under -1),
+    ``resuming`` (a restarted worker -> the job whose sequences it resumes once loaded), ``reannounce``
+    (jobs a new verifier must be told of again) and ``resyncing`` (jobs whose workers resync once it has
+    them). It restarts children of `table`, tells them their work through `orders`, fails what cannot
+    resume through `endings`, and reads the dead verifier's last commits through `salvage`."""
+
+    def __init__(self, config: RunConfig, table: ProcessTable, live: LiveJobs, orders: Orders, endings: Endings,
+                 salvage: Callable[[float], None]) -> None:
+        self.config, self.table, self.live, self.orders, self.endings = config, table, live, orders, endings
+        self.salvage = salvage
+        self.intensity = Intensity(config.max_restarts, config.restart_period_s)
+        self.epochs: dict[int, int] = {}
+        self.resuming: dict[int, JobRun] = {}
+        self.reannounce: dict[int, JobRun] = {}
+        self.resyncing: set[int] = set()
+
+    # -- what admission and reports ask ---------------------------------------------------------------
+    def epoch(self, worker: int) -> int:
+        return self.epochs.get(worker, 0)
+
+    def resumes(self, worker: int) -> bool:
+        """Restarted, and not yet told to resume: its work is not to be given to it twice."""
+        return worker in self.resuming
+
+    def reannouncing(self, job: JobRun) -> bool:
+        """A new verifier does not have the job yet: its workers wait for it."""
+        return job.id in self.reannounce or job.id in self.resyncing
+
+    def acknowledged(self, job: JobRun) -> bool:
+        """The verifier acknowledged `job`: if it is a new verifier getting a running job again, the job's
+        workers resync (True); a first acknowledgement is admission's (False)."""
+        if job.id not in self.resyncing:
+            return False
+        self._resync(job)
+        return True
+
+    # -- the dead ---------------------------------------------------------------------------------------
+    def reap(self) -> None:
+        """Every child found dead since the last look: the zygote first, which the others' restarts need."""
+        dead = self.table.dead()
+        if self.table.zygote.died and not self.endings.broken:  # broken: it died once too often, and was told so
+            self._supervise_zygote()
+        for child, code in dead:
+            if self.endings.broken:  # the zygote could not be restarted: every job has failed already
+                break
+            self._supervise(child, code)
 
     def _supervise_zygote(self) -> None:
         """The zygote died, and every child it forked with it (PR_SET_PDEATHSIG): a new zygote first, so the
@@ -62,12 +113,10 @@ class Supervision:
         Beyond the restart intensity nothing can be started any more: every job fails, in one line."""
         error = self.table.zygote_death()
         if not self.intensity.allow("zygote", time.monotonic()):
-            self.broken = self._beyond("the zygote", error)
-            for job in list(self.jobs):
-                self._end(job, "failed", self.broken)
+            self.endings.break_all(self._beyond("the zygote", error))
             return
         self.table.new_zygote()
-        for job in self.jobs:
+        for job in self.live.jobs:
             job.collected.restarts.append({"process": "zygote", "at": time.monotonic(), "why": error,
                                            "epoch": self.table.zygotes - 1, "reprefilled_tokens": 0})
 
@@ -81,10 +130,10 @@ class Supervision:
             return
         serves = self._served_by(child)
         if not serves:
-            self._child_failed(child, error)
+            self.endings.child_failed(child, error)
             return
         if not self.intensity.allow(child.name, time.monotonic()):
-            self._child_failed(child, self._beyond(child.name, error))
+            self.endings.child_failed(child, self._beyond(child.name, error))
             return
         self.table.spawn("draft", child.threads, worker=child.worker).job = child.job  # its death is the job's too
         self.epochs[child.worker] = self.epochs.get(child.worker, 0) + 1
@@ -93,20 +142,20 @@ class Supervision:
             resumes = job.phase is not Phase.PENDING and (child.state_before_exit == "drafting" or job is was_resuming)
             if resumes:
                 self.resuming[child.worker] = job
-            held = self._entries(job, child.worker) if resumes or job.phase is Phase.PENDING else []
+            held = self.orders.entries(job, child.worker) if resumes or job.phase is Phase.PENDING else []
             self._note_restart(job, child.worker, error, [e[1] for e in held])
 
     def _restart_verifier(self, child: Child, error: str) -> None:
         """A new verifier; every live job is announced to it again with what it has committed, and each of
         its drafting workers is told to resync (resume from the verified prefix) once it has the job."""
         if not self.intensity.allow(child.name, time.monotonic()):
-            self._child_failed(child, self._beyond(child.name, error))
+            self.endings.child_failed(child, self._beyond(child.name, error))
             return
-        self._salvage(0.05)  # the dead verifier's last commits (and beams): the new one must start from them
-        live = [j for j in self.jobs if j.phase in (Phase.ANNOUNCED, Phase.RUNNING)]
+        self.salvage(0.05)  # the dead verifier's last commits (and beams): the new one must start from them
+        live = [j for j in self.live.jobs if j.phase in (Phase.ANNOUNCED, Phase.RUNNING)]
         self.table.spawn("verifier", child.threads)
         self.epochs[-1] = self.epochs.get(-1, 0) + 1
-        for job in self.jobs:  # a pending job waited on it too: its record says so
+        for job in self.live.jobs:  # a pending job waited on it too: its record says so
             if job in live:
                 self.reannounce[job.id] = job
             self._note_restart(job, -1, error, list(range(job.n)) if job in live else [])
@@ -127,59 +176,36 @@ class Supervision:
             "reprefilled_tokens": sum(map(reread, unfinished))})
         job.mark(worker, "restart")
 
-    def _check_heartbeats(self) -> None:
-        """A draft worker serving a job, or the verifier while a job runs, silent for --heartbeat-timeout is
-        killed, so that the next look at the dead finds it and it is restarted (heartbeat.py). After a stall
-        of the engine's own loop (a heartbeat is timed when the engine reads it) nobody is judged: every
-        clock starts over."""
-        now, limit = time.monotonic(), self.config.heartbeat_timeout_s
-        stalled, self.last_heartbeat_check = now - self.last_heartbeat_check > 1.0, now
-        verifier = self.table.verifier
-        serving = verifier.state is State.READY and any(j.phase is Phase.RUNNING for j in self.jobs)
-        self._check_remote_heartbeats(now, stalled)   # joining.py: judged in every state
-        for c in [*[w for w in self.table.workers() if w.host is None], verifier]:
-            busy = c.state is State.DRAFTING or (c is verifier and serving)
-            if stalled:
-                c.beat = now
-            elif busy and c.hung is None and now - c.beat > limit:
-                c.hung = f"sent no heartbeat for {limit:g} s (stopped or hung), so the engine killed it"
-                self.table.kill(c)
-
     def _served_by(self, child: Child) -> list[JobRun]:
         """The jobs a dead child served: the one it drafted for, one waiting to start with it, the one it
         was restarted to resume, and a running dsbd job whose pool it waited in (parked, or loaded)."""
         waiting = self.resuming.get(child.worker) if child.role == "draft" else None
         pooled = child.state_before_exit in ("parked", "ready")
-        return [j for j in self.jobs if child.job == j.id or j is waiting or (child.worker in j.workers and (
+        return [j for j in self.live.jobs if child.job == j.id or j is waiting or (child.worker in j.workers and (
             j.phase is Phase.PENDING or (j.config.mode == Mode.DSBD and pooled)))]
 
-    def _hand_resumed(self) -> None:
+    # -- the restarted, back to work --------------------------------------------------------------------
+    def hand_resumed(self) -> None:
         """Once the new verifier is up, it gets every live job again; a restarted worker, once loaded and once
         the verifier knows its job, is told to resume its sequences."""
         verifier = self.table.verifier
         if self.reannounce and verifier.state is State.READY:
             for job in self.reannounce.values():
-                if job in self.jobs:
+                if job in self.live:
                     job.collected.processes["verifier"] = verifier.proc.pid  # the live view's
                     job.collected.devices["verifier"] = verifier.placed
-                    self._send(verifier, "job", job.job_message(self._verifier_threads(job),
-                                                                elastic=self.config.elastic_threads))
+                    threads = verifier_threads(self.config, self.live.jobs, job)
+                    self.orders.send(verifier, "job", job.job_message(threads, elastic=self.config.elastic_threads))
                     if job.phase is Phase.RUNNING:
                         self.resyncing.add(job.id)   # its workers resync on the job_ack (reports.py)
             self.reannounce.clear()
         for worker, job in list(self.resuming.items()):
             child = self.table.by_worker(worker)
-            if job.phase is Phase.DONE or job not in self.jobs or child.state is State.EXITED:
+            if job.phase is Phase.DONE or job not in self.live or child.state is State.EXITED:
                 del self.resuming[worker]
-            elif child.state is State.READY and job.phase is Phase.RUNNING and not self._reannouncing(job):
+            elif child.state is State.READY and job.phase is Phase.RUNNING and not self.reannouncing(job):
                 del self.resuming[worker]
                 self._assign_resume(job, child)
-
-    def _entries(self, job: JobRun, worker: int) -> list:
-        """What the worker serves of the job: (sequence id, index in the job, prompt, slot[, how[, want]]) - its
-        last assignment (a dsbd worker moves from slot to slot), or the job's first one of it."""
-        job_id, entries = self.assigned.get(worker, (None, []))
-        return entries if job_id == job.id else [s for w, seqs in job.assignments() if w == worker for s in seqs]
 
     def _assign_resume(self, job: JobRun, child: Child) -> None:
         child.become(State.DRAFTING, job.id)
@@ -188,11 +214,8 @@ class Supervision:
         job.collected.processes[name] = child.proc.pid  # the live view's
         job.collected.devices[name] = child.placed
         job.collected.hosts.pop(name, None)             # a worker from another host is replaced by a local one
-        self._assign(child, job, [[*s[:4], "resume", *s[5:]] for s in self._entries(job, child.worker)],
-                     self.epochs[child.worker])
-
-    def _reannouncing(self, job: JobRun) -> bool:
-        return job.id in self.reannounce or job.id in self.resyncing
+        self.orders.assign(child, job, [[*s[:4], "resume", *s[5:]] for s in self.orders.entries(job, child.worker)],
+                           self.epochs[child.worker])
 
     def _resync(self, job: JobRun) -> None:
         """The new verifier has the job: each of its drafting workers drops the conversation it had with the
@@ -203,7 +226,7 @@ class Supervision:
                 continue
             self.epochs[c.worker] = self.epochs.get(c.worker, 0) + 1
             if c.state is State.DRAFTING:
-                self._send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
+                self.orders.send(c, "resync", {"job": job.id, "epoch": self.epochs[c.worker]})
             elif self._still_serves(job, c.worker):
                 if job.config.mode == Mode.DSBD:
                     job.mark(c.worker, "fork")
@@ -215,7 +238,7 @@ class Supervision:
         (two sockets, no order between them), so the new verifier does not hold the sequence as done. In dsbd,
         when the beams the engine last heard of give it its slot, or wait for the join it was sent to make: it
         was told to leave in a round whose report the dead verifier never got out."""
-        for _, local, _, slot, *how in self._entries(job, worker):
+        for _, local, _, slot, *how in self.orders.entries(job, worker):
             state = job.beam_states.get(local)
             if local in job.collected.done:
                 continue
@@ -227,11 +250,10 @@ class Supervision:
     def _want_again(self, job: JobRun) -> None:
         """The new verifier holds a vacant slot as waiting for a worker when the beams it was given say so; a
         request (``beam_want``) the dead one made and the engine never heard is made again."""
-        pending = {(seq, slot, want) for j, seq, slot, want in self.wants if j is job}
-        handed = {(e[0], e[3], e[5]) for w in job.workers for e in self._entries(job, w) if len(e) > 5}
+        pending = {(seq, slot, want) for j, seq, slot, want in self.live.wants if j is job}
+        handed = {(e[0], e[3], e[5]) for w in job.workers for e in self.orders.entries(job, w) if len(e) > 5}
         for local, state in job.beam_states.items():
             for slot, want in enumerate(state.wanted.tolist()):
                 key = (job.first_seq + local, slot, want)
                 if want >= 0 and not state.done and key not in pending | handed:
-                    self.wants.append((job, *key))
-
+                    self.live.wants.append((job, *key))
