@@ -36,6 +36,7 @@ EXAMPLES = """examples:
   specsched run --prompt "Name three colours."      one prompt, three draft workers, the live Gantt view
   specsched run --backend sim --prompt "lo mi"      simulated models: no download, seconds
   specsched compare --backend sim --prompt "lo mi"  the same run under fcfs, priority and rr
+  specsched serve --port 8000                       an OpenAI-compatible HTTP server (docs/serve.md)
   specsched rerun record.json                       run a `run --json` record again: the same tokens?
   specsched bench --smoke                           the benchmark harness, end to end
   specsched teach                                   a scheduling exercise
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
     add_compare_parser(sub)
+    from specsched.runtime.apps.serve.cli import add_serve_parser
+
+    add_serve_parser(sub)
     from specsched.runtime.rerun_cli import add_rerun_parser
 
     add_rerun_parser(sub)

@@ -1,0 +1,1 @@
+"""Applications on the engine that are more than one command: `specsched serve` (serve/)."""
