@@ -81,6 +81,9 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="write SVG plots (speedup vs α, vs the sweep axis; branches_sweep.svg for --sweep branches)")
     p.add_argument("--markdown", default=None, metavar="PATH", help="write the tables as markdown")
     p.set_defaults(func=cmd_bench)
+    from specsched.runtime.apps.serve.load_cli import add_load_parser  # `bench serve`: the HTTP server under load
+
+    add_load_parser(p.add_subparsers(dest="bench_command", metavar="{serve}", required=False))
     return p
 
 
