@@ -1,5 +1,5 @@
 """`specsched serve` as a user starts it: bad flags are one line and status 2; a server started on a free
-port answers, and Ctrl-C stops it with status 0 and no process left behind."""
+port answers, and Ctrl-C or SIGTERM stops it with 130 or 143, as every command, leaving no process."""
 
 import re
 import signal
@@ -34,7 +34,8 @@ def test_a_taken_port_is_one_line_before_any_model_loads():
         assert_one_error_line(specsched("serve", "--backend", "sim", "--port", str(port)), 2, "cannot listen on")
 
 
-def test_a_server_answers_and_ctrl_c_stops_it_leaving_no_process():
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_server_answers_and_a_signal_stops_it_leaving_no_process(signum, code):
     with WatchedCommand("serve", *FAST_FLAGS, "--port", "0", "--prestart", "2") as w:
         line = w.proc.stdout.readline()
         url = re.search(r"on (http://127\.0\.0\.1:\d+)", line).group(1)
@@ -42,9 +43,11 @@ def test_a_server_answers_and_ctrl_c_stops_it_leaving_no_process():
         answer = httpx.post(url + "/v1/completions", json={"model": "sim", "prompt": "kaka lomi", "max_tokens": 4},
                             timeout=120).json()
         assert answer["usage"]["completion_tokens"] == 4
-        w.signal(signal.SIGINT)
+        w.signal(signum)
         w.watch_until_exit()
-        code, out, err = w.finish()
-        assert code == 0, err
-        assert "completion" in out and "stopping (Ctrl-C)" in out  # one line per request, then the stop
+        status, out, err = w.finish()
+        assert status == code, err
+        assert "completion" in out and "stopping (" in out  # one line per request, then the stop
+        assert [line for line in err.splitlines() if line.strip()] == [
+            f"specsched: error: interrupted{' (SIGTERM)' if signum == signal.SIGTERM else ''}"]
         assert w.survivors() == []

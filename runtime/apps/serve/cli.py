@@ -2,8 +2,8 @@
 
 Bad flags are one line and exit status 2 before any model loads; the port is bound before the models
 load too, so a port that is taken costs nothing. Ctrl-C or SIGTERM stops the server: requests still
-running end (their jobs interrupted), every process stops, and the command exits 0 (a server is stopped
-that way, it has not failed).
+running end (their jobs interrupted), every process stops, and the command exits 130 or 143 as every
+command does (README: Exit status).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from specsched.runtime.apps.serve.requests import Limits
 from specsched.runtime.core.config import MODEL_BACKENDS, ConfigError, RunConfig
 from specsched.runtime.core.config_checks import MAX_NEW_TOKENS
 from specsched.runtime.engine.collected import Interrupted
+from specsched.runtime.exits import EXIT_FAILED, fail
 from specsched.runtime.flags import add_run_flags, config_from_args
 from specsched.runtime.models.registry import DEFAULT as DEFAULT_PAIR
 
@@ -100,17 +101,23 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
             app = ServeApp(engine, config, model=model, limits=limits, api_key=key,
                            log=None if args.quiet else lambda line: console.print(Text(line), highlight=False))
             server = Server(app.app, args.host, sock=sock).start()
+            if not key and args.host not in ("127.0.0.1", "localhost", "::1"):
+                console.print(Text(f"warning: listening on {args.host} without an API key: anyone who can reach "
+                                   "this port can run jobs (--api-key)", style="yellow"), highlight=False)
             console.print(Text(f"serving {model} on {server.url} · policy {config.policy} · backend "
                                f"{config.backend} · {'API key required' if key else 'no API key'} · Ctrl-C stops",
                                style="bold"), highlight=False)
             try:
                 while server.running:
                     time.sleep(0.2)
-            except (KeyboardInterrupt, Interrupted) as exc:
+            except (KeyboardInterrupt, Interrupted) as exc:  # the command ends 130 / 143, as every command does
                 console.print(Text(f"stopping ({'SIGTERM' if isinstance(exc, Interrupted) else 'Ctrl-C'}) …",
                                    style="dim"), highlight=False)
+                raise
             finally:
                 server.stop()
     finally:
         sock.close()
-    return 0
+    # only a signal stops a server: its thread ending by itself means uvicorn gave up (its log says why)
+    fail("the HTTP server stopped by itself")
+    return EXIT_FAILED

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 
@@ -78,7 +79,7 @@ def cmd_bench_serve(args: argparse.Namespace, console: Console) -> int:
 
     config, load = load_config(args)
     rows, texts = [], {}
-    started = time.monotonic()
+    started, load_before = time.monotonic(), os.getloadavg()  # a shared machine's other work shapes the latencies
     with Engine(dataclasses.replace(config, workers=1, prompts=[load.prompts[0]])) as engine:
         engine.start_workers(min(load.clients, 16))
         for policy in args.policies:
@@ -100,6 +101,7 @@ def cmd_bench_serve(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         record = {"schema": "specsched-bench-serve/1", "load": dataclasses.asdict(load), "backend": config.backend,
                   "policies": rows, "texts_identical": same, "total_s": time.monotonic() - started,
+                  "load_average": {"before": load_before, "after": os.getloadavg()},
                   "provenance": provenance(config, dirty=True)}
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
         console.print(Text(f"wrote {args.json}", style="dim"), highlight=False)
