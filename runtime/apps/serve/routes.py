@@ -8,6 +8,7 @@ client that goes away (its connection closes) gets its job cancelled, which free
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import time
 import traceback
@@ -84,7 +85,7 @@ class ServeApp:
         self.metrics.prompt_tokens.inc(sum(job.prompt_tokens))
         self.metrics.active.add(follower)
         watcher = asyncio.create_task(_watch_disconnect(request, follower))
-        ended = lambda: self._ended(req, follower, watcher)  # noqa: E731 - told once, however the answer ends
+        ended = functools.partial(self._ended, req, follower, watcher)  # once, however the answer ends
         if req.stream:
             return answer_stream(req, self.model, follower, ended)
         try:
