@@ -99,3 +99,13 @@ def test_answer_shapes_are_openais():
     assert chat.chunk(0, "", None, first=True)["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert Answer("completion", "m").chunk(1, "x", "length")["choices"][0] == \
         {"index": 1, "text": "x", "logprobs": None, "finish_reason": "length"}
+
+
+def test_acceptance_per_draft_position_is_read_from_what_each_verification_committed():
+    from specsched.runtime.apps.serve.metrics import ServeMetrics
+
+    m = ServeMetrics(engine=None)   # only what the commits say; the engine is read at scrape time
+    m.verified(3, depth=4)   # 2 draft tokens accepted, the 3rd rejected, the 4th never judged
+    m.verified(5, depth=4)   # all 4 accepted, plus the bonus token
+    m.verified(1, depth=4)   # the first rejected
+    assert m.acceptance() == {1: 2 / 3, 2: 2 / 2, 3: 1 / 2, 4: 1 / 1}

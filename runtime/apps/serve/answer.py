@@ -29,7 +29,7 @@ def _failure(follower: Follower) -> ApiError | None:
 async def answer_whole(req: CompletionRequest, model: str, follower: Follower) -> JSONResponse:
     async for _ in follower.deltas():
         pass
-    if follower.gone:  # nobody reads this; the status says why in the server's counts
+    if follower.gone and not follower.ended:  # nobody reads this; the status says why in the server's counts
         raise ApiError(400, "the client closed the connection before the answer", None, "client_closed")
     if failure := _failure(follower):
         raise failure
@@ -48,7 +48,7 @@ def answer_stream(req: CompletionRequest, model: str, follower: Follower, ended:
         async for news in follower.deltas():
             for i, delta, end in news:
                 yield event(answer.chunk(i, delta, end))
-        if follower.gone:
+        if follower.gone and not follower.ended:
             return
         if failure := _failure(follower):  # the stream has begun (200): the error comes as an event
             yield event(failure.body)

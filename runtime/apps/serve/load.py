@@ -16,8 +16,10 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 MAX_REQUESTS = 1000   # a benchmark, not a soak test: bounded in count ...
 MAX_CLIENTS = 64
@@ -93,6 +95,8 @@ class Load:
 
 async def play(url: str, load: Load, timeout_s: float) -> list[Seen]:
     """Send the load to `url`; every request gets `timeout_s` at most."""
+    import httpx  # here, not at the top: bench's parser imports this module, and `specsched --help` stays fast
+
     gate, start = asyncio.Semaphore(load.clients), time.monotonic()
     limits = httpx.Limits(max_connections=load.clients, max_keepalive_connections=load.clients)
     async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:

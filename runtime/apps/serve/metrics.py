@@ -95,7 +95,7 @@ class _Live:
         self.m = metrics
 
     def collect(self):
-        m, active = self.m, list(self.m.active)
+        m, active = self.m, self.m.active.copy()  # one C call under the GIL: the event loop may add one meanwhile
         yield GaugeMetricFamily("specsched_requests_in_flight", "requests being decoded or streamed", value=len(active))
         yield GaugeMetricFamily("specsched_queue_depth", "requests waiting for their first token",
                                 value=sum(f.first_token_s is None for f in active))

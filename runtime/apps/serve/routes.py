@@ -109,8 +109,8 @@ class ServeApp:
         """The body, refused with 413 past the limit without reading the rest."""
         limit = self.limits.max_body_bytes
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise ApiError(413, f"the body is {int(declared):,} bytes; this server takes {limit:,} at most",
+        if declared.isdigit() and (len(declared) > 18 or int(declared) > limit):  # 18 digits: int() is cheap
+            raise ApiError(413, f"the body is {declared:.20} bytes; this server takes {limit:,} at most",
                            None, "body_too_large")
         chunks, size = [], 0
         async for chunk in request.stream():
@@ -163,7 +163,10 @@ async def _watch_disconnect(request: Request, follower: Follower) -> None:
     """Marks the follower gone when the client closes its connection (the body has been read by now, so
     the next message the server receives is the disconnect)."""
     while True:
-        message = await request.receive()
+        try:
+            message = await request.receive()
+        except Exception:  # the server has let the connection go: nobody is listening any more
+            message = {"type": "http.disconnect"}
         if message["type"] == "http.disconnect":
             follower.gone = True
             return
