@@ -3,7 +3,8 @@ long before the job could have finished (its budget would take the sim minutes).
 nothing is timed."""
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
+import json
+import socket
 
 import httpx
 import pytest
@@ -45,15 +46,12 @@ def test_a_stream_cut_off_mid_answer_frees_its_workers(server):
 
 
 def test_a_client_that_stops_waiting_for_a_whole_answer_frees_its_workers(server):
-    def ask() -> None:  # the client gives up after 5 s of silence; the server sees the connection close
-        httpx.post(server.url + "/v1/chat/completions", timeout=httpx.Timeout(120, read=5),
-                   json={"model": "sim", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 100_000})
-
-    with ThreadPoolExecutor(1) as pool:
-        asked = pool.submit(ask)
+    body = json.dumps({"model": "sim", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 100_000})
+    with socket.create_connection((server.server.host, server.server.port)) as client:
+        client.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
         job = job_of_drafting(server)
-        with pytest.raises(httpx.ReadTimeout):
-            asked.result()
+    # the client hung up before any answer: the server sees the connection close
     wait_for(lambda: freed(server, job), what="the abandoned job's workers parked")
     # the engine goes on serving
     short = httpx.post(server.url + "/v1/completions", json={**ENDLESS, "max_tokens": 5}, timeout=120).json()
