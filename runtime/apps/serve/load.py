@@ -4,8 +4,9 @@ Every request is a streaming `/v1/completions` with usage at the end; what a cli
 request: when it was sent, when each piece of text came, the tokens the server counted, the response id.
 A request is served when its stream ends with `[DONE]` after every choice ended; lost when it did not
 (an error status, a stream cut short); duplicated when its response id was seen on another request, or a
-choice ended twice. One client (`kill`) hangs up after its second piece: its job must be cancelled and
-its workers freed, which the caller checks on the engine.
+choice ended twice. One client (`kill`) asks for a long answer (`KILLED_TOKENS`) and hangs up after its
+first piece, so that it is cut off mid-stream however fast the others' answers come: its job must be
+cancelled and its workers freed, which the caller checks on the engine.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 MAX_REQUESTS = 1000   # a benchmark, not a soak test: bounded in count ...
 MAX_CLIENTS = 64
+KILLED_TOKENS = 1000  # the killed client's budget: far more than arrives before it hangs up
 
 
 @dataclass(slots=True)
@@ -88,7 +90,8 @@ class Load:
 
     def body(self, i: int) -> dict:
         """Request i: its prompt in turn, a priority of 0-2 (the priority policy has something to order)."""
-        return {"model": self.model, "prompt": self.prompts[i % len(self.prompts)], "max_tokens": self.max_tokens,
+        budget = KILLED_TOKENS if i == self.kill else self.max_tokens
+        return {"model": self.model, "prompt": self.prompts[i % len(self.prompts)], "max_tokens": budget,
                 "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
                 "specsched": {"priority": random.Random(self.seed * 7919 + i).randrange(3)}}
 
@@ -131,7 +134,7 @@ async def _stream(client: httpx.AsyncClient, load: Load, seen: Seen) -> None:
                     seen.pieces.append(time.monotonic())
                     seen.text += choice["text"]
                 seen.ended += choice.get("finish_reason") is not None
-            if seen.index == load.kill and len(seen.pieces) >= 2:
+            if seen.index == load.kill and seen.pieces:
                 seen.killed = True
                 return  # leaving the block closes the connection mid-stream
 

@@ -21,7 +21,16 @@ from rich.table import Table
 from rich.text import Text
 
 from specsched.policies.loader import load_policy
-from specsched.runtime.apps.serve.load import MAX_CLIENTS, MAX_REQUESTS, Load, Seen, duplicated, percentile, play
+from specsched.runtime.apps.serve.load import (
+    KILLED_TOKENS,
+    MAX_CLIENTS,
+    MAX_REQUESTS,
+    Load,
+    Seen,
+    duplicated,
+    percentile,
+    play,
+)
 from specsched.runtime.core.config import BACKENDS, ConfigError, RunConfig
 from specsched.runtime.flags import BATCHING, SIM_FLAGS, add_device_flags, add_model_flags, given, name_list
 
@@ -84,7 +93,8 @@ def cmd_bench_serve(args: argparse.Namespace, console: Console) -> int:
         engine.start_workers(min(load.clients, 16))
         for policy in args.policies:
             defaults = dataclasses.replace(config, policy=policy, max_batch=0 if policy in BATCHING else 1)
-            app = ServeApp(engine, defaults, model=load.model, limits=Limits(max_tokens=max(load.max_tokens, 1)))
+            limits = Limits(max_tokens=max(load.max_tokens, KILLED_TOKENS))
+            app = ServeApp(engine, defaults, model=load.model, limits=limits)
             console.print(Text(f"· {policy}: {load.requests} requests, {load.clients} clients, {load.rate:g}/s …",
                                style="dim"), highlight=False)
             with Server(app.app) as server:
