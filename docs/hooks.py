@@ -2,7 +2,7 @@
 
 Both files stay at the repository's top (where GitHub and PyPI show them); their links are written from there
 (`docs/engine.md`), the chapters' from docs/ (`../BENCHMARKS.md#...`). Here each is rewritten to the site's
-paths, so one text serves both. docs/serve.md joins the navigation when it exists.
+paths, so one text serves both.
 
 The API reference reads the installed `specsched`. Its packages live in folders of other names (setuptools'
 package-dir: `specsched.runtime` is runtime/, the root package bin/_package/), which mkdocstrings' finder does not
@@ -40,19 +40,7 @@ def _link_installed_package() -> None:
 _link_installed_package()  # at import: before mkdocstrings (a plugin, configured before hooks) reads its paths
 
 
-def on_config(config):
-    docs = Path(config["docs_dir"])
-    if (docs / "serve.md").exists() and "serve.md" not in str(config["nav"]):
-        for section in config["nav"]:
-            for pages in section.values():
-                if isinstance(pages, list) and any("engine.md" in str(p) for p in pages):
-                    pages.append({"Serve (OpenAI-compatible)": "serve.md"})
-    return config
-
-
 def _from_top(text: str, docs_dir: Path) -> str:
-    if not (docs_dir / "serve.md").exists():  # README links the chapter another branch brings
-        text = "\n".join(line for line in text.splitlines() if "docs/serve.md" not in line) + "\n"
     text = text.replace("[`docs/`](docs/)", "`docs/`")
     text = text.replace("](docs/", "](").replace("](BENCHMARKS.md", "](benchmarks.md")
     return text

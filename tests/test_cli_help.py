@@ -55,7 +55,7 @@ def test_default_words(value, words):
 
 def test_the_top_level_help_says_what_specsched_is_and_starts_with_the_main_job():
     text = COMMANDS[()].format_help()
-    assert "{run,compare,rerun,bench," in text and "operating system" in text
+    assert "{run,compare,serve,rerun,bench," in text and "operating system" in text
     assert "examples:\n  specsched run --policy fcfs" in text
 
 

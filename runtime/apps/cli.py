@@ -36,6 +36,8 @@ from .run.exits import (
 from .run.flags import add_run_flags, name_list
 from .run.help_text import DefaultsHelp
 from .run.output_paths import check_outputs
+from .serve.load_cli import add_load_parser
+from .serve.serve_cli import add_serve_parser
 from .tot.tot_cli import add_tot_flags
 from .view.console import make_console, replace_what_the_output_cannot_encode
 
@@ -47,6 +49,7 @@ EXAMPLES = """examples:
   specsched run --prompt "Name three colours."      one prompt, three draft workers, the live Gantt view
   specsched run --backend sim --prompt "lo mi"      simulated models: no download, seconds
   specsched compare --backend sim --prompt "lo mi"  the same run under fcfs, priority and rr
+  specsched serve --port 8000                       an OpenAI-compatible HTTP server (docs/serve.md)
   specsched rerun record.json                       run a `run --json` record again: the same tokens?
   specsched bench --smoke                           the benchmark harness, end to end
   specsched teach                                   a scheduling exercise
@@ -86,8 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=".commands.run_commands:cmd_run")
     # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
     add_compare_parser(sub)
+    add_serve_parser(sub)
     add_rerun_parser(sub)
-    add_bench_parser(sub)
+    bench = add_bench_parser(sub)
+    add_load_parser(bench.add_subparsers(dest="bench_command", metavar="{serve}", required=False))  # `bench serve`
     add_watch_parsers(sub)
     add_whatif_parser(sub)
     add_teach_parser(sub)

@@ -148,6 +148,11 @@ class Tokenizer(ABC):
     @abstractmethod
     def decode(self, tokens: Sequence[int]) -> str: ...
 
+    def chat_text(self, messages: list[dict]) -> str:
+        """A conversation ({"role", "content"} turns, the last the user's) as the text the target reads next:
+        its chat template where it has one, with the assistant's turn opened; here, the turns' contents."""
+        return "\n".join(m["content"] for m in messages)
+
 
 class Backend(ABC):
     """A target/draft pair and its tokenizer, built from the run configuration."""

@@ -51,6 +51,12 @@ class HFTokenizer(Tokenizer):
     def decode(self, tokens: Sequence[int]) -> str:
         return self.tok.decode(list(tokens), skip_special_tokens=True)
 
+    def chat_text(self, messages: list[dict]) -> str:
+        """The template's text for a whole conversation; `encode(chat=True)` is the one-message case, tokenised."""
+        if getattr(self.tok, "chat_template", None):
+            return self.tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return super().chat_text(messages)
+
     def vocab(self) -> dict[str, int]:
         return self.tok.get_vocab()
 

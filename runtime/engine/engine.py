@@ -51,6 +51,11 @@ class Job:
         return [self._run.first_seq + i for i in range(self._run.n)]
 
     @property
+    def prompt_tokens(self) -> list[int]:
+        """Each sequence's prompt length in tokens, as the target reads it (chat template included)."""
+        return [len(p) for p in self._run.prompts]
+
+    @property
     def collected(self) -> Collected:
         """What the job's processes have reported so far (live; read-only)."""
         return self._run.collected

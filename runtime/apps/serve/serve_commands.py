@@ -1,0 +1,63 @@
+"""`specsched serve`: one engine kept up behind the HTTP server.
+
+Bad flags are one line and exit status 2 before any model loads; the port is bound before the models
+load too, so a port that is taken costs nothing. Ctrl-C or SIGTERM stops the server: requests still
+running end (their jobs interrupted), every process stops, and the command exits 130 or 143 as every
+command does (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+
+from rich.console import Console
+from rich.text import Text
+
+from ...core.config import ConfigError
+from ...engine.collected import Interrupted
+from ...engine.engine import Engine
+from ..run.exits import EXIT_FAILED, fail
+from .routes import ServeApp
+from .serve_cli import API_KEY_ENV, limits_of, model_name, serve_config
+from .server import Server, bind
+
+
+def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    config, limits = serve_config(args), limits_of(args)
+    if not 0 <= args.prestart <= args.max_workers:
+        raise ConfigError(f"--prestart must be in 0..--max-workers ({args.max_workers}), got {args.prestart}")
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    if key is not None and not key.strip():
+        raise ConfigError("--api-key is empty")
+    model = model_name(args, config)
+    sock = bind(args.host, args.port)
+    try:
+        with Engine(dataclasses.replace(config, workers=1), max_workers=args.max_workers) as engine:
+            if args.prestart:
+                engine.start_workers(args.prestart)
+            app = ServeApp(engine, config, model=model, limits=limits, api_key=key,
+                           log=None if args.quiet else lambda line: console.print(Text(line), highlight=False))
+            server = Server(app.app, args.host, sock=sock).start()
+            if not key and args.host not in ("127.0.0.1", "localhost", "::1"):
+                console.print(Text(f"warning: listening on {args.host} without an API key: anyone who can reach "
+                                   "this port can run jobs (--api-key)", style="yellow"), highlight=False)
+            console.print(Text(f"serving {model} on {server.url} · policy {config.policy} · backend "
+                               f"{config.backend} · {'API key required' if key else 'no API key'} · Ctrl-C stops",
+                               style="bold"), highlight=False)
+            try:
+                while server.running:
+                    time.sleep(0.2)
+            except (KeyboardInterrupt, Interrupted) as exc:  # the command ends 130 / 143, as every command does
+                console.print(Text(f"stopping ({'SIGTERM' if isinstance(exc, Interrupted) else 'Ctrl-C'}) …",
+                                   style="dim"), highlight=False)
+                raise
+            finally:
+                server.stop()
+    finally:
+        sock.close()
+    # only a signal stops a server: its thread ending by itself means uvicorn gave up (its log says why)
+    fail("the HTTP server stopped by itself")
+    return EXIT_FAILED
