@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.hf_model import HFModel
 
 SHAPES = {"chain k=4": [-1, 0, 1, 2], "tree 2,2,1": [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5]}
 

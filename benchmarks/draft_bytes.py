@@ -28,7 +28,7 @@ import torch
 import zmq
 
 from specsched.runtime.apps.bench.workload import prompts as held_out
-from specsched.runtime.backends.hf_backend import HFBackend
+from specsched.runtime.backends.hf_pair import HFBackend
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.draft_q import DraftQ
 from specsched.runtime.core.messages import Draft

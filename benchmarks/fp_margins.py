@@ -9,7 +9,7 @@ batch, sums in another order than a forward of one token. Definitions used here:
             so steps 1.. are the ones counted.
   margin    top-1 minus top-2 logit of the target at a step (the 1-token forward's logits).
   diff      at a position, max over the vocabulary of |logit_shape - logit_1token|, where
-            logit_shape comes from the runtime's own HFModel (runtime/backends/hf.py) fed the same tokens by
+            logit_shape comes from the runtime's own HFModel (runtime/backends/hf_model.py) fed the same tokens by
               verify   forward of k+1 tokens (last token + the next k greedy tokens), all accepted,
               batched  the same k+1 tokens through forward_batch, left-padded beside another prompt's,
               cropped  k+1 tokens whose draft is wrong after a = 0..k-1 tokens (cycled): the a+1 rows
@@ -36,12 +36,12 @@ import torch
 from transformers import AutoTokenizer
 
 from specsched.runtime.apps.drafts.training.prompts import heldout_tagged
-from specsched.runtime.backends.hf import DTYPES, HFModel
+from specsched.runtime.backends.hf_model import DTYPES, HFModel
 from specsched.runtime.models.registry import resolve_target
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("verify", "batched", "cropped")
-MEASURED = ["runtime/backends/hf.py", "runtime/backends/backend.py", "runtime/models/growing_cache.py",
+MEASURED = ["runtime/backends/hf_model.py", "runtime/backends/backend.py", "runtime/models/growing_cache.py",
             "runtime/apps/drafts/training/prompts.py"]
 
 

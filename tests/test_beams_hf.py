@@ -24,7 +24,7 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     target, draft = make_pair(tmp_path_factory.mktemp("tiny"))
     return HFModel(str(target), "fp32"), HFModel(str(draft), "fp32")

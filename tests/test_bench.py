@@ -23,8 +23,8 @@ from specsched.runtime.apps.bench.arms import ARM_NAMES, PEER_ARMS, other_numeri
 from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.measure import ArmResult, Sample, Stop, compare_with_baseline, measure
 from specsched.runtime.apps.bench.overhead import verifier_overhead
-from specsched.runtime.apps.bench.report import markdown, print_report
 from specsched.runtime.apps.bench.runner import run_bench
+from specsched.runtime.apps.bench.tables import markdown, print_report
 from specsched.runtime.apps.cli import handler
 from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
@@ -310,7 +310,7 @@ def test_an_interrupted_run_ends_the_benchmark_instead_of_counting_as_a_failed_s
 
 
 def test_an_arm_a_stopped_benchmark_never_came_to_reads_not_measured_rather_than_failed():
-    from specsched.runtime.apps.bench.report import arm_rows
+    from specsched.runtime.apps.bench.tables import arm_rows
 
     ran = ArmResult("ar", "", samples=[Sample(10.0, 1.0, [[1]])])
     broke = ArmResult("sd", "", samples=[Sample(0.0, 1.0, [], error="boom")], errors=["boom"])

@@ -18,9 +18,9 @@ from specsched.runtime.apps.bench import plot, runner
 from specsched.runtime.apps.bench.arms import BRANCH_ARMS, RUNTIME_ARMS, runtime_config, shared
 from specsched.runtime.apps.bench.bench_commands import settings_from_args
 from specsched.runtime.apps.bench.measure import ArmResult, Sample, compare_with_baseline
-from specsched.runtime.apps.bench.report import print_report
 from specsched.runtime.apps.bench.runner import run_bench
 from specsched.runtime.apps.bench.sweep import BranchShape, SweepPoint, label, parse_values, point_config
+from specsched.runtime.apps.bench.tables import print_report
 from specsched.runtime.apps.cli import handler
 from specsched.runtime.core.config import ConfigError, RunConfig
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from specsched.runtime.apps.tot.blocks_domain import Action, IllegalAction, Verb, World, apply, parse_action
 from specsched.runtime.apps.tot.blocks_plan import Instance, generate, optimal_plan, validate
-from specsched.runtime.apps.tot.blocks_world import Action, IllegalAction, Verb, World, apply, parse_action
-from specsched.runtime.apps.tot.blocksworld import DEMO, DEMO_EVALUATIONS, DEMO_THOUGHT, Blocksworld
+from specsched.runtime.apps.tot.blocksworld_task import DEMO, DEMO_EVALUATIONS, DEMO_THOUGHT, Blocksworld
 
 # A: blue on red, yellow alone; goal: red on yellow, blue on red (a tower yellow-red-blue).
 A = Instance.from_json({"init": [["red", "blue"], ["yellow"]], "goal": [["red", "yellow"], ["blue", "red"]]})

@@ -26,7 +26,7 @@ SHAPE = dict(layers=2, width=128)  # the tiny models' longest reduction: see tes
 # -- one forward: lanes and candidates ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_target(tmp_path_factory):
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     return HFModel(str(make_pair(tmp_path_factory.mktemp("tiny"))[0]), "fp32")
 

@@ -114,7 +114,7 @@ def test_a_self_draft_engine_reads_no_draft_weights_until_a_job_wants_the_draft_
 def test_auto_finds_the_corpus_cache_built_for_the_targets_tokenizer_in_the_users_cache(pair, tmp_path,
                                                                                       monkeypatch):
     from specsched.runtime.backends.backend import get_backend
-    from specsched.runtime.backends.hf_backend import tokenizer_digest
+    from specsched.runtime.backends.hf_pair import tokenizer_digest
     from specsched.runtime.core.config import ConfigError
     from specsched.runtime.models.corpus_cache import SHIPPED, built_for, resolve
 

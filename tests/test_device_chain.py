@@ -17,7 +17,7 @@ from specsched.runtime.apps.run.app import run
 from specsched.runtime.backends import device_chain
 from specsched.runtime.backends import device_sampling as ds
 from specsched.runtime.backends.backend import DraftedChain
-from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.hf_model import HFModel
 from specsched.runtime.backends.placement import Placement
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.sampling import SamplingParams, distribution, sample, stream

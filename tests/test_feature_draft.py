@@ -91,7 +91,7 @@ def test_without_the_contexts_features_the_draft_waits(pair):
 
 # -- the verifier's side -----------------------------------------------------------------------------
 def test_the_features_a_sequence_keeps_are_a_fresh_forwards_hidden_states(pair):
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
     from specsched.runtime.core.sampling import SamplingParams
     from specsched.scheduler.features import attach, keep_features
     from specsched.scheduler.jobs import SequenceState

@@ -271,8 +271,8 @@ def test_the_snapshot_carries_the_newest_gpu_busy_share_where_one_was_read():
 
 def test_bench_notes_each_arms_gpu_use_only_where_nvml_measured_it():
     from specsched.runtime.apps.bench.record import BenchRecord
-    from specsched.runtime.apps.bench.report import markdown
     from specsched.runtime.apps.bench.sweep import SweepPoint
+    from specsched.runtime.apps.bench.tables import markdown
 
     def arm(name: str, *sm: float | None) -> ArmResult:
         return ArmResult(name, name, samples=[Sample(10.0, 1.0, [[1]], gpu_sm_percent=x,

@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from specsched.runtime.backends.backend import ChainPlan
-from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.hf_model import HFModel
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.growing_cache import MIN_CAPACITY, GrowingCache, cache_keyword
 from tests.fp32 import assert_close

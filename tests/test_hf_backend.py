@@ -86,7 +86,7 @@ def test_sampled_seed_and_sd_share_per_sequence_streams(engine):
 
 
 def test_rollback_and_batching_agree_with_a_fresh_forward(pair):
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
     fresh = model.new_cache()
@@ -189,7 +189,7 @@ def test_greedy_tree_drafts_and_batched_verification_match_ar(pair, ar, k_config
 
 
 def test_tree_rollback_keeps_only_the_accepted_path(pair):
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
     reference = model.forward(model.new_cache(), [2, 3, 4, 6, 8])
@@ -207,7 +207,7 @@ def test_tree_rollback_keeps_only_the_accepted_path(pair):
 def test_first_row_computes_only_the_rows_asked_for_and_still_reads_every_token(pair):
     """A prefill asks for its last row only (layout.first_row, root_row): the rows it returns are the full
     forward's, the cache it leaves reads on exactly as after a full one, batched rows too."""
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     model = HFModel(str(pair[0]), "fp32")
     assert model.keep_last(3) == {"logits_to_keep": 3}  # a transformers Llama computes only the rows kept

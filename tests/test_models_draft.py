@@ -11,7 +11,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from specsched.runtime.apps.drafts.evaluation.evaluate import LookupDrafter, chain, decode
 from specsched.runtime.apps.drafts.training.draft_init import compress_target
-from specsched.runtime.backends.hf import HFModel
+from specsched.runtime.backends.hf_model import HFModel
 from specsched.runtime.models.draft_model import DraftConfig, DraftLM, load_draft, load_model, save_draft
 from specsched.runtime.models.errors import ModelUnavailable, UnknownModel
 from specsched.runtime.models.growing_cache import cache_out

@@ -49,7 +49,7 @@ def test_the_evaluation_loop_decodes_what_transformers_decodes_and_speculation_c
     from transformers import AutoTokenizer
 
     from specsched.runtime.apps.drafts.training.tiny import ASSET_DIR
-    from specsched.runtime.backends.hf import HFModel
+    from specsched.runtime.backends.hf_model import HFModel
 
     tok = AutoTokenizer.from_pretrained(ASSET_DIR / "target")
     target, draft = HFModel(str(ASSET_DIR / "target"), "fp32"), HFModel(str(ASSET_DIR / "draft"), "fp32")

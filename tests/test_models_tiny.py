@@ -14,7 +14,7 @@ import torch
 from specsched.runtime.apps.drafts.training.tiny import ASSET_DIR, RECORD
 from specsched.runtime.apps.drafts.training.tiny_train import Schedule, cross_entropy, train
 from specsched.runtime.apps.run.app import run
-from specsched.runtime.backends.hf_backend import HFTokenizer
+from specsched.runtime.backends.hf_pair import HFTokenizer
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
 from specsched.runtime.models.registry import resolve_pair
@@ -51,7 +51,7 @@ def test_preset_name_resolves_to_the_shipped_pair():
 
 @pytest.mark.parametrize("target, draft", [("tiny", "tiny"), ("tiny", None), (None, "tiny")])
 def test_every_way_of_naming_the_preset_gives_the_shipped_pair(target, draft):
-    from specsched.runtime.backends.hf_backend import HFBackend
+    from specsched.runtime.backends.hf_pair import HFBackend
 
     paths = HFBackend(RunConfig(backend="hf", target=target, draft=draft)).paths()
     assert [Path(p) for p in paths] == [ASSET_DIR / "target", ASSET_DIR / "draft"]

@@ -9,7 +9,7 @@ import sys
 from cli_runs import assert_one_error_line
 
 from specsched.runtime.apps.run.app import run
-from specsched.runtime.apps.tot.blocksworld import Blocksworld
+from specsched.runtime.apps.tot.blocksworld_task import Blocksworld
 from specsched.runtime.apps.tot.gsm8k import Gsm8k
 from specsched.runtime.apps.tot.search import SearchConfig, search
 from specsched.runtime.apps.tot.task import Problem

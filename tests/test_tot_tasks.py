@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from specsched.runtime.apps.tot.blocksworld import Blocksworld
+from specsched.runtime.apps.tot.blocksworld_task import Blocksworld
 from specsched.runtime.apps.tot.creative import Creative
 from specsched.runtime.apps.tot.gsm8k import SAMPLES as GSM8K_SAMPLES
 from specsched.runtime.apps.tot.gsm8k import Gsm8k
 from specsched.runtime.apps.tot.rows import RowError
 from specsched.runtime.apps.tot.task import Problem, Score
-from specsched.runtime.apps.tot.tasks import TASKS, get_task, load_problems
+from specsched.runtime.apps.tot.task_registry import TASKS, get_task, load_problems
 from specsched.runtime.core.config import ConfigError
 
 GSM_STEP = "Sub-question: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls."

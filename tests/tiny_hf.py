@@ -52,8 +52,8 @@ def make_pair(root: Path, *, noise: float = 0.05, draft_vocab: int | None = None
 def logits_after(target: Path, prompts: list[str], *, chat: bool = True):
     """`logits_after(i, prefix)`: the target's fp32 logits for the token after prompt i + prefix, from one
     fresh forward (tests.fp32.assert_greedy_equal's reference). The model loads on the first call only."""
-    from specsched.runtime.backends.hf import HFModel
-    from specsched.runtime.backends.hf_backend import HFTokenizer
+    from specsched.runtime.backends.hf_model import HFModel
+    from specsched.runtime.backends.hf_pair import HFTokenizer
 
     loaded: list = []
 

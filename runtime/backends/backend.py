@@ -211,7 +211,7 @@ def preload_modules(config: RunConfig) -> list[str]:
     """What every child of an engine on this backend imports: the zygote imports it once for all."""
     serving = ["specsched.runtime.engine.child", "specsched.scheduler.serve", "specsched.workers.draft_worker"]
     if config.backend in (BackendKind.HF, BackendKind.LLAMACPP):
-        return [*serving, "specsched.runtime.backends.hf_backend", "specsched.runtime.backends.hf",
+        return [*serving, "specsched.runtime.backends.hf_pair", "specsched.runtime.backends.hf_model",
                 "specsched.runtime.backends.hf_load",
                 "specsched.runtime.backends.placement", "transformers.models.llama.modeling_llama",
                 "specsched.runtime.models.draft_model", "transformers"]
@@ -221,7 +221,7 @@ def preload_modules(config: RunConfig) -> list[str]:
 # Each backend's class, by the module that holds it (those modules subclass Backend from this one).
 BACKEND_CLASSES = {
     BackendKind.SIM: (".sim", "SimBackend"),
-    BackendKind.HF: (".hf_backend", "HFBackend"),
+    BackendKind.HF: (".hf_pair", "HFBackend"),
     BackendKind.LLAMACPP: (".llamacpp_backend", "LlamaCppBackend"),
 }
 
@@ -230,6 +230,6 @@ def get_backend(config: RunConfig) -> Backend:
     if config.backend not in BACKEND_CLASSES:
         raise ConfigError(f"unknown --backend {config.backend!r}")
     module, name = BACKEND_CLASSES[config.backend]
-    # lazy: hf_backend and llamacpp_backend, ~0.2 s of start-up (measured 2026-11-27), which a sim
+    # lazy: hf_pair and llamacpp_backend, ~0.2 s of start-up (measured 2026-11-27), which a sim
     # process does without (sim.py: 2 ms); they subclass Backend from this module
     return getattr(importlib.import_module(module, __package__), name)(config)

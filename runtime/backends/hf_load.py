@@ -1,5 +1,5 @@
-"""The transformers backend's models, built on this process's placement: the half of hf_backend.py that
-imports torch (hf_backend.py checks the pair and reads tokenizers before any of this is imported)."""
+"""The transformers backend's models, built on this process's placement: the half of hf_pair.py that
+imports torch (hf_pair.py checks the pair and reads tokenizers before any of this is imported)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import torch
 from ..models.draft_files import is_feature_draft
 from ..models.pull import pull
 from .feature import FeatureModel
-from .hf import HFModel
+from .hf_model import HFModel
 from .placement import Placement
 
 if TYPE_CHECKING:
-    from .hf_backend import HFBackend
+    from .hf_pair import HFBackend
 
 
 def target(backend: HFBackend) -> HFModel:

@@ -18,7 +18,7 @@ from ..models.errors import ModelError
 from ..models.gguf_target import is_gguf, resolve_gguf
 from ..models.registry import PRESETS, resolve_draft, resolve_target
 from .backend import same_vocabulary
-from .hf_backend import HFBackend, HFTokenizer
+from .hf_pair import HFBackend, HFTokenizer
 from .llamacpp import LlamaModel, read_gguf
 
 

@@ -21,7 +21,7 @@ class Collected:
     events: list[Event] = field(default_factory=list)
     counters: dict = field(default_factory=dict)
     cost_curve: list | None = None   # the verifier's fitted forward cost at the job's end (CostCurve.to_list)
-    calibration: dict = field(default_factory=dict)  # acceptance by draft-confidence bin (scheduler/calibration.py)
+    calibration: dict = field(default_factory=dict)  # acceptance by draft-confidence bin (runtime/core/calibration.py)
     verifier_threads: dict = field(default_factory=dict)  # threads -> [forwards, seconds] (scheduler/cores.py)
     beams: dict = field(default_factory=dict)  # beam modes: sequence -> {"tokens": [...], "logprobs": [...]}
     verifier_finished: bool = False

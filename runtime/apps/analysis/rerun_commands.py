@@ -12,7 +12,7 @@ from ..commands.prompt_run import run_prompts
 from ..run.exits import EXIT_FAILED
 from ..tot.search import SearchConfig
 from ..tot.task import Problem
-from ..tot.tasks import get_task
+from ..tot.task_registry import get_task
 from ..tot.tot_commands import build_trees
 from .rerun import (
     NODE_FIELDS,

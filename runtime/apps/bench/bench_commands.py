@@ -20,9 +20,9 @@ from ..view.console import print_wrote
 from . import plot, runner, workload
 from .arms import RUNTIME_ARMS, parse_arms, runtime_config
 from .bench_cli import DEFAULTS, SMOKE
-from .report import markdown, print_report
 from .runner import BenchSettings
 from .sweep import default_arms, parse_values
+from .tables import markdown, print_report
 
 
 def settings_from_args(args: argparse.Namespace):

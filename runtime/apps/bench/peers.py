@@ -25,7 +25,7 @@ from torch import nn
 from transformers import LlamaForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from ...backends.hf import HFModel
+from ...backends.hf_model import HFModel
 from ...core.config import RunConfig
 from ...models.draft_model import DraftLM
 from ..run.app import prepare

@@ -157,7 +157,7 @@ def speedup_vs_alpha(results: list[ArmResult]) -> str:
 
 
 def reliability(calibration: dict, *, title: str = "draft calibration") -> str:
-    """The reliability diagram of a run's calibration bins (scheduler/calibration.py): per confidence bin,
+    """The reliability diagram of a run's calibration bins (runtime/core/calibration.py): per confidence bin,
     the share of judged draft tokens the target accepted against their mean confidence. On the diagonal,
     confidence is acceptance - PCT's premise."""
     proposed = calibration.get("proposed") or []

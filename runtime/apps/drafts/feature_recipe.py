@@ -26,8 +26,8 @@ import torch
 from safetensors.torch import load_file
 
 from ...backends.feature import FeatureModel
-from ...backends.hf import HFModel
-from ...backends.hf_backend import HFTokenizer
+from ...backends.hf_model import HFModel
+from ...backends.hf_pair import HFTokenizer
 from ...core.sampling import SamplingParams
 from ...models.draft_files import WEIGHTS_FILE
 from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft

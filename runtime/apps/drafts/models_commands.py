@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ...backends.hf_backend import tokenizer_digest
+from ...backends.hf_pair import tokenizer_digest
 from ...core.config import ConfigError
 from ...models import corpus_cache, pull
 from ...models.cache import cache_root, cached_models, is_complete, model_dir

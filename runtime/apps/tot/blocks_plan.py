@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .blocks_world import Action, IllegalAction, World, apply, legal_actions, parse_action
+from .blocks_domain import Action, IllegalAction, World, apply, legal_actions, parse_action
 
 COLOURS = ("red", "blue", "orange", "yellow", "white", "green")
 

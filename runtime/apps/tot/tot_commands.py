@@ -20,12 +20,12 @@ from ..run.trace import write_trace
 from ..view.live import choose_view
 from ..view.monitor import Monitor
 from ..view.usage import UsageSampler
-from .report import summary
 from .search import SearchConfig, search
 from .task import Problem, Task
-from .tasks import get_task, load_problems
+from .task_registry import get_task, load_problems
 from .tot_cli import DEFAULT_TASK, TOT_TEMPERATURE, tree_flag
 from .tree import Tree
+from .tree_report import summary
 
 
 def search_config(args: argparse.Namespace) -> SearchConfig:

@@ -29,7 +29,7 @@ from .....scheduler.layout import lay_out, settle
 from .....workers.drafter import Drafter, Proposal
 from .....workers.drafter_choice import make_drafter
 from ....backends.backend import LanguageModel
-from ....backends.hf import HFModel
+from ....backends.hf_model import HFModel
 from ....core.config import AUTO_LOOKUP
 from ....core.sampling import SamplingParams
 from ....models.draft_model import load_draft

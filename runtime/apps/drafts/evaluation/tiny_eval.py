@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from ....backends.hf import HFModel
+from ....backends.hf_model import HFModel
 from ..training.tiny import ASSET_DIR, heldout_prompts, split
 from .evaluate import Row, chain, decode
 from .forward_costs import forward_costs

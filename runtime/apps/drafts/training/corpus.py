@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ....backends.hf_backend import HFTokenizer, tokenizer_digest
+from ....backends.hf_pair import HFTokenizer, tokenizer_digest
 from ....models.corpus_cache import PAD, count, save
 from ....models.errors import ModelUnavailable
 from ....models.pull import pip_download

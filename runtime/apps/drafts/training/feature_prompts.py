@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ...tot.blocks_plan import generate as blocks_instance
 from ...tot.task import Problem
-from ...tot.tasks import get_task
+from ...tot.task_registry import get_task
 from . import prompts as P
 from .varied_prompts import RICHER_MATH, _story, varied_prompt
 

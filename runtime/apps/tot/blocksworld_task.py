@@ -11,8 +11,8 @@ answer, correct when it is legal and reaches the goal (actions after the goal is
 
 from __future__ import annotations
 
+from .blocks_domain import RESTRICTIONS, parse_action
 from .blocks_plan import Check, Instance, validate
-from .blocks_world import RESTRICTIONS, parse_action
 from .parse import parse_good_bad
 from .rows import RowError, row_id
 from .task import Problem, Score, Task

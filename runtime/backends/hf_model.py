@@ -1,5 +1,5 @@
 """The transformers backend's model: any causal LM (or the distilled draft) on its process's placement; the
-pair, the tokenizer and the checks before a run are hf_backend.py's.
+pair, the tokenizer and the checks before a run are hf_pair.py's.
 
 Each sequence keeps its own DynamicCache (a GrowingCache: appends in place). A forward reads the
 cache's unread tokens plus the draft in one call; rollback slices every layer's keys and values back

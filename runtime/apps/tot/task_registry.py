@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ...core.config import ConfigError
-from .blocksworld import Blocksworld
+from .blocksworld_task import Blocksworld
 from .creative import Creative
 from .gsm8k import Gsm8k
 from .rows import RowError

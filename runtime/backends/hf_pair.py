@@ -1,6 +1,6 @@
 """The transformers backend's pair and tokenizer: which directories (or cached hub ids) it loads, the checks
 before any process starts (the two vocabularies agree), and the models it builds on each process's
-placement (hf.py holds the model and its caches).
+placement (hf_model.py holds the model and its caches).
 
 torch and transformers are not imported with this module: the checks of the cheap mistakes (a path that is not
 there, a GPU that is not there) answer before the seconds those imports cost. transformers is imported by
@@ -31,7 +31,7 @@ from .backend import Backend, Tokenizer
 
 if TYPE_CHECKING:
     from .feature import FeatureModel
-    from .hf import HFModel
+    from .hf_model import HFModel
     from .placement import Placement
 
 
