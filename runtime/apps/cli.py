@@ -112,6 +112,13 @@ def add_compare_parser(sub) -> None:
     compare.set_defaults(func=".commands.run_commands:cmd_compare", policy="fcfs")   # each run gets one of --policies
 
 
+def required_positional(func) -> list[str]:
+    """The parameters a handler must be given: (args) or (args, console); one with a default (a recipe's
+    `log=print`) is not asked for."""
+    return [p.name for p in inspect.signature(func).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             if check := getattr(args, "check", None):  # a command named by its module: its input first
                 check(args)
             func = handler(args.func)
-            takes_console = len(inspect.signature(func).parameters) > 1
+            takes_console = len(required_positional(func)) > 1
             return func(args, console) if takes_console else func(args)
         except (ConfigError, PolicyError) as exc:
             fail(str(exc))
