@@ -15,6 +15,7 @@ def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 
     from specsched.runtime.apps.drafts.training.feature_data import features
     from specsched.runtime.apps.drafts.training.feature_train import FeatureTrainConfig, train
     from specsched.runtime.models.feature_draft import new_feature_draft, save_feature_draft
+    from specsched.runtime.models.feature_lean import outlier_channels
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
@@ -26,5 +27,6 @@ def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 
     records = features(model, [{"ids": row.to(torch.int32), "start": 5} for row in out_ids], rows=8)
     draft = new_feature_draft(target, torch.arange(vocab), seed=seed)
     train(draft, records, FeatureTrainConfig(steps=steps, batch=8, max_len=64, warmup=5, lr=3e-3), log=lambda m: None)
+    draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records], ratio=2.0, most=4)
     save_feature_draft(draft, out)
     return out

@@ -10,6 +10,7 @@ from specsched.runtime.apps.run.app import run
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft, Verdict
 from specsched.runtime.core.wire import ProtocolError, unpack
+from specsched.runtime.models.lean_forward import int8_available
 from tests.feature_drafts import make_feature_draft
 from tests.fp32 import assert_greedy_equal
 from tests.tiny_hf import logits_after, make_pair
@@ -52,6 +53,7 @@ def _model(pair):
 # -- the draft's cache -------------------------------------------------------------------------------
 def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(pair):
     model = _model(pair)
+    model.lean = None  # the fp32 module: exact up to float rounding (the int8 path is tested below)
     rng = np.random.default_rng(0)
     seq = rng.integers(2, 96, 12).tolist()
     truth = rng.standard_normal((11, model.hidden)).astype(np.float32)
@@ -79,6 +81,55 @@ def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(pair):
     # a drafted entry read a prediction, not the target's feature: accepted, it is read again
     model.keep(tree, [*range(7), 7, 10])
     assert model.sync_to(tree, seq[:10]) == seq[7:10] and len(tree) == 7
+
+
+@pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")
+def test_the_int8_forward_stays_close_to_the_fp32_module_and_proposes_its_tokens(pair):
+    """The CPU path (models/feature_lean.py) changes q a little, never losslessness (the verifier accepts
+    against the q used): its top token is the fp32 module's nearly everywhere, plain reads and drafted chains."""
+    from specsched.runtime.models.feature_lean import LeanFeatureDraft
+
+    fp32, int8, split = _model(pair), _model(pair), _model(pair)
+    fp32.lean = None
+    split.draft.cfg.outlier_dims = [3, 7, 11]  # these channels in fp32 (SplitLinear), the rest int8
+    split.lean = LeanFeatureDraft(split.draft)
+    assert int8.lean is not None and split.lean.qkv.fp32 is not None
+    rng = np.random.default_rng(1)
+    seq = rng.integers(2, 96, 40).tolist()
+    truth = rng.standard_normal((39, int8.hidden)).astype(np.float32)
+    truth[:, 7] *= 15  # an outlier channel, as the target's features have
+    rows = {}
+    for name, model in (("int8", int8), ("split", split), ("fp32", fp32)):
+        cache = model.new_cache()
+        model.take_features(cache, 0, truth)
+        plain = model.forward(cache, seq)
+        chain = [model.forward(cache, [t], [len(cache) - 1]) for t in seq[:6]]
+        rows[name] = np.concatenate([plain, *chain])
+    finite = np.isfinite(rows["fp32"])
+    scale = np.abs(rows["fp32"][finite]).max()
+    for name in ("int8", "split"):
+        assert (np.isfinite(rows[name]) == finite).all()  # the same vocabulary
+        agree = (rows[name].argmax(-1) == rows["fp32"].argmax(-1)).mean()
+        assert agree >= 0.8, (name, agree)  # a wrong rope, mask or matrix agrees about 1 time in 96
+        assert np.abs(rows[name][finite] - rows["fp32"][finite]).max() <= 0.05 * scale, name
+
+
+@pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")
+def test_splitting_off_an_outlier_channel_keeps_the_others_precise():
+    """One channel 30x the others: a per-token int8 scale leaves the rest a few levels; kept in fp32
+    (LLM.int8()'s decomposition), it no longer sets the scale."""
+    from specsched.runtime.models.feature_lean import SplitLinear
+    from specsched.runtime.models.lean_forward import Int8Linear
+
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(64, 48, generator=gen)
+    x = torch.randn(32, 48, generator=gen)
+    x[:, 5] *= 30
+    exact = x @ w.T
+    plain = (Int8Linear(w)(x) - exact).abs().mean()
+    split = (SplitLinear(w, [5])(x) - exact).abs().mean()
+    assert split < 0.25 * plain, (float(split), float(plain))
+    assert (SplitLinear(w, [])(x) == Int8Linear(w)(x)).all()  # no channel named: one int8 matrix
 
 
 def test_without_the_contexts_features_the_draft_waits(pair):
@@ -268,6 +319,28 @@ def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_p
         got = torch.load(again / f"answers_{s:05d}.pt", weights_only=True)["records"]
         assert [(r["ids"].tolist(), r["start"]) for r in got] == rows
     assert import_answers(tmp_path / "answers.npz", again) == 0  # a shard already there is kept
+
+
+def test_the_manifest_travels_with_the_exported_answers(tmp_path):
+    """What each shard cost, and on which machine, is kept beside the answers and taken in on import."""
+    import json
+
+    from specsched.runtime.apps.drafts.training.feature_data import export_answers, import_answers, manifest_beside
+
+    made = tmp_path / "made"
+    made.mkdir()
+    torch.save({"records": [{"ids": torch.tensor([1, 2, 3], dtype=torch.int32), "start": 1}]},
+               made / "answers_00000.pt")
+    npz = tmp_path / "feature_answers.npz"
+    export_answers(made, npz)
+    assert manifest_beside(npz).name == "feature_manifest.json"
+    manifest_beside(npz).write_text(json.dumps({"shards": {"0": {"answer_s": 12.5, "machine": "X"}}}))
+    again = tmp_path / "again"
+    (again).mkdir()
+    (again / "manifest.json").write_text(json.dumps({"shards": {"1": {"answer_s": 3.0}}}))
+    import_answers(npz, again)
+    merged = json.loads((again / "manifest.json").read_text())["shards"]
+    assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0}}
 
 
 @pytest.mark.slow

@@ -24,6 +24,8 @@ import torch
 
 from ..core.wire import ProtocolError
 from ..models.feature_draft import FeatureDraft, load_feature_draft
+from ..models.feature_lean import LeanFeatureDraft
+from ..models.lean_forward import int8_available
 from .backend import LanguageModel, common_prefix
 from .cache import Cache
 
@@ -53,6 +55,11 @@ class FeatureModel(LanguageModel):
         return model
 
     def _adopt(self) -> None:
+        # the int8 forward (models/feature_lean.py) for an fp32 draft on the CPU that asks for it, where this
+        # torch has fbgemm
+        weight = self.draft.fc.weight
+        cpu32 = weight.device.type == "cpu" and weight.dtype == torch.float32
+        self.lean = LeanFeatureDraft(self.draft) if self.draft.cfg.int8 and cpu32 and int8_available() else None
         self.vocab_size = int(self.draft.cfg.target_vocab)
         self.eos_token_id = None  # it proposes, it never ends a text
         self.hidden = int(self.draft.cfg.hidden)
@@ -99,10 +106,11 @@ class FeatureModel(LanguageModel):
         mask = None if causal else torch.from_numpy(cache.visibility(base))[None, None]  # [1, 1, T, entries]
         positions = torch.tensor([cache.positions[base:]])
         ids = torch.tensor([list(tokens)])
-        pred, cache.kv = self.draft.step(inputs[None], ids, positions, cache.kv, mask)
+        model = self.lean or self.draft
+        pred, cache.kv = model.step(inputs[None], ids, positions, cache.kv, mask)
         cache.outs = torch.cat((cache.outs, pred[0]))
         cache.true_in += true_in
-        small = self.draft.logits(pred[0, first_row:])
+        small = model.logits(pred[0, first_row:])
         full = torch.full((small.shape[0], self.vocab_size), float("-inf"))
         full.scatter_(-1, self.draft.vocab_ids.expand_as(small), small)
         return full.numpy()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -43,12 +43,17 @@ class FeatureDraftConfig:
     target_vocab: int = 49152
     rope_theta: float = 100000.0
     rms_norm_eps: float = 1e-5
+    int8: bool = True          # inference on the CPU with int8 matrices (feature_lean.py); training is fp32
+    outlier_dims: list[int] = field(default_factory=list)  # feature channels the int8 LM head keeps in fp32
 
     def __post_init__(self) -> None:
         if self.heads % self.kv_heads:
             raise ValueError("heads must be a multiple of kv_heads")
         if not 0 < self.draft_vocab <= self.target_vocab:
             raise ValueError("draft_vocab must be in (0, target_vocab]")
+        if any(not 0 <= d < self.hidden for d in self.outlier_dims) or len(set(self.outlier_dims)) < len(
+                self.outlier_dims):
+            raise ValueError(f"outlier_dims must be distinct channels in [0, {self.hidden})")
 
 
 class RMSNorm(nn.Module):

@@ -1,6 +1,8 @@
 """`specsched models features WORK`: make the feature draft for the default target, resumable stage by stage.
 
-1. data  (`WORK/data/`): feature_data.py's shards, up to --shards; a shard on disk is never made again;
+1. data  (`WORK/data/`): feature_data.py's shards, up to --shards; a shard on disk is never made again
+   (`--stage answers` makes the target's answers only, the costly part, for a later machine: with
+   `--export FILE` they are written to FILE after every shard, and `--answers FILE` starts from them);
 2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
    fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
    one); `ckpt.pt` is written every 2
@@ -31,6 +33,7 @@ from ...backends.hf_pair import HFTokenizer
 from ...core.sampling import SamplingParams
 from ...models.draft_files import WEIGHTS_FILE
 from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
+from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
 from ...models.registry import ASSETS, PRESETS
 from .evaluation.feature_eval import Tally, cost, speculate
@@ -47,11 +50,12 @@ def run(args: argparse.Namespace, log=print) -> int:
     target = pull()
     work: Path = args.work
     stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
-    if "data" in stages:
+    if "data" in stages or "answers" in stages:
         if args.answers is not None:
             log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
         make(FeatureDataConfig(target=target, out=work / "data", shards=args.shards, batch=args.batch,
-                               max_new_tokens=args.max_new_tokens), log=log)
+                               max_new_tokens=args.max_new_tokens), log=log,
+             with_features="data" in stages, export=args.export)
     if "train" in stages:
         train_stage(target, work, args, log)
     if "eval" in stages:
@@ -82,6 +86,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
     tokens = sum(len(r["ids"]) for r in records)
     log(f"training on {len(records)} answers, {tokens} tokens")
     train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log)
+    draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records[:256]])  # for the int8 forward
     final = work / "train" / "final"
     save_feature_draft(draft, final, meta={"records": len(records), "tokens": tokens, **asdict(cfg)})
     log(f"trained in {time.time() - t0:.0f} s -> {final}")

@@ -121,8 +121,9 @@ def check_gsm8k(path: Path, *, prompts: int) -> None:
 
 def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("work", type=Path, help="folder for the shards, checkpoints and the result (resumable)")
-    ap.add_argument("--stage", choices=["all", "data", "train", "eval"], default="all",
-                    help="run one stage only; all runs data, train and eval in turn")
+    ap.add_argument("--stage", choices=["all", "answers", "data", "train", "eval"], default="all",
+                    help="run one stage only; all runs data, train and eval in turn; answers makes the "
+                         "target's answers without their features")
     ap.add_argument("--shards", type=int, default=40, metavar="N", help="teacher shards to make")
     ap.add_argument("--batch", type=int, default=48, metavar="B", help="prompts per shard")
     ap.add_argument("--max-new-tokens", type=int, default=192, metavar="M", help="longest teacher answer")
@@ -143,4 +144,7 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
                     help="start the data stage from teacher answers saved by an earlier run (an .npz of "
                          "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")
+    ap.add_argument("--export", type=Path, default=None, metavar="FILE",
+                    help="after every shard, write the answers of all shards to FILE (.npz of token ids) and "
+                         "the manifest beside it, e.g. benchmarks/teacher/feature_answers.npz")
     ap.add_argument("--ship", action="store_true", help="copy the trained draft into the package")

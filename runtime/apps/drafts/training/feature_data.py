@@ -143,8 +143,10 @@ def load_target(target: Path):
     return model, tok
 
 
-def make(cfg: FeatureDataConfig, log=print) -> None:
-    """Both stages for every shard not yet on disk; the manifest is rewritten after each shard."""
+def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, export: Path | None = None) -> None:
+    """Both stages for every shard not yet on disk (only the answers without `with_features`: for a machine
+    that makes answers for a later one); the manifest is rewritten after each shard, and with `export` the
+    answers of every shard on disk are written to that file (export_answers) after each one too."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     prompts = feature_prompts(cfg.shards * cfg.batch, seed=cfg.seed)
     manifest_path = cfg.out / "manifest.json"
@@ -153,7 +155,7 @@ def make(cfg: FeatureDataConfig, log=print) -> None:
     loaded = None
     for s in range(cfg.shards):
         ans, feat = cfg.out / f"answers_{s:05d}.pt", cfg.out / f"features_{s:05d}.pt"
-        if feat.exists():
+        if feat.exists() or (ans.exists() and not with_features):
             continue
         loaded = loaded or load_target(cfg.target)
         model, tok = loaded
@@ -164,15 +166,21 @@ def make(cfg: FeatureDataConfig, log=print) -> None:
                           seed=cfg.seed * 1000 + s, max_new=cfg.max_new_tokens)
             _save({"records": recs}, ans)
             entry.update(answer_s=round(time.time() - t0, 1), sampled=cfg.sampled(s),
-                         answer_tokens=sum(len(r["ids"]) - r["start"] for r in recs))
-        t0 = time.time()
-        recs = features(model, torch.load(ans, weights_only=True)["records"], rows=cfg.forward_rows)
-        _save({"records": recs}, feat)
-        entry.update(feature_s=round(time.time() - t0, 1), rows=len(recs),
-                     tokens=sum(len(r["ids"]) for r in recs), machine=machine(), threads=torch.get_num_threads())
+                         answer_tokens=sum(len(r["ids"]) - r["start"] for r in recs), rows=len(recs),
+                         machine=machine(), threads=torch.get_num_threads())
+        if with_features:
+            t0 = time.time()
+            recs = features(model, torch.load(ans, weights_only=True)["records"], rows=cfg.forward_rows)
+            _save({"records": recs}, feat)
+            entry.update(feature_s=round(time.time() - t0, 1), rows=len(recs),
+                         tokens=sum(len(r["ids"]) for r in recs), machine=machine(),
+                         threads=torch.get_num_threads())
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-        log(f"shard {s}: {entry['answer_tokens'] if 'answer_tokens' in entry else '?'} answer tokens, "
-            f"{entry['tokens']} in all; answers {entry.get('answer_s', '?')} s, features {entry['feature_s']} s")
+        if export is not None:
+            export_answers(cfg.out, export)
+            manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
+        log(f"shard {s}: {entry.get('answer_tokens', '?')} answer tokens, {entry.get('tokens', '?')} in all; "
+            f"answers {entry.get('answer_s', '?')} s, features {entry.get('feature_s', '-')} s")
 
 
 def machine() -> str:
@@ -200,16 +208,31 @@ def export_answers(folder: Path, path: Path) -> int:
             offsets.append(offsets[-1] + len(r["ids"]))
             starts.append(int(r["start"]))
             shard_of.append(s)
-    np.savez_compressed(path, ids=np.concatenate(ids).astype(np.int32), offsets=np.asarray(offsets, np.int64),
-                        starts=np.asarray(starts, np.int32), shards=np.asarray(shard_of, np.int32))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:  # written whole, then renamed: a job stopped mid-write leaves the old file
+        np.savez_compressed(f, ids=np.concatenate(ids).astype(np.int32), offsets=np.asarray(offsets, np.int64),
+                            starts=np.asarray(starts, np.int32), shards=np.asarray(shard_of, np.int32))
+    os.replace(tmp, path)
     return len(shards)
 
 
+def manifest_beside(answers: Path) -> Path:
+    """The manifest kept beside an exported answers file: feature_answers.npz -> feature_manifest.json."""
+    return answers.parent / (answers.stem.replace("answers", "manifest") + ".json")
+
+
 def import_answers(path: Path, folder: Path) -> int:
-    """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept); the data stage
-    then only computes their features. Returns the shards written."""
+    """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept), and take the
+    manifest beside it into the folder's (entries the folder has are kept); the data stage then only
+    computes their features. Returns the shards written."""
     data = np.load(path)
     folder.mkdir(parents=True, exist_ok=True)
+    if manifest_beside(path).exists():
+        mine = folder / "manifest.json"
+        theirs = json.loads(manifest_beside(path).read_text())
+        merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
+        merged["shards"] = {**theirs.get("shards", {}), **merged["shards"]}
+        mine.write_text(json.dumps(merged, indent=1) + "\n")
     by_shard: dict[int, list[dict]] = {}
     for i, s in enumerate(data["shards"].tolist()):
         row = torch.from_numpy(data["ids"][data["offsets"][i]:data["offsets"][i + 1]].copy())
