@@ -130,7 +130,7 @@ class JobRun:
         worker = self.local_worker(e.worker) if e.role == "draft" else e.worker
         start = max(e.start, self.admitted or self.submitted)
         if e.end > start:
-            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id))
+            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id, e.admitted))
 
     def job_message(self, threads: int, elastic: bool = True) -> dict:
         """The verifier's ``job`` message: settings, its threads (elastic: they follow the drafting workers,
