@@ -105,8 +105,9 @@ class Verdict:
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
-                                "verify_end": self.verify_end, "admitted": self.admitted, "cost": self.cost, "queue": self.queue,
-                                "aside": self.aside, "epoch": self.epoch, "features_from": self.features_from},
+                                "verify_end": self.verify_end, "admitted": self.admitted, "cost": self.cost,
+                                "queue": self.queue, "aside": self.aside, "epoch": self.epoch,
+                                "features_from": self.features_from},
                     {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32),
                      **({"predictions": self.predictions.astype(np.int32)} if self.predictions is not None else {}),
                      **({"features": self.features.astype(np.float16)} if self.features is not None else {})})
