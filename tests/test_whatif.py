@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cli_runs import run_cli, specsched
 
@@ -41,7 +43,7 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     assert out.returncode == 0, out.stderr
     svg = tmp_path / "charts"
     result = specsched("whatif", str(trace), "--policy", "fcfs", "--policy", "rr", "--policy", "mlfq",
-                       "--svg", str(svg))
+                       "--svg", str(svg), "--json", str(tmp_path / "w.json"))
     assert result.returncode == 0, result.stderr
     rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
     assert {"fcfs (recorded)", "fcfs (predicted)", "rr (predicted)", "mlfq (predicted)"} <= set(rows)
@@ -49,11 +51,22 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     # the same policy on the same rounds: the makespan comes back (up to the dispatch gap's spread)
     assert predicted == pytest.approx(recorded, rel=0.25)
     assert sorted(p.name for p in svg.iterdir()) == ["fcfs.svg", "mlfq.svg", "rr.svg"]
+    # --json: the table's numbers, and each prediction's order of verifications (every round of every sequence)
+    table = json.loads((tmp_path / "w.json").read_text())
+    assert table["recorded"]["policy"] == "fcfs" and list(table["predicted"]) == ["fcfs", "rr", "mlfq"]
+    assert f"{table['predicted']['fcfs']['makespan_s']:.3f}" == rows["fcfs (predicted)"].split("│")[2].split()[0]
+    response = table["recorded"]["os_metrics"]["mean_response_s"]
+    assert f"{response:.3f} s" == rows["fcfs (recorded)"].split("│")[4].strip()
+    record = json.loads(trace.read_text())
+    verifications = sum(1 for e in record["events"] if e["role"] == "draft" and e["kind"] == "verify")
+    assert all(sorted(p["order"]) == sorted(table["predicted"]["fcfs"]["order"]) and len(p["order"]) == verifications
+               for p in table["predicted"].values())
 
 
 PLUGIN = "from specsched.policies import Policy\nclass {name}(Policy):\n    def pick(self, ready):\n        {body}\n"
 BATCH_ALL = PLUGIN.format(name="All", body="return list(ready)")
 RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
+ANSWER = PLUGIN.format(name="FortyTwo", body="return 42")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -62,11 +75,14 @@ RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
     (["--policy", "rr", "--policy", "batch"], "cannot re-simulate --policy batch"),  # it was rr's prediction
     (["--policy", "goodput"], "cannot re-simulate --policy goodput"),
     (["--policy", "{dir}/boom.py:Boom"], "raised RuntimeError: no"),
+    # as a live run says it (run_queue.checked_pick), not as batching
+    (["--policy", "{dir}/answer.py:FortyTwo"], "returned 42 (int), which is not one of the ready drafts"),
     (["--policy", "nosuch"], "unknown policy 'nosuch'"),
 ])
 def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, message):
     (tmp_path / "all.py").write_text(BATCH_ALL)
     (tmp_path / "boom.py").write_text(RAISES)
+    (tmp_path / "answer.py").write_text(ANSWER)
     trace = tmp_path / "t.trace"
     assert run_cli("--max-new-tokens", "12", "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
     out = specsched("whatif", str(trace), *(a.format(dir=tmp_path) for a in args))

@@ -65,6 +65,10 @@ class JobRun:
         """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
         return {"verifier": "verifier", **{f"draft-{i}": f"draft-{w}" for i, w in enumerate(self.workers)}}
 
+    def table_states(self, table) -> dict[str, str]:
+        """Its processes' states in the engine's process table, by its own names."""
+        return {name: table.by_name(pool).state.value for name, pool in self.process_names().items()}
+
     def show(self, states: dict[str, str]) -> None:
         """Its live view: its processes' states (by its own names), then its callback; a callback that raises
         is dropped (a broken view must not stop the engine)."""

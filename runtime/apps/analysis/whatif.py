@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ....policies.base import PolicySettings, ReadyDraft
 from ....policies.loader import load_policy
+from ....scheduler.run_queue import PolicyFailure, checked_pick
 from ...core.config import ConfigError, Mode, RunConfig
 from ...core.deadline import policy_call
 from ...core.events import VERIFIER, Event
@@ -124,12 +125,16 @@ def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
             now = max(now, t)
             waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq),
                                   (run.deadlines or {}).get(seq))
-        chosen = _ask(policy_name, config.policy_timeout_s, policy.pick, list(waiting.values()))
-        if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
-            chosen = chosen[0]  # a batch of one is one draft
-        if not isinstance(chosen, ReadyDraft) or chosen.seq not in waiting:
-            raise ConfigError(f"what-if cannot re-simulate policy {policy_name!r}: it returned {chosen!r:.80}, "
-                              "not one of the ready drafts (batching is not modelled)")
+        ready = list(waiting.values())
+        choice = _ask(policy_name, config.policy_timeout_s, policy.pick, ready)
+        try:
+            picked = checked_pick(policy_name, choice, ready, 0)
+        except PolicyFailure as exc:  # the run queue's words: a live run would have stopped the same way
+            raise ConfigError(str(exc)) from None
+        if len(picked) > 1:
+            raise ConfigError(f"what-if cannot re-simulate policy {policy_name!r}: it picked {len(picked)} drafts "
+                              "at once (batching is not modelled)")
+        chosen = picked[0]
         seq = chosen.seq
         del waiting[seq]
         r = rounds[seq][done[seq]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -46,7 +47,22 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     console.print("The output would be the same under every policy (per-sequence random streams); only "
                   "the timing is predicted. Ignored: batching, contention between processes.", highlight=False)
+    if args.json:
+        Path(args.json).write_text(json.dumps(_json(args.path, config, measured, predictions), indent=1) + "\n")
     return 0
+
+
+def _json(path: str, config: RunConfig, measured: OsMetrics, predictions: dict) -> dict:
+    """What the table shows, and each prediction's order of verifications and missed deadlines."""
+    return {"trace": str(path), "recorded": {"policy": config.policy, "makespan_s": measured.window_s,
+                                             "os_metrics": measured.to_json()},
+            "predicted": {name: {"makespan_s": p.makespan_s, "os_metrics": p.os.to_json(), "order": order(p),
+                                 "missed": p.missed} for name, p in predictions.items()}}
+
+
+def order(prediction) -> list[int]:
+    """The sequences in the order the verifier would verify them (a batch: its sequences, in its order)."""
+    return [e.seq for e in sorted(prediction.events, key=lambda e: e.start) if e.role == "draft" and e.kind == "verify"]
 
 
 def _cells(makespan: float, o: OsMetrics) -> list[str]:
