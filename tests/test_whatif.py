@@ -7,8 +7,10 @@ import json
 import pytest
 from cli_runs import run_cli, specsched
 
-from specsched.runtime.apps.analysis.whatif import Recorded, Round, simulate
+from specsched.runtime.apps.analysis.recorded_run import JobFacts, Recorded, Round
+from specsched.runtime.apps.analysis.whatif import simulate
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.costs import CostCurve
 
 CONFIG = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], max_new_tokens=10, k=4)
 
@@ -22,7 +24,7 @@ def test_a_hand_worked_schedule_under_fcfs_and_srtf():
     # seq 0: a long job (3 rounds); seq 1: a short one (1 round) whose draft arrives 1 ms after seq 0's.
     # Every draft takes 10 ms (seq 1's first 11 ms), every verification 20 ms, no dispatch gap.
     run = Recorded({0: [Round(0, 0.010, 0.020, 4), Round(0, 0.010, 0.020, 4), Round(0, 0.010, 0.020, 2)],
-                    1: [Round(0, 0.011, 0.020, 5)]}, dispatch_s=0.0)
+                    1: [Round(0, 0.011, 0.020, 5)]})
     fcfs = simulate(CONFIG, run, "fcfs")
     # t=10 seq 0 verified (10-30); seq 1 waits from 11; seq 0's next draft arrives at 40 - seq 1 (30-50)
     # goes first; seq 0 at 50-70, drafts 70-80, verified 80-100
@@ -64,23 +66,19 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
 
 
 PLUGIN = "from specsched.policies import Policy\nclass {name}(Policy):\n    def pick(self, ready):\n        {body}\n"
-BATCH_ALL = PLUGIN.format(name="All", body="return list(ready)")
 RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
 ANSWER = PLUGIN.format(name="FortyTwo", body="return 42")
 
 
 @pytest.mark.parametrize("args, message", [
     ([], "name at least one --policy"),
-    (["--policy", "{dir}/all.py:All"], "batching is not modelled"),
-    (["--policy", "rr", "--policy", "batch"], "cannot re-simulate --policy batch"),  # it was rr's prediction
-    (["--policy", "goodput"], "cannot re-simulate --policy goodput"),
+    (["--policy", "rr", "--max-batch", "-1"], "--max-batch must be >= 0"),
     (["--policy", "{dir}/boom.py:Boom"], "raised RuntimeError: no"),
     # as a live run says it (run_queue.checked_pick), not as batching
     (["--policy", "{dir}/answer.py:FortyTwo"], "returned 42 (int), which is not one of the ready drafts"),
     (["--policy", "nosuch"], "unknown policy 'nosuch'"),
 ])
 def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, message):
-    (tmp_path / "all.py").write_text(BATCH_ALL)
     (tmp_path / "boom.py").write_text(RAISES)
     (tmp_path / "answer.py").write_text(ANSWER)
     trace = tmp_path / "t.trace"
@@ -90,9 +88,24 @@ def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, messag
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
+    # three drafts sent at 1, 2 and 3 ms, each verified alone in 10 ms; a forward costs 10 ms + 2 ms an extra row
+    # (b = 0). FCFS: 1-11, 11-21, 21-31. batch: the first alone (1-11: nothing else was sent), then the other two
+    # together in 10 + 2 = 12 ms (11-23)
+    run = Recorded({s: [Round(0, 0.001 * (s + 1), 0.010, 3)] for s in range(3)}, cost=CostCurve(0.010, 0.0, 0.002))
+    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    fcfs, batch = simulate(three, run, "fcfs"), simulate(three, run, "batch")
+    assert fcfs.makespan_s == pytest.approx(0.031) and verified_order(fcfs) == [0, 1, 2]
+    assert batch.makespan_s == pytest.approx(0.023) and verified_order(batch) == [0, -1]
+    assert sorted(batch.finished.items()) == [(0, pytest.approx(0.011)), (1, pytest.approx(0.023)),
+                                              (2, pytest.approx(0.023))]
+    # at most --max-batch drafts a forward: batch with 1 is FCFS
+    assert simulate(three, run, "batch", max_batch=1).makespan_s == pytest.approx(0.031)
+
+
 def test_a_replayed_policy_stuck_in_pick_is_stopped_by_the_runs_policy_timeout(tmp_path):
     (tmp_path / "stuck.py").write_text(PLUGIN.format(name="Stuck", body="while True: pass"))
-    run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]}, dispatch_s=0.0)
+    run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]})
     config = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], policy_timeout_s=0.2)
     with pytest.raises(ConfigError, match=r"'.*stuck.py:Stuck': pick did not return within 0.2 s"):
         simulate(config, run, f"{tmp_path}/stuck.py:Stuck")
@@ -104,7 +117,7 @@ def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):
     out = specsched("whatif", str(tmp_path / "ar.trace"), "--policy", "rr")
     assert out.returncode == 2 and "needs a --mode seed run" in out.stderr
     with pytest.raises(ConfigError, match="--step-aside"):
-        from specsched.runtime.apps.analysis.whatif import recorded
+        from specsched.runtime.apps.analysis.recorded_run import recorded
 
         recorded(RunConfig(backend="sim", step_aside="on"), [], [])
 
@@ -115,7 +128,8 @@ def test_edf_meets_every_deadline_of_a_feasible_workload_where_fcfs_misses_one()
     # serves 2 as soon as the verifier is free at 12 (12-22): every deadline met.
     run = Recorded({0: [Round(0, 0.002, 0.010, 4), Round(0, 0.001, 0.010, 4)],
                     1: [Round(0, 0.003, 0.010, 4)],
-                    2: [Round(0, 0.004, 0.010, 4)]}, dispatch_s=0.0, deadlines={0: 0.100, 1: 0.100, 2: 0.025})
+                    2: [Round(0, 0.004, 0.010, 4)]},
+                   jobs={0: JobFacts(deadline_s=0.100), 1: JobFacts(deadline_s=0.100), 2: JobFacts(deadline_s=0.025)})
     three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
     fcfs, edf = simulate(three, run, "fcfs"), simulate(three, run, "edf")
     assert fcfs.missed == [2] and fcfs.finished[2] == pytest.approx(0.032)

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ...core.config import ConfigError, RunConfig
-from .whatif import Recorded, Round, simulate
+from .recorded_run import JobFacts, Recorded, Round
+from .whatif import simulate
 
 VERIFY_S = 0.010
 
@@ -61,7 +62,7 @@ def workload(jobs: list[tuple[int, int, int, int, int, int]], policy: str) -> tu
                        priorities=[j[4] for j in jobs], tickets=[j[5] for j in jobs])
     rounds = {i: [Round((arrival if r == 0 else 0) / 1e3, draft / 1e3, VERIFY_S, tokens) for r in range(n)]
               for i, (arrival, n, draft, tokens, _, _) in enumerate(jobs)}
-    return config, Recorded(rounds, 0.0, budgets={i: j[1] * j[3] for i, j in enumerate(jobs)})
+    return config, Recorded(rounds, jobs={i: JobFacts(budget=j[1] * j[3]) for i, j in enumerate(jobs)})
 
 
 def cmd_teach(args: argparse.Namespace, console: Console) -> int:
