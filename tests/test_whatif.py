@@ -88,6 +88,19 @@ def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, messag
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_a_job_arriving_later_is_served_by_its_jobs_priority():
+    # job 0 (priority 0) arrives at 0 with 3 rounds; job 1 (priority 1) at 5 ms with one. Drafts take no time,
+    # verifications 10 ms. At 10 ms both wait: FCFS serves job 1 (queued since 5 ms) at 10-20; priority serves
+    # job 0 to its end first, and job 1 at 30-40
+    run = Recorded({0: [Round(0, 0, 0.010, 4)] * 3, 1: [Round(0.005, 0, 0.010, 4)]},
+                   jobs={0: JobFacts(job=0, priority=0), 1: JobFacts(job=1, arrival_s=0.005, priority=1)})
+    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=12, k=4)
+    fcfs, priority = simulate(two, run, "fcfs"), simulate(two, run, "priority")
+    assert verified_order(fcfs) == [0, 1, 0, 0] and verified_order(priority) == [0, 0, 0, 1]
+    assert [round(w.response_s, 3) for w in fcfs.os.workers] == [0.0, 0.005]
+    assert [round(w.response_s, 3) for w in priority.os.workers] == [0.0, 0.025]
+
+
 def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
     # three drafts sent at 1, 2 and 3 ms, each verified alone in 10 ms; a forward costs 10 ms + 2 ms an extra row
     # (b = 0). FCFS: 1-11, 11-21, 21-31. batch: the first alone (1-11: nothing else was sent), then the other two
