@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ...core.config import ConfigError, Mode, RunConfig
 from ...core.costs import CostCurve
 from ...core.events import Event
+from .forward_cost import batch_extra, fit_cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +72,14 @@ class Recorded:
     rounds: dict[int, list[Round]]                             # each sequence's rounds, in order
     dispatch: Dispatch = field(default_factory=Dispatch)
     jobs: dict[int, JobFacts] = field(default_factory=dict)    # each sequence's job; absent: job 0 at 0
-    cost: CostCurve | None = None                              # the verifier's fitted forward cost (batches)
+    cost: CostCurve | None = None                              # a forward's cost, fitted (forward_cost.py)
 
     def job(self, seq: int) -> JobFacts:
         return self.jobs.get(seq, JobFacts())
 
 
 def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, int, int]], *,
-             workload: dict | None = None, cost: CostCurve | None = None) -> Recorded:
+             workload: dict | None = None) -> Recorded:
     """A recorded --mode seed run (or workload: its trace's ``workload`` section) as the simulator's input."""
     if config.mode != Mode.SEED:
         raise ConfigError(f"what-if needs a --mode seed run (this one is --mode {config.mode})")
@@ -96,20 +97,29 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
     tokens: dict[int, list[int]] = defaultdict(list)
     for _, seq, n in sorted(commits):
         tokens[seq].append(n)
-    rows = {start: len(members) for start, _, members in turns}
+    jobs = _jobs(workload, t0)
+    lengths = {}  # (sequence, round) -> its draft's length: k, or what its budget left (draft_worker.py)
+    for seq, ns in tokens.items():
+        budget = jobs[seq].budget if seq in jobs and jobs[seq].budget else config.max_new_tokens
+        lengths |= {(seq, r): max(min(config.k, budget - sum(ns[:r]) - 1), 0) for r in range(1, len(ns))}
+    cost = fit_cost(events, lengths)
+    rows: dict[float, list[int]] = defaultdict(list)
+    for seq, evs in by_seq.items():
+        for r, v in enumerate(sorted((e for e in evs if e.kind == "verify"), key=lambda e: e.start)):
+            rows[v.start].append(lengths.get((seq, r), config.k))
     rounds: dict[int, list[Round]] = {}
     for seq, evs in by_seq.items():
         drafts, verified = ([e for e in sorted(evs, key=lambda e: e.start) if e.kind == k] for k in ("draft", "verify"))
         ready_from, rounds[seq] = t0, []
         for d, v, n in zip(drafts, verified, tokens[seq]):
-            alone = max(v.duration - _batch_extra(cost, rows.get(v.start, 1), config.k), 0.0)
+            alone = max(v.duration - batch_extra(cost, rows[v.start]), 0.0)  # a batch's: as if alone
             rounds[seq].append(Round(max(d.start - ready_from, 0.0), d.duration, alone, n))
             ready_from = v.end
     dispatch = _dispatch(turns, rounds, t0)
     for w in turns[0][2] if turns else []:  # the start-up is the first turn's, whoever takes it (whatif.py)
         r = rounds[w.seq][0]
         rounds[w.seq][0] = Round(r.gap_s, r.draft_s, max(r.verify_s - dispatch.first_extra_s, 0.0), r.committed)
-    return Recorded(rounds, dispatch, _jobs(workload, t0), cost)
+    return Recorded(rounds, dispatch, jobs, cost)
 
 
 def _turns(events: list[Event]) -> list[tuple[float, float, list[Event]]]:
@@ -165,21 +175,6 @@ def _first_extra(first_s: float, seqs: set[int], rounds: dict[int, list[Round]])
     verifier's start-up), with the other sequences' first rounds as the yardstick."""
     others = [rs[0].verify_s for s, rs in rounds.items() if rs and s not in seqs]
     return max(first_s - statistics.median(others), 0.0) if others else 0.0
-
-
-def _batch_extra(cost: CostCurve | None, rows: int, k: int) -> float:
-    """What a batch of `rows` drafts (rows of k + 1 tokens) costs over one, by the fitted curve."""
-    return batch_extra(cost, [k] * rows)
-
-
-def batch_extra(cost: CostCurve | None, lengths: list[int]) -> float:
-    """The extra time of one forward over drafts of these lengths, over the longest alone: by the fitted
-    t(tokens, rows) = a + b·tokens + c·(rows − 1), a padded forward reading rows × (longest + 1) tokens,
-    t(R·L, R) − t(L, 1) = b·(R − 1)·L + c·(R − 1)."""
-    if cost is None or len(lengths) < 2:
-        return 0.0
-    longest = max(lengths) + 1  # each row: its draft and the last committed token the target has not read
-    return cost.time(len(lengths) * longest, len(lengths)) - cost.time(longest, 1)
 
 
 def _jobs(workload: dict | None, t0: float) -> dict[int, JobFacts]:

@@ -7,8 +7,8 @@ its verification's time alone, each turn's dispatch, the verifier's start-up. Th
 scheduler/serve.py runs it: a draft is sent when its worker has drafted it; when the verifier comes free it
 takes dispatch time (sending verdicts, reading its socket, asking the policy) and the policy picks among the
 drafts sent by then, the same policy classes a live run uses (``served`` included, on the virtual clock);
-a verification takes its recorded time - a batch its longest draft's and the fitted cost of the other rows
-(recorded_run.batch_extra) - and the worker starts the next round when the verdict is back. The result is
+a verification takes its recorded time - a batch its drafts' mean and the fitted cost of the other rows
+(forward_cost.py) - and the worker starts the next round when the verdict is back. The result is
 the events a live run records, so the OS metrics, the summary and the Gantt chart come from the same code
 as `replay`'s.
 
@@ -29,13 +29,15 @@ from ....policies.base import PolicySettings, ReadyDraft
 from ....policies.loader import load_policy
 from ....scheduler.run_queue import PolicyFailure, checked_pick
 from ...core.config import ConfigError, RunConfig
+from ...core.costs import CostFit
 from ...core.deadline import policy_call
 from ...core.events import VERIFIER, Event
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ...engine.record import worker_of
 from ..run.flags import BATCHING
-from .recorded_run import Recorded, batch_extra
+from .forward_cost import batch_extra
+from .recorded_run import Recorded
 
 
 @dataclass(slots=True)
@@ -74,6 +76,7 @@ class _Replay:
         self.committed = {seq: 0 for seq in run.rounds}
         self.finished: dict[int, float] = {}
         self.order = 0                                   # arrival counter: ties between drafts sent together
+        self.fit = CostFit()                             # the verifier's live fit of its forwards (goodput reads it)
 
     def play(self) -> Prediction:
         for seq, rs in sorted(self.run.rounds.items()):
@@ -137,7 +140,8 @@ class _Replay:
 
     def _pick(self) -> list[tuple[_Sent, ReadyDraft]]:
         ready = [info for _, info in sorted(self.queue.values(), key=lambda q: q[1].order)]
-        self.policy.cost = self.run.cost
+        # what the live verifier would tell it: its fit of the forwards so far (none before the first)
+        self.policy.cost = self.fit.curve()
         choice = _ask(self.name, self.config.policy_timeout_s, self.policy.pick, ready)
         try:
             chosen = checked_pick(self.name, choice, ready, self.limit)
@@ -147,9 +151,12 @@ class _Replay:
 
     def _verify(self, picked: list[tuple[_Sent, ReadyDraft]], free: float, start: float, turn: int) -> float:
         rounds = [self.run.rounds[s.seq][self.done[s.seq]] for s, _ in picked]
-        # a batch: its longest verification and the fitted cost of the other rows
-        end = start + max(r.verify_s for r in rounds) + batch_extra(self.run.cost, [i.length for _, i in picked])
+        # a batch: its drafts' mean time alone (each holds its own noise: their largest would add it up) and the
+        # fitted cost of the rows beyond one
+        alone = sum(r.verify_s for r in rounds) / len(rounds)
+        end = start + alone + batch_extra(self.run.cost, [i.length for _, i in picked])
         end += self.run.dispatch.first_extra_s if turn == 0 else 0.0   # the verifier's start-up is its first turn's
+        self.fit.add_forward([i.length + 1 for _, i in picked], end - start)
         if start > free:
             self.events.append(Event(0, "verifier", VERIFIER, "idle", free, start))
         self.events.append(Event(0, "verifier", VERIFIER, "verify", start, end, picked[0][0].seq if len(picked) == 1

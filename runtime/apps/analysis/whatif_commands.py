@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ...core.config import ConfigError, RunConfig
-from ...core.costs import CostCurve
 from ...engine.collected import Collected
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
@@ -31,8 +30,7 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     if commits is None:
         raise ConfigError(f"{args.path}: no trace section: record the run with `specsched run --trace PATH`")
     config = RunConfig.from_dict(data["config"])
-    run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits],
-                   workload=data.get("workload"), cost=CostCurve.from_list(data.get("cost_curve")))
+    run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits], workload=data.get("workload"))
     tokens = {s["id"]: len(s["tokens"]) for s in data["sequences"]}
     measured = measure_os(events, tokens)
     table = Table(title=f"what-if: {args.path} (recorded under {config.policy}), virtual time",
