@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ...core.config import ConfigError, Mode, RunConfig
 from ...core.costs import CostCurve
 from ...core.events import Event
+from ..run.trace import load_events
 from .forward_cost import batch_extra, fit_cost
 
 
@@ -120,6 +121,17 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
         r = rounds[w.seq][0]
         rounds[w.seq][0] = Round(r.gap_s, r.draft_s, max(r.verify_s - dispatch.first_extra_s, 0.0), r.committed)
     return Recorded(rounds, dispatch, jobs, cost)
+
+
+def from_trace(path: str) -> tuple[dict, RunConfig, list[Event], Recorded]:
+    """A `specsched run --trace` file (of a run or a workload): its data, config, events and the simulator's input."""
+    data, events = load_events(path)
+    commits = (data.get("trace") or {}).get("commits")
+    if commits is None:
+        raise ConfigError(f"{path}: no trace section: record the run with `specsched run --trace PATH`")
+    config = RunConfig.from_dict(data["config"])
+    run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits], workload=data.get("workload"))
+    return data, config, events, run
 
 
 def _turns(events: list[Event]) -> list[tuple[float, float, list[Event]]]:

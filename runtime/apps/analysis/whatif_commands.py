@@ -15,8 +15,7 @@ from ...engine.collected import Collected
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ..commands.export import chart_svg
-from ..run.trace import load_events
-from .recorded_run import recorded
+from .recorded_run import from_trace
 from .whatif import simulate
 
 
@@ -25,12 +24,7 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("name at least one --policy to re-simulate under")
     if args.max_batch is not None and args.max_batch < 0:
         raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {args.max_batch}")
-    data, events = load_events(args.path)
-    commits = (data.get("trace") or {}).get("commits")
-    if commits is None:
-        raise ConfigError(f"{args.path}: no trace section: record the run with `specsched run --trace PATH`")
-    config = RunConfig.from_dict(data["config"])
-    run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits], workload=data.get("workload"))
+    data, config, events, run = from_trace(args.path)
     tokens = {s["id"]: len(s["tokens"]) for s in data["sequences"]}
     measured = measure_os(events, tokens)
     table = Table(title=f"what-if: {args.path} (recorded under {config.policy}), virtual time",
