@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from specsched.policies.loader import BUILTIN
-from specsched.runtime.apps.analysis.recorded_run import recorded
+from specsched.runtime.apps.analysis.recorded_run import from_trace
 from specsched.runtime.apps.analysis.whatif import simulate
 from specsched.runtime.apps.run.trace import load_events, write_trace
 from specsched.runtime.core.config import RunConfig
@@ -82,9 +82,7 @@ def numbers(trace: Path) -> dict[str, float]:
 
 def predictions(trace: Path, policies: list[str]) -> dict[str, dict[str, float]]:
     """Each policy's predicted row of whatif's table, from `trace`."""
-    data, events = load_events(trace)
-    config = RunConfig.from_dict(data["config"])
-    rec = recorded(config, events, [tuple(c) for c in data["trace"]["commits"]], workload=data.get("workload"))
+    _, config, _, rec = from_trace(str(trace))
     out = {}
     for policy in policies:
         p = simulate(dataclasses.replace(config, policy=policy), rec, policy)
