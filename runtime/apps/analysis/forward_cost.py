@@ -47,7 +47,7 @@ def fit_cost(events: list[Event], lengths: dict[tuple[int, int], int]) -> CostCu
     y = np.array([s for _, _, s in used])
     keep = [0, 1, 2]
     while True:  # backward elimination: the least told-apart slope goes, then the fit again; a stays
-        coef, se = _least_squares(x[:, keep], y)
+        coef, se = least_squares(x[:, keep], y)
         weak = [(coef[i] / se[i], i) for i, j in enumerate(keep) if j and not coef[i] > SIGNIFICANT * se[i]]
         if not weak:
             break
@@ -56,7 +56,7 @@ def fit_cost(events: list[Event], lengths: dict[tuple[int, int], int]) -> CostCu
     return CostCurve(max(full.get(0, 0.0), 0.0), full.get(1, 0.0), full.get(2, 0.0), len(used))
 
 
-def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Ordinary least squares: the coefficients and their standard errors (infinite where x cannot tell)."""
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     dof = len(y) - x.shape[1]

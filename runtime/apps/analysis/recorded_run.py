@@ -13,15 +13,18 @@ each of these is in docs/teaching.md ("Why predictions hold").
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...core.config import ConfigError, Mode, RunConfig
 from ...core.costs import CostCurve
 from ...core.events import Event
 from ..run.trace import load_events
-from .forward_cost import batch_extra, fit_cost
+from .forward_cost import SIGNIFICANT, batch_extra, fit_cost, least_squares
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +52,10 @@ class JobFacts:
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     """The verifier's loop around its verifications; all zero (an exercise's verifier) unless measured."""
-    busy_s: tuple[float | None, ...] = ()  # turn n's gap after the verification before, a draft waiting; None: none
+    busy_s: tuple[float | None, ...] = ()  # turn n's gap after the verification before, a draft waiting, less its
+                                           # messages beyond one in and one out; None: no such gap recorded
     mean_busy_s: float = 0.0               # for a turn without a gap of its own (its mean keeps sums right)
+    per_message_s: float = 0.0             # the loop's time for each further draft read or verdict sent
     idle_s: float = 0.0                    # from a draft's sending to its verification, the verifier waiting
     read_s: float = 0.0                    # from its last read of the socket to the verification's start: the
                                            # policy picks among what it read (a draft sent since waits a turn)
@@ -59,13 +64,14 @@ class Dispatch:
     first_extra_s: float = 0.0             # the first forward's time over its round's typical time
 
     def __post_init__(self) -> None:
-        if min(self.mean_busy_s, self.idle_s, self.read_s, self.first_extra_s,
+        if min(self.mean_busy_s, self.idle_s, self.read_s, self.first_extra_s, self.per_message_s,
                *(g for g in self.busy_s if g is not None)) < 0:
             raise ValueError(f"dispatch times are >= 0, got {self}")
 
-    def busy(self, turn: int) -> float:
+    def busy(self, turn: int, messages: int = 2) -> float:
+        """Turn n's dispatch when the loop reads and sends `messages` in all (one in, one out: its base)."""
         gap = self.busy_s[turn] if turn < len(self.busy_s) else None
-        return self.mean_busy_s if gap is None else gap
+        return (self.mean_busy_s if gap is None else gap) + self.per_message_s * max(messages - 2, 0)
 
 
 @dataclass(slots=True)
@@ -151,15 +157,20 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
     if not turns:
         return Dispatch()
     busy: list[float | None] = [None]
+    extra: list[int] = [0]  # messages beyond one in and one out: drafts read in its drain, verdicts sent before
     idle, read = [], []
-    for (_, before, _), (start, _, waits) in zip(turns, turns[1:]):
+    stamps = sorted(w.admitted for _, _, waits in turns for w in waits if w.admitted is not None)
+    for (_, before, rows), (start, _, waits) in zip(turns, turns[1:]):
         sent = min((w.start for w in waits), default=before)
         busy.append(start - before if sent <= before else None)
+        extra.append(max(bisect.bisect_right(stamps, start) - bisect.bisect_right(stamps, before) + len(rows) - 2, 0))
         if sent > before:
             idle.append(start - sent)
-        stamps = [w.admitted for w in waits if w.admitted is not None and before < w.admitted <= start]
-        if sent <= before and stamps:  # read after the verification before ended: how long before its own start
-            read.append(start - max(stamps))
+        mine = [w.admitted for w in waits if w.admitted is not None and before < w.admitted <= start]
+        if sent <= before and mine:  # read after the verification before ended: how long before its own start
+            read.append(start - max(mine))
+    per_message = _per_message([(g, x) for g, x in zip(busy, extra) if g is not None])
+    busy = [None if g is None else max(g - per_message * x, 0.0) for g, x in zip(busy, extra)]
     known = [g for g in busy if g is not None]
     mean_busy = statistics.fmean(known) if known else 0.0
     # a draft sent just after a verification ended met the loop still busy: only clearly idle turns count
@@ -168,9 +179,20 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
     first = {w.seq for w in waits}
     seen = frozenset(w.seq for w in _first_drafts(turns) if w.admitted is not None and w.admitted <= start) or \
         frozenset(first)
-    return Dispatch(tuple(busy), mean_busy, statistics.median(waited) if waited else mean_busy,
+    return Dispatch(tuple(busy), mean_busy, per_message, statistics.median(waited) if waited else mean_busy,
                     min(statistics.median(read), mean_busy) if read else 0.0, start - t0, seen,
                     _first_extra(end - start, first, rounds))
+
+
+def _per_message(gaps: list[tuple[float, int]]) -> float:
+    """The slope of a turn's dispatch over its further messages, where the turns tell it apart from noise
+    (forward_cost.py's rule); 0 where they do not (a run whose drains read one draft each)."""
+    if len(gaps) < 3 or len({x for _, x in gaps}) < 2:
+        return 0.0
+    y = np.array([g for g, _ in gaps])
+    x = np.array([[1.0, float(m)] for _, m in gaps])
+    coef, se = least_squares(x, y)
+    return float(coef[1]) if coef[1] > SIGNIFICANT * se[1] else 0.0
 
 
 def _first_drafts(turns: list[tuple[float, float, list[Event]]]) -> list[Event]:

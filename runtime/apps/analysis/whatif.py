@@ -77,6 +77,7 @@ class _Replay:
         self.finished: dict[int, float] = {}
         self.order = 0                                   # arrival counter: ties between drafts sent together
         self.fit = CostFit()                             # the verifier's live fit of its forwards (goodput reads it)
+        self.rows = 1                                    # drafts the last forward verified: verdicts to send
 
     def play(self) -> Prediction:
         for seq, rs in sorted(self.run.rounds.items()):
@@ -105,7 +106,10 @@ class _Replay:
         first = min([s.sent for s, _ in self.queue.values()] + ([self.sent[0][0]] if self.sent else []))
         if turn == 0:
             return max(first, d.first_start_s) if d.first_start_s is not None else first + d.idle_s
-        return free + d.busy(turn) if first <= free else max(free + d.busy(turn), first + d.idle_s)
+        # its messages: the verdicts it sends, the drafts it will read (those sent by the time its base is spent)
+        reads = sum(1 for t, _, _ in self.sent if t <= free + d.busy(turn))
+        busy = d.busy(turn, self.rows + reads)
+        return free + busy if first <= free else max(free + busy, first + d.idle_s)
 
     def _admit(self, start: float, free: float, turn: int) -> None:
         """Into the run queue: the drafts sent by the verifier's last read before `start` (the first turn: those
@@ -157,6 +161,7 @@ class _Replay:
         end = start + alone + batch_extra(self.run.cost, [i.length for _, i in picked])
         end += self.run.dispatch.first_extra_s if turn == 0 else 0.0   # the verifier's start-up is its first turn's
         self.fit.add_forward([i.length + 1 for _, i in picked], end - start)
+        self.rows = len(picked)
         if start > free:
             self.events.append(Event(0, "verifier", VERIFIER, "idle", free, start))
         self.events.append(Event(0, "verifier", VERIFIER, "verify", start, end, picked[0][0].seq if len(picked) == 1
