@@ -138,6 +138,16 @@ def test_a_job_arriving_later_is_served_by_its_jobs_priority():
     assert [round(w.response_s, 3) for w in priority.os.workers] == [0.0, 0.025]
 
 
+def test_a_workloads_policy_sees_its_workers_by_their_ids_in_the_pool():
+    # two jobs whose drafts are sent together; the engine gave job 0 pool worker 1 and job 1 pool worker 0.
+    # Round-robin takes turns by worker id, as it did in the live run: job 1's first
+    run = Recorded({0: [Round(0, 0.001, 0.010, 4)], 1: [Round(0, 0.001, 0.010, 4)]},
+                   jobs={0: JobFacts(job=0, worker=1), 1: JobFacts(job=1, worker=0)})
+    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=4, k=4)
+    assert verified_order(simulate(two, run, "rr")) == [1, 0]
+    assert verified_order(simulate(two, Recorded(run.rounds), "rr")) == [0, 1]
+
+
 def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
     # three drafts sent at 1, 2 and 3 ms, each verified alone in 10 ms; a forward costs 10 ms + 2 ms an extra row
     # (b = 0). FCFS: 1-11, 11-21, 21-31. batch: the first alone (1-11: nothing else was sent), then the other two

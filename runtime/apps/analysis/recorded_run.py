@@ -47,6 +47,7 @@ class JobFacts:
     priority: int = 0
     deadline_s: float | None = None   # absolute, on the virtual clock
     budget: int | None = None         # its --max-new-tokens, where not the run's
+    worker: int | None = None         # the engine's id of the worker that drafted it, where not the sequence's
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +216,10 @@ def _jobs(workload: dict | None, t0: float) -> dict[int, JobFacts]:
     """Each sequence's job, from a workload trace (workload_trace.py); a one-job run has none."""
     out = {}
     for i, job in enumerate((workload or {}).get("jobs", [])):
-        arrival = float(job["started"]) - t0
-        deadline = job.get("deadline_s")
-        for seq in range(int(job["first_seq"]), int(job["first_seq"]) + int(job["sequences"])):
+        arrival, first = float(job["started"]) - t0, int(job["first_seq"])
+        deadline, workers = job.get("deadline_s"), job.get("workers") or []
+        for seq in range(first, first + int(job["sequences"])):  # --mode seed: a worker per sequence
             out[seq] = JobFacts(i, arrival, int(job.get("priority", 0)),
-                                None if deadline is None else arrival + float(deadline), job.get("max_new_tokens"))
+                                None if deadline is None else arrival + float(deadline), job.get("max_new_tokens"),
+                                int(workers[seq - first]) if seq - first < len(workers) else None)
     return out

@@ -135,7 +135,9 @@ class _Replay:
         worker, verified, rnd = worker_of(self.config, seq), self.committed[seq], self.done[seq]
         budget = job.budget or self.config.max_new_tokens
         length = max(min(self.config.k, budget - verified - 1), 0)  # a worker never drafts past its budget
-        info = ReadyDraft(worker, seq, s.admitted, self.order, length, verified, self.config.priority_of(worker), rnd,
+        # a workload's policy saw its workers by their ids in the engine's pool (rr and mlfq take turns by them)
+        seen_as = worker if job.worker is None else job.worker
+        info = ReadyDraft(seen_as, seq, s.admitted, self.order, length, verified, self.config.priority_of(worker), rnd,
                           job=job.job, job_arrival=job.arrival_s, job_priority=job.priority, deadline=job.deadline_s,
                           tokens_remaining=budget - verified, tickets=self.config.tickets_of(worker),
                           expected_tokens=verified / rnd if rnd else 0.0)

@@ -74,7 +74,7 @@ def merged(config: RunConfig, jobs: list[WorkloadJob], records: list[RunRecord])
     record.extra["workload"] = {"started": collected.started, "jobs": [
         {**dataclasses.asdict(m), "started": r.collected.started, "deadline_s": job.deadline,
          "max_new_tokens": c.max_new_tokens, "seed": c.seed, "first_seq": first, "sequences": c.n_sequences,
-         "status": r.status}
+         "workers": r.extra.get("engine", {}).get("workers"), "status": r.status}
         for job, c, r, first, m in zip(jobs, configs, records, firsts, job_metrics(records))]}
     return record
 
