@@ -98,13 +98,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="real runs per policy (the median is compared)")
     ap.add_argument("--policies", default=",".join(BUILTIN), help="comma-separated (default: every built-in)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep every trace here")
     args = ap.parse_args()
     base, policies = workload(args.backend), args.policies.split(",")
     started = time.time()
     real: dict[str, list[dict[str, float]]] = {p: [] for p in policies}
     own: dict[str, list[dict[str, float]]] = {p: [] for p in policies}
     from_fcfs: list[dict[str, dict[str, float]]] = []   # every policy predicted from each real FCFS run
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         trace = Path(tmp) / "fcfs.trace"
         record(as_run(base, "fcfs"), trace, args.arrivals)
         recorded_row, predicted = numbers(trace), predictions(trace, policies)

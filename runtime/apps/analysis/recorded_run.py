@@ -159,14 +159,15 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
         return Dispatch()
     busy: list[float | None] = [None]
     extra: list[int] = [0]  # messages beyond one in and one out: drafts read in its drain, verdicts sent before
-    idle, read = [], []
+    idle: list[tuple[float, float]] = []  # (how long after the verification before it was sent, its gap)
+    read = []
     stamps = sorted(w.admitted for _, _, waits in turns for w in waits if w.admitted is not None)
     for (_, before, rows), (start, _, waits) in zip(turns, turns[1:]):
         sent = min((w.start for w in waits), default=before)
         busy.append(start - before if sent <= before else None)
         extra.append(max(bisect.bisect_right(stamps, start) - bisect.bisect_right(stamps, before) + len(rows) - 2, 0))
         if sent > before:
-            idle.append(start - sent)
+            idle.append((sent - before, start - sent))
         mine = [w.admitted for w in waits if w.admitted is not None and before < w.admitted <= start]
         if sent <= before and mine:  # read after the verification before ended: how long before its own start
             read.append(start - max(mine))
@@ -174,8 +175,9 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
     busy = [None if g is None else max(g - per_message * x, 0.0) for g, x in zip(busy, extra)]
     known = [g for g in busy if g is not None]
     mean_busy = statistics.fmean(known) if known else 0.0
-    # a draft sent just after a verification ended met the loop still busy: only clearly idle turns count
-    waited = [g for g in idle if g < mean_busy] or idle
+    # a draft sent just after a verification ended met the loop still busy with it: only a draft sent once the
+    # loop's usual dispatch was over found it waiting
+    waited = [g for after, g in idle if after > mean_busy] or [g for _, g in idle]
     start, end, waits = turns[0]
     first = {w.seq for w in waits}
     seen = frozenset(w.seq for w in _first_drafts(turns) if w.admitted is not None and w.admitted <= start) or \
