@@ -126,21 +126,23 @@ class JobBook:
         return self.calibrations.setdefault(job.id, Calibration())
 
     def fail_speculative_jobs(self, message: str) -> None:
+        """Every speculative job fails with `message` (its policy failed); each keeps what it counted so far."""
         for job in [j for j in self.jobs.values() if not j.target_only]:
-            self.finish_job(job)
-            self.telemetry.send("job_failed", {"job": job.id, "message": message})
+            self.telemetry.send("job_failed", {**self._close(job), "message": message})
         self.queue, self.key = None, None
 
     def close_finished_jobs(self) -> None:
         for job in self.finished_jobs():
-            calibration = self.calibration(job).to_dict()
-            beams = self.beam_rounds.result(job)
-            self.finish_job(job)  # forgets the job's calibration (and settles its rejected-message count)
-            curve = self.costs.curve()
-            self.telemetry.send("job_done", {"job": job.id, "counters": _as_dict(job.counters),
-                                             "cost_curve": curve.to_list() if curve else None,
-                                             "calibration": calibration, "beams": beams,
-                                             "verifier_threads": self.cores.report(job.id)})
+            self.telemetry.send("job_done", self._close(job))
+
+    def _close(self, job: JobState) -> dict:
+        """Forget `job`; what it tells the engine as it goes, finished or failed: its counters and the rest."""
+        calibration = self.calibration(job).to_dict()
+        beams = self.beam_rounds.result(job)
+        self.finish_job(job)  # forgets the job's calibration (and settles its rejected-message count)
+        curve = self.costs.curve()
+        return {"job": job.id, "counters": _as_dict(job.counters), "cost_curve": curve.to_list() if curve else None,
+                "calibration": calibration, "beams": beams, "verifier_threads": self.cores.report(job.id)}
 
 
 def _as_dict(c: Counters) -> dict:

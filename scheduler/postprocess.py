@@ -57,7 +57,7 @@ class Postprocess:
             book.calibration(job).add(d.conf, d.parents[:d.candidates], outcome.path,
                                       greedy=job.config.sampling.greedy)
             verdict = Verdict(d.seq, d.round, outcome.accepted, np.asarray(kept, np.int32),
-                              np.asarray(outcome.path, np.int32), st.done, t0, 0.0,
+                              np.asarray(outcome.path, np.int32), st.done, t0, 0.0, e.info.arrival,
                               curve.to_list() if curve else None, len(book.queue) if book.queue else 0,
                               epoch=d.epoch, predictions=predictions)
             aside = 0 if st.done or not job.config.steps_aside else book.aside.rounds_aside(

@@ -73,26 +73,11 @@ class RunQueue:
         self.policy.cost = cost
         name = self.policy.name or type(self.policy).__name__
         choice = policy_call(name, "pick", self.timeout_s, self.policy.pick, ready, error=PolicyFailure)
-        if isinstance(choice, ReadyDraft):
-            chosen = [choice]
-        else:  # a batch: a sequence (list, tuple) of ready drafts, as Policy.pick is typed; else refused below
-            chosen = list(choice) if isinstance(choice, Sequence) and not isinstance(choice, str) else []
+        chosen = checked_pick(name, choice, ready, self.policy.settings.max_batch)
         by_order = {q.info.order: q for q in self._waiting}
-        if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) is None
-                             or by_order[c.order].info != c for c in chosen):
-            raise PolicyFailure(f"policy {name!r} returned {_describe(choice)}, which is not one of the ready "
-                                "drafts: pick must return a ReadyDraft from its argument, or a non-empty list "
-                                "of them")
-        limit = self.policy.settings.max_batch  # 0 = no limit
-        if limit and len(chosen) > limit:
-            raise PolicyFailure(f"policy {name!r} picked {len(chosen)} drafts; --max-batch allows "
-                                f"{self.policy.settings.max_batch}")
         taken = {c.order for c in chosen}
-        if len(taken) != len(chosen):
-            raise PolicyFailure(f"policy {name!r} picked the same draft twice")
-        picked = [by_order[o] for o in (c.order for c in chosen)]
         self._waiting = [q for q in self._waiting if q.info.order not in taken]
-        return picked
+        return [by_order[c.order] for c in chosen]
 
 
     def served(self, picked: list[Queued], seconds: float, committed: list[int]) -> None:
@@ -101,6 +86,26 @@ class RunQueue:
         for entry, n in zip(picked, committed):
             policy_call(name, "served", self.timeout_s, self.policy.served, entry.info, seconds, n,
                         error=PolicyFailure)
+
+
+def checked_pick(name: str, choice: object, ready: list[ReadyDraft], limit: int) -> list[ReadyDraft]:
+    """What policy `name`'s pick returned, as the drafts it chose from `ready`, if it kept the contract: one of
+    them, or a non-empty sequence of distinct ones, at most `limit` (--max-batch; 0 = no limit). Else a
+    PolicyFailure that says what it returned. The run queue and the what-if simulator both ask this."""
+    if isinstance(choice, ReadyDraft):
+        chosen = [choice]
+    else:  # a batch: a sequence (list, tuple) of ready drafts, as Policy.pick is typed; else refused below
+        chosen = list(choice) if isinstance(choice, Sequence) and not isinstance(choice, str) else []
+    by_order = {d.order: d for d in ready}
+    if not chosen or any(not isinstance(c, ReadyDraft) or by_order.get(c.order) != c for c in chosen):
+        raise PolicyFailure(f"policy {name!r} returned {_describe(choice)}, which is not one of the ready "
+                            "drafts: pick must return a ReadyDraft from its argument, or a non-empty list "
+                            "of them")
+    if limit and len(chosen) > limit:
+        raise PolicyFailure(f"policy {name!r} picked {len(chosen)} drafts; --max-batch allows {limit}")
+    if len({c.order for c in chosen}) != len(chosen):
+        raise PolicyFailure(f"policy {name!r} picked the same draft twice")
+    return chosen
 
 
 def scheduling_key(config: RunConfig) -> tuple:

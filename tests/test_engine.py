@@ -160,6 +160,17 @@ def test_a_view_that_raises_is_dropped_and_the_job_goes_on():
         assert e.generate(PROMPTS[:1], workers=1, max_new_tokens=4).status == "ok"  # the engine's thread lives
 
 
+def test_the_views_last_frame_shows_the_processes_as_the_job_left_them():
+    # workers that draft most of the time (30 ms a draft, 1 ms a verification): the view's last tick before the
+    # end most likely saw them drafting; once the job is over, none is
+    shown = []
+    with engine(sim_draft_ms=30, sim_verify_ms=1) as e:
+        record = e.generate(PROMPTS[:2], max_new_tokens=40, k=4, on_update=lambda c: shown.append(dict(c.states)))
+    assert record.status == "ok" and len(shown) > 1        # long enough for a tick
+    assert set(record.collected.states) == {"verifier", "draft-0", "draft-1"}
+    assert "drafting" not in record.collected.states.values(), record.collected.states
+
+
 def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeypatch):
     """A temporary folder it cannot make (a full disk, say): Engine() raises the cause and leaves no child."""
     import tempfile

@@ -9,7 +9,7 @@ import subprocess
 import textwrap
 
 import pytest
-from cli_runs import FAST_FLAGS, assert_one_error_line, run_cli, specsched, stderr_lines
+from cli_runs import FAST_FLAGS, assert_one_error_line, read_json, run_cli, specsched, stderr_lines
 
 FAST = [*FAST_FLAGS, "--workers", "2", "--max-new-tokens", "6"]
 
@@ -25,6 +25,18 @@ def policies(tmp_path):
 
             def pick(self, ready):
                 return 42
+    """))
+    (tmp_path / "third.py").write_text(textwrap.dedent("""
+        from specsched.policies import Policy
+
+        class Third(Policy):
+            calls = 0
+
+            def pick(self, ready):
+                self.calls += 1
+                if self.calls == 3:
+                    raise RuntimeError("third call")
+                return ready[0]
     """))
     (tmp_path / "pol.py").write_text(textwrap.dedent("""
         from specsched.policies import Policy
@@ -54,6 +66,21 @@ def test_a_policy_file_that_exits_on_import_is_bad_input_naming_the_file(policie
 def test_a_pick_that_returns_something_else_names_the_policy_and_the_contract(policies):
     result = run_cli("--policy", f"{policies}/answer.py:FortyTwo", *FAST)
     assert_one_error_line(result, 1, "'forty-two'", "returned 42 (int)", "must return a ReadyDraft")
+
+
+def test_a_run_its_policy_failed_keeps_what_the_verifier_counted(policies, tmp_path):
+    # two verifications ran before the third pick raised: the record and the summary keep their counts
+    result = run_cli("--policy", f"{policies}/third.py:Third", *FAST, "--max-new-tokens", "30", "--prompt", "a",
+                     "--prompt", "b", "--no-live", "--json", str(tmp_path / "r.json"))
+    assert_one_error_line(result, 1, "raised RuntimeError: third call")
+    record = read_json(tmp_path / "r.json")
+    counters, committed = record["counters"], sum(len(s["tokens"]) for s in record["sequences"])
+    assert record["status"] == "failed" and counters["verifications"] == 2 and counters["committed"] == committed > 0
+    assert record["metrics"]["mean_tokens_per_verify"] == committed / 2
+    summary = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in result.stdout.splitlines()
+               if line.count("│") == 3}
+    assert summary["mean tokens / verification"] == f"{committed / 2:.2f}"
+    assert summary["acceptance rate α"] == f"{counters['accepted'] / counters['drafted']:.3f}"
 
 
 def test_compare_shows_why_a_policy_failed_on_stderr(policies):

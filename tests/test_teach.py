@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from cli_runs import specsched
+from cli_runs import FAST_FLAGS, run_cli, specsched
 
 
 def answer(*args: str) -> tuple[str, dict[str, tuple[int, int]]]:
@@ -29,6 +30,30 @@ def test_the_convoy_exercise_matches_the_hand_worked_schedules():
     assert jobs == {"A": (0, 85), "B": (0, 18), "C": (8, 26)}
 
 
+def test_the_arrivals_exercise_matches_the_hand_worked_schedules():
+    # A (0 ms, 4 rounds of 4 tokens, drafts 1 ms), B (25 ms, 2 rounds), C (26 ms, 1 round); 10 ms a verification.
+    # A: 1-11, 12-22, 23-33; B queued at 26, C at 27, A's last draft at 34. FCFS: B 33-43, C 43-53, A 53-63,
+    # B 63-73. SJF (whole size 4 < 8 < 16): C 33-43, B 43-53, A 53-63, B 63-73. SRTF (left: C 4, then A 4 < B 8):
+    # C 33-43, A 43-53, B 53-63 and 64-74 - the long job, nearly done, overtakes the fresh one
+    order, jobs = answer("--exercise", "arrivals")
+    assert order == "A A A B C A B" and jobs == {"A": (0, 63), "B": (7, 48), "C": (16, 27)}
+    order, jobs = answer("--exercise", "arrivals", "--policy", "sjf")
+    assert order == "A A A C B A B" and jobs == {"A": (0, 63), "B": (17, 48), "C": (6, 17)}
+    order, jobs = answer("--exercise", "arrivals", "--policy", "srtf")
+    assert order == "A A A C A B B" and jobs == {"A": (0, 53), "B": (27, 49), "C": (6, 17)}
+
+
+def test_jobs_arriving_as_a_poisson_process_are_seeded():
+    first = specsched("teach", "--seed", "2", "--jobs", "4", "--arrivals", "poisson:50")
+    again = specsched("teach", "--seed", "2", "--jobs", "4", "--arrivals", "poisson:50")
+    assert first.returncode == 0 and first.stdout == again.stdout
+    arrivals = [int(a) for a in re.findall(r"│\s+[A-Z]\s+│\s+(\d+) ms", first.stdout)]
+    assert len(arrivals) == 4 and arrivals[0] == 0 and arrivals == sorted(arrivals)
+    # a slower process spreads the same draws wider
+    slower = specsched("teach", "--seed", "2", "--jobs", "4", "--arrivals", "poisson:5")
+    assert [int(a) for a in re.findall(r"│\s+[A-Z]\s+│\s+(\d+) ms", slower.stdout)][-1] > arrivals[-1]
+
+
 def test_a_seeded_exercise_is_the_same_every_time_and_seeds_differ():
     first = specsched("teach", "--seed", "7", "--jobs", "4", "--policy", "mlfq")
     again = specsched("teach", "--seed", "7", "--jobs", "4", "--policy", "mlfq")
@@ -43,7 +68,30 @@ def test_a_seeded_exercise_is_the_same_every_time_and_seeds_differ():
     (["--seed", "-1"], "--seed must be >= 0"),
     (["--exercise", "convoy", "--jobs", "4"], "--jobs draws a random exercise; --exercise convoy is a fixed one"),
     (["--exercise", "convoy", "--seed", "3"], "--seed draws a random exercise"),
+    (["--exercise", "convoy", "--arrivals", "poisson:5"], "--arrivals draws a random exercise"),
+    (["--arrivals", "uniform:5"], "give poisson:RATE with RATE > 0"),
+    (["--trace", "nosuch.json", "--seed", "1"], "--seed makes an exercise; --trace makes one of a recorded run"),
 ])
 def test_bad_input_gets_one_line(args, message):
     out = specsched("teach", *args)
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_predict_then_reveal_from_a_recorded_run(tmp_path):
+    trace = tmp_path / "fcfs.trace"
+    assert run_cli("--prompt", "a b", "--prompt", "c d", "--prompt", "e f", *FAST_FLAGS, "--max-new-tokens", "16",
+                   "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
+    question = specsched("teach", "--trace", str(trace), "--policy", "srtf")
+    assert question.returncode == 0, question.stderr
+    # the run's jobs and what its own policy did with them, then the question about srtf: no answer yet
+    recorded = re.search(r"Under fcfs, as recorded: served in the order ([A-Z ]+);", question.stdout).group(1).split()
+    assert set(recorded) == {"A", "B", "C"} and "Question" in question.stdout and "Answer" not in question.stdout
+    verifications = sum(1 for e in json.loads(trace.read_text())["events"]
+                        if e["role"] == "draft" and e["kind"] == "verify")
+    assert len(recorded) == verifications
+    solved = specsched("teach", "--trace", str(trace), "--policy", "srtf", "--solve")
+    predicted = re.search(r"Answer \(whatif's prediction from this trace, srtf\): served in the order ([A-Z ]+);",
+                          solved.stdout).group(1).split()
+    assert sorted(predicted) == sorted(recorded)  # every round of every job, in srtf's order
+    refused = specsched("teach", "--trace", str(trace))
+    assert refused.returncode == 2 and "name the policy to ask about: --policy P" in refused.stderr

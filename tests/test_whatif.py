@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from cli_runs import run_cli, specsched
 
-from specsched.runtime.apps.analysis.whatif import Recorded, Round, simulate
+from specsched.runtime.apps.analysis.recorded_run import JobFacts, Recorded, Round, recorded
+from specsched.runtime.apps.analysis.whatif import simulate
 from specsched.runtime.core.config import ConfigError, RunConfig
+from specsched.runtime.core.costs import CostCurve
+from specsched.runtime.core.events import VERIFIER, Event
+from specsched.runtime.engine.osmetrics import measure as measure_os
 
 CONFIG = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], max_new_tokens=10, k=4)
 
@@ -20,7 +26,7 @@ def test_a_hand_worked_schedule_under_fcfs_and_srtf():
     # seq 0: a long job (3 rounds); seq 1: a short one (1 round) whose draft arrives 1 ms after seq 0's.
     # Every draft takes 10 ms (seq 1's first 11 ms), every verification 20 ms, no dispatch gap.
     run = Recorded({0: [Round(0, 0.010, 0.020, 4), Round(0, 0.010, 0.020, 4), Round(0, 0.010, 0.020, 2)],
-                    1: [Round(0, 0.011, 0.020, 5)]}, dispatch_s=0.0)
+                    1: [Round(0, 0.011, 0.020, 5)]})
     fcfs = simulate(CONFIG, run, "fcfs")
     # t=10 seq 0 verified (10-30); seq 1 waits from 11; seq 0's next draft arrives at 40 - seq 1 (30-50)
     # goes first; seq 0 at 50-70, drafts 70-80, verified 80-100
@@ -34,6 +40,41 @@ def test_a_hand_worked_schedule_under_fcfs_and_srtf():
     assert {w.worker: round(w.turnaround_s, 3) for w in fcfs.os.workers} == {0: 0.1, 1: 0.05}
 
 
+def start_up_trace() -> tuple[list[Event], list[tuple[float, int, int]]]:
+    """Issue 47's repro 1, by hand (ms): three workers send their first drafts at 3, 4 and 5; the verifier, still
+    starting, begins the first verification at 65 (62 after its draft) and takes 127 (later ones 8, 2 ms apart).
+    Each worker drafts its second round from 1 to 4 ms after its verdict; the verifier reads a draft sent during a
+    verification after it ends."""
+    ms, events, commits = 1e-3, [Event(1, "verifier", VERIFIER, "idle", 0, 0.065)], []
+    turns = [(0, 0.065, 0.192), (1, 0.194, 0.202), (2, 0.204, 0.212), (0, 0.214, 0.222), (1, 0.224, 0.232),
+             (2, 0.234, 0.242)]
+    sent = {0: [3 * ms, 0.196], 1: [4 * ms, 0.206], 2: [5 * ms, 0.216]}
+    admitted = {0: [3 * ms, 0.2025], 1: [4 * ms, 0.2125], 2: [5 * ms, 0.2225]}
+    for n, (seq, start, end) in enumerate(turns):
+        rnd = n // 3
+        begin = 0.0 if rnd == 0 else sent[seq][1] - 3 * ms
+        events += [Event(10 + seq, "draft", seq, "draft", begin, sent[seq][rnd], seq),
+                   Event(10 + seq, "draft", seq, "queued", sent[seq][rnd], start, seq, admitted=admitted[seq][rnd]),
+                   Event(10 + seq, "draft", seq, "verify", start, end, seq), Event(1, "verifier", VERIFIER, "verify",
+                                                                                    start, end, seq)]
+        commits.append((end, seq, 4))
+    return events, commits
+
+
+def test_a_slow_start_up_is_re_simulated_as_recorded():
+    events, commits = start_up_trace()
+    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=8, k=4)
+    recorded_os = measure_os(events, {0: 8, 1: 8, 2: 8})
+    # responses 62, 190 and 199 ms: every first wait carries the start-up (a median dispatch gap and the long
+    # first forward kept with one sequence predicted 2, 130 and 139 ms: -40 %)
+    assert [round(w.response_s, 4) for w in recorded_os.workers] == [0.062, 0.190, 0.199]
+    predicted = simulate(three, recorded(three, events, commits), "fcfs")
+    assert verified_order(predicted) == [0, 1, 2, 0, 1, 2]
+    assert [round(w.response_s, 4) for w in predicted.os.workers] == [0.062, 0.190, 0.199]
+    assert predicted.makespan_s == pytest.approx(recorded_os.window_s)
+    assert predicted.os.mean_turnaround_s == pytest.approx(recorded_os.mean_turnaround_s)
+
+
 def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     trace = tmp_path / "fcfs.trace"
     out = run_cli("--prompt", "a b", "--prompt", "c d", "--prompt", "e f", "--max-new-tokens", "20",
@@ -41,7 +82,7 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     assert out.returncode == 0, out.stderr
     svg = tmp_path / "charts"
     result = specsched("whatif", str(trace), "--policy", "fcfs", "--policy", "rr", "--policy", "mlfq",
-                       "--svg", str(svg))
+                       "--svg", str(svg), "--json", str(tmp_path / "w.json"))
     assert result.returncode == 0, result.stderr
     rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
     assert {"fcfs (recorded)", "fcfs (predicted)", "rr (predicted)", "mlfq (predicted)"} <= set(rows)
@@ -49,24 +90,34 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
     # the same policy on the same rounds: the makespan comes back (up to the dispatch gap's spread)
     assert predicted == pytest.approx(recorded, rel=0.25)
     assert sorted(p.name for p in svg.iterdir()) == ["fcfs.svg", "mlfq.svg", "rr.svg"]
+    # --json: the table's numbers, and each prediction's order of verifications (every round of every sequence)
+    table = json.loads((tmp_path / "w.json").read_text())
+    assert table["recorded"]["policy"] == "fcfs" and list(table["predicted"]) == ["fcfs", "rr", "mlfq"]
+    assert f"{table['predicted']['fcfs']['makespan_s']:.3f}" == rows["fcfs (predicted)"].split("│")[2].split()[0]
+    response = table["recorded"]["os_metrics"]["mean_response_s"]
+    assert f"{response:.3f} s" == rows["fcfs (recorded)"].split("│")[4].strip()
+    record = json.loads(trace.read_text())
+    verifications = sum(1 for e in record["events"] if e["role"] == "draft" and e["kind"] == "verify")
+    assert all(sorted(p["order"]) == sorted(table["predicted"]["fcfs"]["order"]) and len(p["order"]) == verifications
+               for p in table["predicted"].values())
 
 
 PLUGIN = "from specsched.policies import Policy\nclass {name}(Policy):\n    def pick(self, ready):\n        {body}\n"
-BATCH_ALL = PLUGIN.format(name="All", body="return list(ready)")
 RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
+ANSWER = PLUGIN.format(name="FortyTwo", body="return 42")
 
 
 @pytest.mark.parametrize("args, message", [
     ([], "name at least one --policy"),
-    (["--policy", "{dir}/all.py:All"], "batching is not modelled"),
-    (["--policy", "rr", "--policy", "batch"], "cannot re-simulate --policy batch"),  # it was rr's prediction
-    (["--policy", "goodput"], "cannot re-simulate --policy goodput"),
+    (["--policy", "rr", "--max-batch", "-1"], "--max-batch must be >= 0"),
     (["--policy", "{dir}/boom.py:Boom"], "raised RuntimeError: no"),
+    # as a live run says it (run_queue.checked_pick), not as batching
+    (["--policy", "{dir}/answer.py:FortyTwo"], "returned 42 (int), which is not one of the ready drafts"),
     (["--policy", "nosuch"], "unknown policy 'nosuch'"),
 ])
 def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, message):
-    (tmp_path / "all.py").write_text(BATCH_ALL)
     (tmp_path / "boom.py").write_text(RAISES)
+    (tmp_path / "answer.py").write_text(ANSWER)
     trace = tmp_path / "t.trace"
     assert run_cli("--max-new-tokens", "12", "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
     out = specsched("whatif", str(trace), *(a.format(dir=tmp_path) for a in args))
@@ -74,9 +125,47 @@ def test_whatif_refuses_what_it_cannot_answer_in_one_line(tmp_path, args, messag
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_a_job_arriving_later_is_served_by_its_jobs_priority():
+    # job 0 (priority 0) arrives at 0 with 3 rounds; job 1 (priority 1) at 5 ms with one. Drafts take no time,
+    # verifications 10 ms. At 10 ms both wait: FCFS serves job 1 (queued since 5 ms) at 10-20; priority serves
+    # job 0 to its end first, and job 1 at 30-40
+    run = Recorded({0: [Round(0, 0, 0.010, 4)] * 3, 1: [Round(0.005, 0, 0.010, 4)]},
+                   jobs={0: JobFacts(job=0, priority=0), 1: JobFacts(job=1, arrival_s=0.005, priority=1)})
+    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=12, k=4)
+    fcfs, priority = simulate(two, run, "fcfs"), simulate(two, run, "priority")
+    assert verified_order(fcfs) == [0, 1, 0, 0] and verified_order(priority) == [0, 0, 0, 1]
+    assert [round(w.response_s, 3) for w in fcfs.os.workers] == [0.0, 0.005]
+    assert [round(w.response_s, 3) for w in priority.os.workers] == [0.0, 0.025]
+
+
+def test_a_workloads_policy_sees_its_workers_by_their_ids_in_the_pool():
+    # two jobs whose drafts are sent together; the engine gave job 0 pool worker 1 and job 1 pool worker 0.
+    # Round-robin takes turns by worker id, as it did in the live run: job 1's first
+    run = Recorded({0: [Round(0, 0.001, 0.010, 4)], 1: [Round(0, 0.001, 0.010, 4)]},
+                   jobs={0: JobFacts(job=0, worker=1), 1: JobFacts(job=1, worker=0)})
+    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=4, k=4)
+    assert verified_order(simulate(two, run, "rr")) == [1, 0]
+    assert verified_order(simulate(two, Recorded(run.rounds), "rr")) == [0, 1]
+
+
+def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
+    # three drafts sent at 1, 2 and 3 ms, each verified alone in 10 ms; a forward costs 10 ms + 2 ms an extra row
+    # (b = 0). FCFS: 1-11, 11-21, 21-31. batch: the first alone (1-11: nothing else was sent), then the other two
+    # together in 10 + 2 = 12 ms (11-23)
+    run = Recorded({s: [Round(0, 0.001 * (s + 1), 0.010, 3)] for s in range(3)}, cost=CostCurve(0.010, 0.0, 0.002))
+    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    fcfs, batch = simulate(three, run, "fcfs"), simulate(three, run, "batch")
+    assert fcfs.makespan_s == pytest.approx(0.031) and verified_order(fcfs) == [0, 1, 2]
+    assert batch.makespan_s == pytest.approx(0.023) and verified_order(batch) == [0, -1]
+    assert sorted(batch.finished.items()) == [(0, pytest.approx(0.011)), (1, pytest.approx(0.023)),
+                                              (2, pytest.approx(0.023))]
+    # at most --max-batch drafts a forward: batch with 1 is FCFS
+    assert simulate(three, run, "batch", max_batch=1).makespan_s == pytest.approx(0.031)
+
+
 def test_a_replayed_policy_stuck_in_pick_is_stopped_by_the_runs_policy_timeout(tmp_path):
     (tmp_path / "stuck.py").write_text(PLUGIN.format(name="Stuck", body="while True: pass"))
-    run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]}, dispatch_s=0.0)
+    run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]})
     config = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], policy_timeout_s=0.2)
     with pytest.raises(ConfigError, match=r"'.*stuck.py:Stuck': pick did not return within 0.2 s"):
         simulate(config, run, f"{tmp_path}/stuck.py:Stuck")
@@ -88,8 +177,6 @@ def test_whatif_needs_a_seed_run_recorded_as_a_trace(tmp_path):
     out = specsched("whatif", str(tmp_path / "ar.trace"), "--policy", "rr")
     assert out.returncode == 2 and "needs a --mode seed run" in out.stderr
     with pytest.raises(ConfigError, match="--step-aside"):
-        from specsched.runtime.apps.analysis.whatif import recorded
-
         recorded(RunConfig(backend="sim", step_aside="on"), [], [])
 
 
@@ -99,7 +186,8 @@ def test_edf_meets_every_deadline_of_a_feasible_workload_where_fcfs_misses_one()
     # serves 2 as soon as the verifier is free at 12 (12-22): every deadline met.
     run = Recorded({0: [Round(0, 0.002, 0.010, 4), Round(0, 0.001, 0.010, 4)],
                     1: [Round(0, 0.003, 0.010, 4)],
-                    2: [Round(0, 0.004, 0.010, 4)]}, dispatch_s=0.0, deadlines={0: 0.100, 1: 0.100, 2: 0.025})
+                    2: [Round(0, 0.004, 0.010, 4)]},
+                   jobs={0: JobFacts(deadline_s=0.100), 1: JobFacts(deadline_s=0.100), 2: JobFacts(deadline_s=0.025)})
     three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
     fcfs, edf = simulate(three, run, "fcfs"), simulate(three, run, "edf")
     assert fcfs.missed == [2] and fcfs.finished[2] == pytest.approx(0.032)

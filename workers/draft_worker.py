@@ -237,7 +237,8 @@ class DraftWorker:
                 if verdict.seq != seq or verdict.round != rnd:
                     raise ProtocolError(f"verdict for sequence {verdict.seq} round {verdict.round}, "
                                         f"expected {seq} round {rnd}")
-                self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq)
+                # waited from its sending; in the run queue from the verifier's own stamp (osmetrics.py: bypasses)
+                self.recorder.add("queued", draft.sent_at, verdict.verify_start, seq, admitted=verdict.admitted or None)
                 self.recorder.add("verify", verdict.verify_start, verdict.verify_end, seq)
                 committed = verdict.tokens.tolist()
                 if verdict.features is not None:

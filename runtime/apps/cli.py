@@ -18,7 +18,7 @@ from ..engine.collected import Interrupted
 from ..engine.stopping import stop_signals
 from ..models.errors import ModelError, UnknownModel
 from .analysis.rerun_cli import add_rerun_parser
-from .analysis.teach import add_teach_parser
+from .analysis.teach_cli import add_teach_parser
 from .analysis.whatif_cli import add_whatif_parser
 from .bench.bench_cli import add_bench_parser
 from .commands.remote_cli import JOIN_TIMEOUT_S, add_remote_parsers

@@ -31,23 +31,33 @@ class Event:
     end: float
     seq: int = -1
     job: int = -1          # the job it served, when the process knows and it was one job (the verifier)
+    # a worker's "queued" event: when the verifier took the draft into its run queue, on its own clock (start is
+    # when the worker sent it; the time between is transit, which no policy decides). None: not known
+    admitted: float | None = None
 
     @property
     def duration(self) -> float:
         return self.end - self.start
 
     def to_row(self) -> list:
-        return [self.pid, self.role, self.worker, self.kind, self.start, self.end, self.seq, self.job]
+        row = [self.pid, self.role, self.worker, self.kind, self.start, self.end, self.seq, self.job]
+        return row if self.admitted is None else [*row, self.admitted]
 
     @classmethod
     def from_row(cls, row: list) -> Event:
-        pid, role, worker, kind, start, end, seq, *job = row  # recorded traces have no job column
-        if role not in ("verifier", "draft") or kind not in KINDS or len(job) > 1:
+        # older traces have no job column; only a queued event with the verifier's stamp has an admitted one
+        pid, role, worker, kind, start, end, seq, *rest = row
+        if role not in ("verifier", "draft") or kind not in KINDS or len(rest) > 2:
             raise ValueError(f"bad event row {row!r}")
-        return cls(int(pid), role, int(worker), kind, float(start), float(end), int(seq), int(job[0]) if job else -1)
+        job = int(rest[0]) if rest else -1
+        admitted = float(rest[1]) if len(rest) > 1 and rest[1] is not None else None
+        return cls(int(pid), role, int(worker), kind, float(start), float(end), int(seq), job, admitted)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.admitted is None:  # only queued events carry it: records stay as small as they were
+            del d["admitted"]
+        return d
 
 
 class Recorder:
@@ -59,9 +69,10 @@ class Recorder:
         self.pid = wire_pid()
         self._events: list[Event] = []
 
-    def add(self, kind: Kind, start: float, end: float, seq: int = -1, job: int = -1) -> None:
+    def add(self, kind: Kind, start: float, end: float, seq: int = -1, job: int = -1,
+            admitted: float | None = None) -> None:
         if end > start:
-            self._events.append(Event(self.pid, self.role, self.worker, kind, start, end, seq, job))
+            self._events.append(Event(self.pid, self.role, self.worker, kind, start, end, seq, job, admitted))
 
     def span(self, kind: Kind, seq: int = -1) -> _Span:
         return _Span(self, kind, seq)

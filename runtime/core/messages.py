@@ -87,6 +87,7 @@ class Verdict:
     done: bool = False           # the sequence reached EOS or its token limit
     verify_start: float = 0.0
     verify_end: float = 0.0
+    admitted: float = 0.0        # when the verifier took the draft into its run queue (0: not known)
     cost: list | None = None     # the verifier's fitted forward cost (CostCurve.to_list), if any yet
     queue: int = 0               # drafts left waiting in the run queue when this one was verified
     aside: int = 0               # target-only rounds the verifier decoded this sequence alone before answering
@@ -104,8 +105,9 @@ class Verdict:
     def to_frames(self) -> list:
         return pack("verdict", {"seq": self.seq, "round": self.round, "accepted": self.accepted,
                                 "done": self.done, "verify_start": self.verify_start,
-                                "verify_end": self.verify_end, "cost": self.cost, "queue": self.queue,
-                                "aside": self.aside, "epoch": self.epoch, "features_from": self.features_from},
+                                "verify_end": self.verify_end, "admitted": self.admitted, "cost": self.cost,
+                                "queue": self.queue, "aside": self.aside, "epoch": self.epoch,
+                                "features_from": self.features_from},
                     {"tokens": self.tokens.astype(np.int32), "path": self.path.astype(np.int32),
                      **({"predictions": self.predictions.astype(np.int32)} if self.predictions is not None else {}),
                      **({"features": self.features.astype(np.float16)} if self.features is not None else {})})
@@ -114,7 +116,8 @@ class Verdict:
     def from_message(cls, msg: Message) -> Verdict:
         f, a = msg.fields, msg.arrays
         return cls(int(f["seq"]), int(f["round"]), int(f["accepted"]), a["tokens"], a["path"],
-                   bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), f.get("cost"),
+                   bool(f["done"]), float(f["verify_start"]), float(f["verify_end"]), float(f.get("admitted", 0.0)),
+                   f.get("cost"),
                    int(f.get("queue", 0)), int(f.get("aside", 0)), int(f.get("epoch", 0)), a.get("predictions"),
                    a.get("features"), _count(f.get("features_from", 0)))
 

@@ -46,7 +46,7 @@ KINDS = frozenset({
     "job_ack",   # verifier -> engine: the job is known; its drafts may come
     "idle",      # worker -> engine: my assignment is done
     "job_done",  # verifier -> engine: every sequence of a job is done, with the job's counters
-    "job_failed",  # verifier -> engine: a job ended early (its policy failed), one line
+    "job_failed",  # verifier -> engine: a job ended early (its policy failed), one line, and its counters so far
     "events",    # any -> engine: timeline events
     "commit",    # verifier -> engine: tokens now final for a sequence (a beam sequence's: and its beams, beam_state.py)
     "beam_want",  # verifier -> engine: a dsbd sequence widened; send a worker for this slot

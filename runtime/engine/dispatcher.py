@@ -232,8 +232,7 @@ class Dispatcher:
             if now - last_view >= TICK_S:   # live views keep their clocks moving on quiet ticks too
                 last_view = now
                 for job in self.live.running():
-                    job.show({name: self.table.by_name(pool).state.value
-                              for name, pool in job.process_names().items()})
+                    job.show(job.table_states(self.table))
 
     def _accept(self, job: JobRun) -> None:
         if self.broken:

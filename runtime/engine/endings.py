@@ -82,6 +82,8 @@ class Endings:
             {name: [[t, state] for t, state, j in self.table.by_name(pool).history
                     if job.submitted <= t <= job.collected.finished and (j in (None, job.id))]
              for name, pool in job.process_names().items()}
+        if self.table is not None:  # the view's final frame: the states at the end, not at its last tick
+            job.collected.states = job.table_states(self.table)
         self.live.remove(job)
         self.finish(job)
 

@@ -159,6 +159,7 @@ class Engine:
             queued = (run.admitted or run.submitted) - run.submitted
             record.extra["engine"] = {
                 "job": run.id, "name": run.meta.name, "priority": run.meta.priority,
+                "workers": list(run.workers),  # its workers' ids in the engine's pool (what its policy saw)
                 "deadline_s": run.meta.deadline_s, "queued_s": queued,
                 "models_loaded": run.spawned, "engine_models_loaded": self._dispatcher.table.spawned,
                 "processes": run.history,  # each process's state changes during the job: [time, state]

@@ -65,6 +65,10 @@ class JobRun:
         """The job's names for its processes (draft-0 is its first worker) -> their names in the engine."""
         return {"verifier": "verifier", **{f"draft-{i}": f"draft-{w}" for i, w in enumerate(self.workers)}}
 
+    def table_states(self, table) -> dict[str, str]:
+        """Its processes' states in the engine's process table, by its own names."""
+        return {name: table.by_name(pool).state.value for name, pool in self.process_names().items()}
+
     def show(self, states: dict[str, str]) -> None:
         """Its live view: its processes' states (by its own names), then its callback; a callback that raises
         is dropped (a broken view must not stop the engine)."""
@@ -130,7 +134,7 @@ class JobRun:
         worker = self.local_worker(e.worker) if e.role == "draft" else e.worker
         start = max(e.start, self.admitted or self.submitted)
         if e.end > start:
-            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id))
+            self.collected.events.append(Event(e.pid, e.role, worker, e.kind, start, e.end, seq, self.id, e.admitted))
 
     def job_message(self, threads: int, elastic: bool = True) -> dict:
         """The verifier's ``job`` message: settings, its threads (elastic: they follow the drafting workers,

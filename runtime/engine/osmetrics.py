@@ -13,11 +13,14 @@ fairness index J(x) = (sum x)^2 / (n * sum x^2), which is 1 when every worker ge
 
 Starvation is judged by the textbook *bounded waiting* condition rather than by a time, which
 would flag a fair policy on a busy machine: a draft's wait is *bypassed* once for every verification
-of another worker's draft that starts while it waits. Each worker has at most one draft in the
-queue, so FCFS and round-robin bypass a wait at most n - 1 times (every other worker once). A wait
-bypassed more than ``STARVATION_BOUND`` = 2 (n - 1) times - twice what a fair policy can produce,
-leaving room for a message still in flight - is flagged as starvation; static priorities that keep
-serving the urgent workers trip it. The longest single wait is reported in seconds beside it.
+of another worker's draft that starts while it is in the run queue - from the verifier's own stamp of
+when it took the draft in (``Event.admitted``), not from when the worker sent it: a draft still in
+transit (a worker descheduled between stamping and sending, a verifier busy before it reads) is no
+choice of the policy's. Each worker has at most one draft in the queue, so FCFS and round-robin
+bypass a wait at most n - 1 times (every other worker once). A wait bypassed more than
+``starvation_bound`` = 2 (n - 1) times - twice what a fair policy can produce - is flagged as
+starvation; static priorities that keep serving the urgent workers trip it. The longest single wait
+(from the sending: what the worker waited) is reported in seconds beside it.
 
 Sums use ``math.fsum`` (exactly rounded), so the numbers do not depend on the order in which the
 events arrived: a replayed trace reproduces them bit for bit.
@@ -138,8 +141,10 @@ def _worker_stats(worker: int, events: list[Event], tokens: int,
 
 
 def _bypasses(wait: Event, served: list[tuple[float, int]]) -> int:
-    """Verifications of other workers' drafts that started strictly inside this wait."""
-    lo = bisect.bisect_right(served, (wait.start, math.inf))
+    """Verifications of other workers' drafts that started strictly inside this wait's time in the run queue
+    (from the verifier's stamp; a record without one, from the sending)."""
+    entered = wait.start if wait.admitted is None else max(wait.admitted, wait.start)
+    lo = bisect.bisect_right(served, (entered, math.inf))
     hi = bisect.bisect_left(served, (wait.end, -math.inf))
     return sum(1 for _, w in served[lo:hi] if w != wait.worker)
 

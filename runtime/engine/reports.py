@@ -20,7 +20,7 @@ from ..core.security import Keys, speaker, speaks_as
 from ..core.wire import REFUSED, Message, ProtocolError, unpack
 from .admission import Admission
 from .endings import Endings
-from .jobs import LiveJobs, Phase
+from .jobs import JobRun, LiveJobs, Phase
 from .joining import Joining
 from .process_table import Child, ProcessTable, State
 from .supervisor import Supervisor
@@ -126,20 +126,18 @@ class Reports:
             self.admission.start(job)
 
     def _job_done(self, msg: Message, sender: Child) -> None:
-        f = msg.fields
-        job = self.live.find(int(f["job"]))
+        job = self.live.find(int(msg.fields["job"]))
         if job is not None:
-            job.collected.counters = dict(f["counters"])
-            job.collected.cost_curve = f.get("cost_curve")
-            job.collected.calibration = dict(f.get("calibration") or {})
-            job.collected.verifier_threads = dict(f.get("verifier_threads") or {})
-            job.collected.beams = dict(f.get("beams") or {})
+            _keep_counts(job, msg.fields)
             job.collected.verifier_finished = True
             self.endings.maybe_complete(job)
 
     def _job_failed(self, msg: Message, sender: Child) -> None:
+        """The verifier ended a job (its policy failed, or it could not start): what it had counted is kept."""
         job = self.live.find(int(msg.fields["job"]))
         if job is not None:
+            if "counters" in msg.fields:  # a job that never started has none
+                _keep_counts(job, msg.fields)
             self.endings.end(job, "failed", str(msg.fields.get("message", "the verifier ended the job")),
                              forgotten=True)
 
@@ -192,3 +190,12 @@ class Reports:
             return
         for job in self.live.running():  # the verifier's shared time (idle, a batch across jobs): every running job
             job.event(e)
+
+
+def _keep_counts(job: JobRun, f: dict) -> None:
+    """What the verifier counted for a job it closed (``job_done``, or ``job_failed`` after it ran)."""
+    job.collected.counters = dict(f["counters"])
+    job.collected.cost_curve = f.get("cost_curve")
+    job.collected.calibration = dict(f.get("calibration") or {})
+    job.collected.verifier_threads = dict(f.get("verifier_threads") or {})
+    job.collected.beams = dict(f.get("beams") or {})

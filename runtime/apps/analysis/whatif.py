@@ -1,52 +1,43 @@
-"""What-if: re-simulate a recorded run in virtual time under another policy.
+"""What-if: re-simulate a recorded run, or a workload of jobs arriving over time, in virtual time under
+another policy.
 
-Outputs never depend on the policy (every sequence has its own random streams), so only the timing
-is re-simulated. From a trace (or ``--json`` record) of a speculative run this takes, per sequence
-and round: how long its worker drafted (from the end of the previous verification to the draft's
-arrival in the run queue, so message latency is included), how long its verification took, and how
-many tokens it committed. Then it replays the run queue: a draft arrives when its worker has drafted
-it, the verifier asks the policy whenever it is free, a verification takes its recorded time, and the
-worker starts the next round when the verdict is back. The result is the same events a live run
-records, so the OS metrics, the summary and the Gantt chart come from the same code as `replay`'s.
+Outputs never depend on the policy (every sequence has its own random streams), so only the timing is
+re-simulated, from what the recording says no policy decides (recorded_run.py): each round's drafting and
+its verification's time alone, each turn's dispatch, the verifier's start-up. The run queue is replayed as
+scheduler/serve.py runs it: a draft is sent when its worker has drafted it; when the verifier comes free it
+takes dispatch time (sending verdicts, reading its socket, asking the policy) and the policy picks among the
+drafts sent by then, the same policy classes a live run uses (``served`` included, on the virtual clock);
+a verification takes its recorded time - a batch its drafts' mean and the fitted cost of the other rows
+(forward_cost.py) - and the worker starts the next round when the verdict is back. The result is
+the events a live run records, so the OS metrics, the summary and the Gantt chart come from the same code
+as `replay`'s.
 
-What the model ignores: a verification's time is the recorded one for that (sequence, round),
-whatever else ran, and the verifier takes the recorded run's median dispatch gap (a ready draft
-waiting for a free verifier to start on it) before each; batching (a policy returning several
-drafts) is refused, and effects of contention - a worker drafting faster because another was idle,
-the verifier's caches - are not modelled. The draft length a policy sees is the run's ``--k``.
+What the model ignores: contention between processes that another order would change (a worker drafting
+faster because another was idle), and the order the verifier's socket delivers drafts sent during one
+verification (taken as the order they were sent).
 """
 
 from __future__ import annotations
 
-import bisect
+import functools
 import heapq
+import inspect
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ....policies.base import PolicySettings, ReadyDraft
 from ....policies.loader import load_policy
-from ...core.config import ConfigError, Mode, RunConfig
+from ....scheduler.run_queue import PolicyFailure, checked_pick
+from ...core.config import ConfigError, RunConfig
+from ...core.costs import CostFit
 from ...core.deadline import policy_call
 from ...core.events import VERIFIER, Event
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ...engine.record import worker_of
-
-
-@dataclass(slots=True)
-class Round:
-    gap_s: float        # from the previous verdict (or the run's start) to the start of drafting
-    draft_s: float      # from the start of drafting to the draft's arrival in the queue (sending included)
-    verify_s: float
-    committed: int
-
-
-@dataclass(slots=True)
-class Recorded:
-    rounds: dict[int, list[Round]]   # each sequence's rounds, in order
-    dispatch_s: float                # the verifier's median gap between a ready draft and its verification
-    budgets: dict[int, int] | None = None  # a sequence's token budget, if not the run's --max-new-tokens
-    deadlines: dict[int, float] | None = None  # a sequence's deadline (virtual seconds), for EDF exercises
+from ..run.flags import BATCHING
+from .forward_cost import batch_extra
+from .recorded_run import Recorded
 
 
 @dataclass(slots=True)
@@ -59,123 +50,160 @@ class Prediction:
     missed: list[int] = field(default_factory=list)            # sequences that finished after their deadline
 
 
-def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, int, int]]) -> Recorded:
-    """Each sequence's rounds, from a recorded run's worker-side events and commits, and the verifier's
-    dispatch gap (receiving a draft, asking the policy: time between verifications that a draft waits)."""
-    if config.mode != Mode.SEED:
-        raise ConfigError(f"what-if needs a --mode seed run (this one is --mode {config.mode})")
-    if config.steps_aside or config.max_batch != 1:
-        raise ConfigError("what-if re-simulates one draft per verification: record the run without "
-                          "--step-aside and with --max-batch 1")
-    t0 = min((e.start for e in events), default=0.0)
-    by_seq: dict[int, list[Event]] = defaultdict(list)
-    for e in events:
-        if e.role == "draft" and e.kind in ("draft", "queued", "verify"):
-            by_seq[e.seq].append(e)
-    tokens: dict[int, list[int]] = defaultdict(list)
-    for _, seq, n in commits:
-        tokens[seq].append(n)
-    verifier_ends = sorted(e.end for e in events if e.role == "verifier" and e.kind == "verify")
-    out, gaps = {}, []
-    for seq, evs in by_seq.items():
-        drafts, queued, verified = ([e for e in sorted(evs, key=lambda e: e.start) if e.kind == k]
-                                    for k in ("draft", "queued", "verify"))
-        ready_from, rounds = t0, []
-        for d, q, v, n in zip(drafts, queued, verified, tokens[seq]):
-            rounds.append(Round(max(d.start - ready_from, 0.0), max(q.start - d.start, 0.0), v.end - v.start, n))
-            ready_from = v.end
-        out[seq] = rounds
-        gaps += [_dispatch_gap(q, v, verifier_ends) for q, v in zip(queued, verified)]
-    known = sorted(g for g in gaps if g is not None)
-    return Recorded(out, known[len(known) // 2] if known else 0.0)
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    seq: int
+    sent: float        # when its worker sent it (the start of its wait, as a live run records it)
+    admitted: float    # when the verifier read it: after the verification in progress, if one was
 
 
-def _dispatch_gap(queued: Event, verified: Event, verifier_ends: list[float]) -> float | None:
-    """How long the verifier took to start this verification once it was free and the draft was there
-    (`verifier_ends`: when its verifications ended, sorted)."""
-    before = bisect.bisect_right(verifier_ends, verified.start)
-    if before == 0:
-        return None
-    return max(verified.start - max(verifier_ends[before - 1], queued.start), 0.0)
+def simulate(config: RunConfig, run: Recorded, policy_name: str, *, max_batch: int | None = None) -> Prediction:
+    """The run queue replayed under `policy_name`, in virtual time from 0. `max_batch`: drafts one forward may
+    verify (0 = all); by default as `specsched run` sets it: all for the batching policies, else the run's."""
+    limit = max_batch if max_batch is not None else 0 if policy_name in BATCHING else config.max_batch
+    return _Replay(config, run, policy_name, limit).play()
 
 
-def simulate(config: RunConfig, run: Recorded, policy_name: str) -> Prediction:
-    """The run queue replayed under `policy_name`, in virtual time starting at 0."""
-    rounds = run.rounds
-    policy_cls = load_policy(policy_name, config.policy_timeout_s)
-    policy = _ask(policy_name, config.policy_timeout_s, policy_cls, PolicySettings(max_batch=1))
-    events: list[Event] = []
-    arrivals: list[tuple[float, int, int]] = []   # (arrival, order, seq): drafts not yet in the queue
-    done = {seq: 0 for seq in rounds}             # rounds verified
-    committed = {seq: 0 for seq in rounds}
-    order = 0
-    for seq, rs in sorted(rounds.items()):
-        if rs:
-            start = rs[0].gap_s
-            heapq.heappush(arrivals, (start + rs[0].draft_s, order, seq))
-            events.append(_worker_event(config, "draft", start, start + rs[0].draft_s, seq))
-            order += 1
-    waiting: dict[int, ReadyDraft] = {}
-    finished: dict[int, float] = {}
-    now = idle_from = 0.0
-    while arrivals or waiting:
-        while arrivals and (arrivals[0][0] <= now or not waiting):
-            t, o, seq = heapq.heappop(arrivals)
-            now = max(now, t)
-            waiting[seq] = _ready(config, seq, t, o, done[seq], committed[seq], _budget(config, run, seq),
-                                  (run.deadlines or {}).get(seq))
-        chosen = _ask(policy_name, config.policy_timeout_s, policy.pick, list(waiting.values()))
-        if isinstance(chosen, (list, tuple)) and len(chosen) == 1:
-            chosen = chosen[0]  # a batch of one is one draft
-        if not isinstance(chosen, ReadyDraft) or chosen.seq not in waiting:
-            raise ConfigError(f"what-if cannot re-simulate policy {policy_name!r}: it returned {chosen!r:.80}, "
-                              "not one of the ready drafts (batching is not modelled)")
-        seq = chosen.seq
-        del waiting[seq]
-        r = rounds[seq][done[seq]]
-        start = now + run.dispatch_s
-        if start > idle_from:
-            events.append(Event(0, "verifier", VERIFIER, "idle", idle_from, start))
-        end = start + r.verify_s
-        events += [Event(0, "verifier", VERIFIER, "verify", start, end, seq),
-                   _worker_event(config, "queued", chosen.arrival, start, seq),
-                   _worker_event(config, "verify", start, end, seq)]
-        _ask(policy_name, config.policy_timeout_s, policy.served, chosen, r.verify_s, r.committed)
-        done[seq] += 1
-        committed[seq] += r.committed
-        finished[seq] = end
-        if done[seq] < len(rounds[seq]):
-            nxt = rounds[seq][done[seq]]
-            begin = end + nxt.gap_s
-            heapq.heappush(arrivals, (begin + nxt.draft_s, order, seq))
-            events.append(_worker_event(config, "draft", begin, begin + nxt.draft_s, seq))
-            order += 1
-        now = idle_from = end
-    per_worker: dict[int, int] = defaultdict(int)
-    for seq, n in committed.items():
-        per_worker[worker_of(config, seq)] += n
-    missed = sorted(s for s, d in (run.deadlines or {}).items() if finished.get(s, float("inf")) > d)
-    return Prediction(policy_name, events, now, measure_os(events, dict(per_worker)), finished, missed)
+class _Replay:
+    def __init__(self, config: RunConfig, run: Recorded, name: str, limit: int) -> None:
+        self.config, self.run, self.name, self.limit = config, run, name, limit
+        self.now = 0.0                                   # the virtual clock a policy reads (MLFQ's boosts)
+        self.policy = _construct(name, config.policy_timeout_s, PolicySettings(max_batch=limit), lambda: self.now)
+        self.events: list[Event] = []
+        self.sent: list[tuple[float, int, int]] = []     # (sent, order, seq): drafts not yet in the queue
+        self.queue: dict[int, tuple[_Sent, ReadyDraft]] = {}
+        self.done = {seq: 0 for seq in run.rounds}       # rounds verified
+        self.committed = {seq: 0 for seq in run.rounds}
+        self.finished: dict[int, float] = {}
+        self.order = 0                                   # arrival counter: ties between drafts sent together
+        self.fit = CostFit()                             # the verifier's live fit of its forwards (goodput reads it)
+        self.rows = 1                                    # drafts the last forward verified: verdicts to send
+
+    def play(self) -> Prediction:
+        for seq, rs in sorted(self.run.rounds.items()):
+            if rs:
+                self._draft(seq, rs[0].gap_s)
+        free, turn = 0.0, 0
+        while self.sent or self.queue:
+            start = self._start(free, turn)
+            self._admit(start, free, turn)
+            self.now = start
+            picked = self._pick()
+            free = self._verify(picked, free, start, turn)
+            turn += 1
+        per_worker: dict[int, int] = defaultdict(int)
+        for seq, n in self.committed.items():
+            per_worker[worker_of(self.config, seq)] += n
+        deadlines = {s: self.run.job(s).deadline_s for s in self.run.rounds}
+        missed = sorted(s for s, d in deadlines.items() if d is not None and self.finished.get(s, float("inf")) > d)
+        return Prediction(self.name, self.events, free, measure_os(self.events, dict(per_worker)), self.finished,
+                          missed)
+
+    def _start(self, free: float, turn: int) -> float:
+        """When the verifier starts its next verification: after its dispatch time if a draft was sent while it
+        was busy, else that long after the next sending (the first: when the recording's began)."""
+        d = self.run.dispatch
+        first = min([s.sent for s, _ in self.queue.values()] + ([self.sent[0][0]] if self.sent else []))
+        if turn == 0:
+            return max(first, d.first_start_s) if d.first_start_s is not None else first + d.idle_s
+        # its messages: the verdicts it sends, the drafts it will read (those sent by the time its base is spent)
+        reads = sum(1 for t, _, _ in self.sent if t <= free + d.busy(turn))
+        busy = d.busy(turn, self.rows + reads)
+        return free + busy if first <= free else max(free + busy, first + d.idle_s)
+
+    def _admit(self, start: float, free: float, turn: int) -> None:
+        """Into the run queue: the drafts sent by the verifier's last read before `start` (the first turn: those
+        the recording's verifier had read by then), stamped when read, after the verification in progress."""
+        seen = self.run.dispatch.first_seen if turn == 0 else frozenset()
+        read = max(start - self.run.dispatch.read_s, free) if turn else start
+        if not self.queue and self.sent and self.sent[0][0] > read:
+            read = self.sent[0][0]  # it was waiting: it read the draft that woke it
+        if seen and not any(seq in seen and t <= read for t, _, seq in self.sent):
+            seen = frozenset()
+        kept = []
+        while self.sent and self.sent[0][0] <= read:
+            t, order, seq = heapq.heappop(self.sent)
+            if seen and seq not in seen:
+                kept.append((t, order, seq))
+                continue
+            self._queue(_Sent(seq, t, max(t, read)))
+        for item in kept:
+            heapq.heappush(self.sent, item)
+
+    def _queue(self, s: _Sent) -> None:
+        seq, job = s.seq, self.run.job(s.seq)
+        worker, verified, rnd = worker_of(self.config, seq), self.committed[seq], self.done[seq]
+        budget = job.budget or self.config.max_new_tokens
+        length = max(min(self.config.k, budget - verified - 1), 0)  # a worker never drafts past its budget
+        # a workload's policy saw its workers by their ids in the engine's pool (rr and mlfq take turns by them)
+        seen_as = worker if job.worker is None else job.worker
+        info = ReadyDraft(seen_as, seq, s.admitted, self.order, length, verified, self.config.priority_of(worker), rnd,
+                          job=job.job, job_arrival=job.arrival_s, job_priority=job.priority, deadline=job.deadline_s,
+                          tokens_remaining=budget - verified, tickets=self.config.tickets_of(worker),
+                          expected_tokens=verified / rnd if rnd else 0.0)
+        self.order += 1
+        self.queue[seq] = (s, info)
+
+    def _pick(self) -> list[tuple[_Sent, ReadyDraft]]:
+        ready = [info for _, info in sorted(self.queue.values(), key=lambda q: q[1].order)]
+        # what the live verifier would tell it: its fit of the forwards so far (none before the first)
+        self.policy.cost = self.fit.curve()
+        choice = _ask(self.name, self.config.policy_timeout_s, self.policy.pick, ready)
+        try:
+            chosen = checked_pick(self.name, choice, ready, self.limit)
+        except PolicyFailure as exc:  # the run queue's words: a live run would have stopped the same way
+            raise ConfigError(str(exc)) from None
+        return [self.queue.pop(c.seq) for c in chosen]
+
+    def _verify(self, picked: list[tuple[_Sent, ReadyDraft]], free: float, start: float, turn: int) -> float:
+        rounds = [self.run.rounds[s.seq][self.done[s.seq]] for s, _ in picked]
+        # a batch: its drafts' mean time alone (each holds its own noise: their largest would add it up) and the
+        # fitted cost of the rows beyond one
+        alone = sum(r.verify_s for r in rounds) / len(rounds)
+        end = start + alone + batch_extra(self.run.cost, [i.length for _, i in picked])
+        end += self.run.dispatch.first_extra_s if turn == 0 else 0.0   # the verifier's start-up is its first turn's
+        self.fit.add_forward([i.length + 1 for _, i in picked], end - start)
+        self.rows = len(picked)
+        if start > free:
+            self.events.append(Event(0, "verifier", VERIFIER, "idle", free, start))
+        self.events.append(Event(0, "verifier", VERIFIER, "verify", start, end, picked[0][0].seq if len(picked) == 1
+                                 else -1))
+        for (s, info), r in zip(picked, rounds):
+            self.events += [self._worker_event("queued", s.sent, start, s.seq, s.admitted),
+                            self._worker_event("verify", start, end, s.seq)]
+            _ask(self.name, self.config.policy_timeout_s, self.policy.served, info, (end - start) / len(picked),
+                 r.committed)
+            self.done[s.seq] += 1
+            self.committed[s.seq] += r.committed
+            self.finished[s.seq] = end
+            if self.done[s.seq] < len(self.run.rounds[s.seq]):
+                self._draft(s.seq, end + self.run.rounds[s.seq][self.done[s.seq]].gap_s)
+        return end
+
+    def _draft(self, seq: int, begin: float) -> None:
+        sent = begin + self.run.rounds[seq][self.done[seq]].draft_s
+        self.events.append(self._worker_event("draft", begin, sent, seq))
+        heapq.heappush(self.sent, (sent, self.order, seq))
+        self.order += 1
+
+    def _worker_event(self, kind: str, start: float, end: float, seq: int, admitted: float | None = None) -> Event:
+        worker = worker_of(self.config, seq)
+        return Event(1 + worker, "draft", worker, kind, start, end, seq, admitted=admitted)
+
+
+def _construct(name: str, seconds: float, settings: PolicySettings, clock):
+    """The policy, built as the run queue builds it; one that keeps time (a ``clock`` argument: MLFQ's boosts)
+    gets the virtual clock."""
+    cls = load_policy(name, seconds)
+    try:
+        takes_clock = "clock" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # a class whose signature cannot be read: built without one
+        takes_clock = False
+    make = functools.partial(cls, clock=clock) if takes_clock else cls
+    return policy_call(name, "__init__", seconds, make, settings, error=ConfigError)
 
 
 def _ask(name: str, seconds: float, call, *args):
-    """A policy's constructor, pick or served, under the run's --policy-timeout: anything it raises becomes one
-    line naming it (runtime/core/deadline.py: policy_call)."""
-    method = "__init__" if isinstance(call, type) else call.__name__
-    return policy_call(name, method, seconds, call, *args, error=ConfigError)
-
-
-def _budget(config: RunConfig, run: Recorded, seq: int) -> int:
-    return run.budgets[seq] if run.budgets else config.max_new_tokens
-
-
-def _ready(config: RunConfig, seq: int, arrival: float, order: int, rnd: int, verified: int,
-           budget: int, deadline: float | None) -> ReadyDraft:
-    worker = worker_of(config, seq)
-    return ReadyDraft(worker, seq, arrival, order, config.k, verified, config.priority_of(worker), rnd,
-                      deadline=deadline, tokens_remaining=budget - verified, tickets=config.tickets_of(worker))
-
-
-def _worker_event(config: RunConfig, kind: str, start: float, end: float, seq: int) -> Event:
-    worker = worker_of(config, seq)
-    return Event(1 + worker, "draft", worker, kind, start, end, seq)
+    """A policy's pick or served, under the run's --policy-timeout: anything it raises becomes one line naming it
+    (runtime/core/deadline.py: policy_call)."""
+    return policy_call(name, call.__name__, seconds, call, *args, error=ConfigError)

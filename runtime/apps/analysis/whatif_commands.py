@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -14,23 +15,16 @@ from ...engine.collected import Collected
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ..commands.export import chart_svg
-from ..run.flags import BATCHING
-from ..run.trace import load_events
-from .whatif import recorded, simulate
+from .recorded_run import from_trace
+from .whatif import simulate
 
 
 def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     if not args.policies:
         raise ConfigError("name at least one --policy to re-simulate under")
-    if batching := [name for name in args.policies if name in BATCHING]:  # before any is re-simulated
-        raise ConfigError(f"what-if cannot re-simulate --policy {batching[0]}: it verifies several drafts in one "
-                          "forward, and a verification's recorded time is one draft's (batching is not modelled)")
-    data, events = load_events(args.path)
-    commits = (data.get("trace") or {}).get("commits")
-    if commits is None:
-        raise ConfigError(f"{args.path}: no trace section: record the run with `specsched run --trace PATH`")
-    config = RunConfig.from_dict(data["config"])
-    run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits])
+    if args.max_batch is not None and args.max_batch < 0:
+        raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {args.max_batch}")
+    data, config, events, run = from_trace(args.path)
     tokens = {s["id"]: len(s["tokens"]) for s in data["sequences"]}
     measured = measure_os(events, tokens)
     table = Table(title=f"what-if: {args.path} (recorded under {config.policy}), virtual time",
@@ -38,15 +32,32 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     for column in ("policy", "makespan", "mean turnaround", "mean response", "mean waiting", "utilisation"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     table.add_row(f"{config.policy} (recorded)", *_cells(measured.window_s, measured))
-    predictions = {name: simulate(config, run, name) for name in args.policies}  # a policy that fails: no chart
+    predictions = {name: simulate(config, run, name, max_batch=args.max_batch)  # a policy that fails: no chart
+                   for name in args.policies}
     for name, prediction in predictions.items():
         table.add_row(f"{name} (predicted)", *_cells(prediction.makespan_s, prediction.os))
         if args.svg:
             _write_chart(Path(args.svg) / f"{_file_name(name)}.svg", config, name, prediction, tokens)
     console.print(table)
     console.print("The output would be the same under every policy (per-sequence random streams); only "
-                  "the timing is predicted. Ignored: batching, contention between processes.", highlight=False)
+                  "the timing is predicted. Ignored: contention between processes that another order would "
+                  "change.", highlight=False)
+    if args.json:
+        Path(args.json).write_text(json.dumps(_json(args.path, config, measured, predictions), indent=1) + "\n")
     return 0
+
+
+def _json(path: str, config: RunConfig, measured: OsMetrics, predictions: dict) -> dict:
+    """What the table shows, and each prediction's order of verifications and missed deadlines."""
+    return {"trace": str(path), "recorded": {"policy": config.policy, "makespan_s": measured.window_s,
+                                             "os_metrics": measured.to_json()},
+            "predicted": {name: {"makespan_s": p.makespan_s, "os_metrics": p.os.to_json(), "order": order(p),
+                                 "missed": p.missed} for name, p in predictions.items()}}
+
+
+def order(prediction) -> list[int]:
+    """The sequences in the order the verifier would verify them (a batch: its sequences, in its order)."""
+    return [e.seq for e in sorted(prediction.events, key=lambda e: e.start) if e.role == "draft" and e.kind == "verify"]
 
 
 def _cells(makespan: float, o: OsMetrics) -> list[str]:

@@ -94,8 +94,8 @@ def _job(line: str, where: str, index: int) -> WorkloadJob:
                        f"job {index}")
 
 
-def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> list[WorkloadJob]:
-    """`poisson:RATE`: `jobs` arrivals with exponential gaps of mean 1/RATE s, priorities 0-2, seeded."""
+def poisson_rate(spec: str) -> float:
+    """RATE of `--arrivals poisson:RATE`, jobs per second; anything else is one line."""
     kind, _, rate_text = spec.partition(":")
     try:
         rate = float(rate_text)
@@ -103,6 +103,12 @@ def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> lis
         rate = float("nan")
     if kind != "poisson" or not (math.isfinite(rate) and rate > 0):
         raise ConfigError(f"--arrivals {spec!r}: give poisson:RATE with RATE > 0 jobs per second")
+    return rate
+
+
+def poisson_workload(spec: str, jobs: int, prompts: list[str], seed: int) -> list[WorkloadJob]:
+    """`poisson:RATE`: `jobs` arrivals with exponential gaps of mean 1/RATE s, priorities 0-2, seeded."""
+    rate = poisson_rate(spec)
     if not 1 <= jobs <= MAX_JOBS:
         raise ConfigError(f"--jobs must be in 1..{MAX_JOBS:,}, got {jobs}")
     rng, t, out = random.Random(seed), 0.0, []

@@ -27,13 +27,12 @@ from .workload import (
     poisson_workload,
 )
 from .workload_cli import JOBS
+from .workload_trace import check_traceable, write_workload_trace
 
 
 def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob]:
     if args.workload and args.arrivals:
         raise ConfigError("give --workload or --arrivals, not both")
-    if getattr(args, "trace", None):
-        raise ConfigError("--trace records one job; with --workload or --arrivals use --json")
     if args.workload:
         if args.prompts:
             raise ConfigError("--workload brings its own prompts: drop --prompt")
@@ -43,6 +42,8 @@ def workload_of(args: argparse.Namespace, config: RunConfig) -> list[WorkloadJob
                                 config.prompts or ["Name three colours."], config.seed)
     for i, job in enumerate(jobs):  # every job's settings checked before any process starts
         job_config(config, job, i)
+    if getattr(args, "trace", None):
+        check_traceable(config, jobs)
     return jobs
 
 
@@ -57,6 +58,8 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
     console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}{stopped}"))
     if args.json:
         Path(args.json).write_text(json.dumps(_json(config, jobs, {config.policy: (records, metrics)}), indent=1))
+    if args.trace and records:
+        write_workload_trace(args.trace, config, jobs, records)
     return _status(played, len(jobs))
 
 

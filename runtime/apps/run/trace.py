@@ -20,7 +20,8 @@ from ...engine.collected import Collected
 from ...engine.record import RunRecord, SequenceResult, measure, record_kind
 
 TRACE_VERSION = 1
-_EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq", "job")
+_EVENT_FIELDS = ("pid", "role", "worker", "kind", "start", "end", "seq", "job", "admitted")
+_OPTIONAL = {"job": -1, "admitted": None}  # fields older records lack
 
 
 class TraceError(ConfigError):
@@ -67,7 +68,7 @@ def load_events(path: str | Path) -> tuple[dict, list[Event]]:
         if record_kind(data) in ("several", "tree"):
             raise TraceError(f"{path} is a compare, bench, workload or tree record: it holds several runs, and "
                              "this reads one run's record (`specsched run --json` or `--trace`)")
-        events = [Event.from_row([e.get(k, -1) if k == "job" else e[k] for k in _EVENT_FIELDS])
+        events = [Event.from_row([e.get(k, _OPTIONAL[k]) if k in _OPTIONAL else e[k] for k in _EVENT_FIELDS])
                   for e in data["events"]]
         # every reader titles its output with the config and counts each sequence's tokens
         if not (isinstance(data["config"], dict) and all(isinstance(s["id"], int) and isinstance(s["tokens"], list)
