@@ -104,7 +104,7 @@ class ServeApp:
         self.metrics.generated.inc(sum(t.tokens for t in follower.texts))
         first = "—" if follower.first_token_s is None else f"{follower.first_token_s:.3f} s"
         reasons = ",".join(sorted({t.finish_reason or "?" for t in follower.texts}))
-        why = "client gone" if follower.gone and not follower.ended else reasons
+        why = "client gone" if follower.gone and not follower.ended else follower.error() or reasons
         self.log(f"{req.kind:<10} job {follower.job.id:<5} n={req.sequences} tokens="
                  f"{sum(t.tokens for t in follower.texts):<5} first token {first:>9}  total "
                  f"{follower.elapsed():.3f} s  {'stream' if req.stream else 'whole '}  {why}")

@@ -22,6 +22,7 @@ from rich.text import Text
 from ...core.config import ConfigError
 from ...engine.collected import Interrupted
 from ...engine.engine import Engine
+from ...engine.stopping import stopped_by
 from ..run.exits import EXIT_FAILED, fail
 from ..view.live import choose_view
 from ..view.traffic import LOOK_S, Traffic, TrafficMonitor
@@ -41,6 +42,7 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--api-key is empty")
     model = model_name(args, config)
     recording = Recording(args.trace, config) if args.trace else None
+    signal_name = None
     sock = bind(args.host, args.port)
     try:
         with Engine(dataclasses.replace(config, workers=1), max_workers=args.max_workers) as engine:
@@ -72,22 +74,24 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                             view.update(traffic.look())
                         time.sleep(LOOK_S)
             except (KeyboardInterrupt, Interrupted) as exc:  # the command ends 130 / 143, as every command does
+                signal_name, reason = stopped_by(exc)
                 console.print(Text(f"stopping ({'SIGTERM' if isinstance(exc, Interrupted) else 'Ctrl-C'}) …",
                                    style="dim"), highlight=False)
-                raise
+                engine.close(reason)  # first: the requests still running end (interrupted, naming the signal), so
+                raise                 # their answers end before the server stops taking connections
             finally:
                 server.stop()
     finally:
         sock.close()
         if recording:  # the engine has closed: every job has its record, those cut short by the stop too
-            _write(recording, console)
+            _write(recording, console, signal_name)
     # only a signal stops a server: its thread ending by itself means uvicorn gave up (its log says why)
     fail("the HTTP server stopped by itself")
     return EXIT_FAILED
 
 
-def _write(recording: Recording, console: Console) -> None:
+def _write(recording: Recording, console: Console, signal_name: str | None) -> None:
     try:
-        console.print(Text(recording.write()), highlight=False)
+        console.print(Text(recording.write(signal_name)), highlight=False)
     except OSError as exc:  # checked when the server started, but a disk can fill
         fail(f"cannot write --trace {recording.path} ({exc.strerror or exc})")

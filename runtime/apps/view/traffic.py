@@ -138,11 +138,14 @@ class TrafficMonitor(Monitor):
         self.reported: float | None = None  # the latest end of any event: the last traffic
 
     def feed(self, collected: Collected) -> None:
-        for name in collected.processes:
-            if name.startswith("draft-"):
-                self.timeline.add_row(int(name.removeprefix("draft-")))
-                self.tokens_by_worker.setdefault(int(name.removeprefix("draft-")), 0)
-        self.reported = max([e.end for e in collected.events] + [self.reported or -float("inf")])
+        if self.timeline.origin is None:
+            self.timeline.origin = collected.started  # the axis starts with the server
+        for worker in (int(name.removeprefix("draft-")) for name in collected.processes if name.startswith("draft-")):
+            self.timeline.add_row(worker)
+            self.tokens_by_worker.setdefault(worker, 0)
+            self.timeline.waiting.setdefault(worker, 0.0)
+        ends = [e.end for e in collected.events] + ([self.reported] if self.reported is not None else [])
+        self.reported = max(ends, default=None)
         super().feed(collected)
         del collected.events[:], collected.commits[:]  # taken: the traffic's lists stay as long as one look
         self._events = self._commits = 0
@@ -158,8 +161,6 @@ class TrafficMonitor(Monitor):
 
     def snapshot(self, collected: Collected, now: float, *, columns: int = 80, final: bool = False) -> Snapshot:
         t, tl = self.traffic, self.timeline
-        if tl.origin is None:
-            tl.origin = collected.started  # the axis starts with the server
         if final and self.reported is not None:  # the last frame shows the last traffic, however long ago
             tl.frontier = self.reported
         elif not t.running:  # nothing in flight: every process has reported up to now
