@@ -9,9 +9,12 @@ records hold), then verifies job 0 (2-3 s), job 1's sequence 1 (3-4 s) and its s
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 
 import httpx
+from cli_runs import FAST_FLAGS, specsched
 from serving import PROMPT, served
 from test_view_gantt import render
 
@@ -147,3 +150,17 @@ def test_a_served_requests_traffic_is_shown_on_its_workers_rows():
     assert set(snapshot.tokens_by_worker) == pool
     assert snapshot.title.startswith("serve · 2 jobs, 0 running")
     assert sum(m[2] == "job" for m in traffic.collected.marks) == 3
+
+
+def test_a_workload_on_a_terminal_shows_its_jobs_coming_and_going_and_ends_on_the_whole_run():
+    # TTY_INTERACTIVE=1: Rich treats the pipe as a terminal that redraws in place (what a user's terminal is)
+    out = specsched("run", "--arrivals", "poisson:8", "--jobs", "3", "--prompt", "kaka lomi", *FAST_FLAGS,
+                    "--max-new-tokens", "8", env={**os.environ, "TTY_INTERACTIVE": "1"})
+    assert out.returncode == 0, out.stderr
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.stdout)
+    last = shown[shown.rindex("specsched · workload"):]
+    assert last.startswith("specsched · workload · 3 jobs, 0 running · seed · policy fcfs · backend sim · finished")
+    rows = {line[:9].strip(): line[9:] for line in last.splitlines() if re.match(r"(verifier|draft \d+) +[▒░█·▸0-9]+$",
+                                                                                      line.rstrip())}
+    assert sum(row.count("▸") for name, row in rows.items() if name != "verifier") == 3  # each job's start, kept
+    assert "sequences done 3/3" in last and "job 2" in shown.split("jobs · policy fcfs")[-1]  # then the table

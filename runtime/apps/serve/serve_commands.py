@@ -69,10 +69,13 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                                style="bold"), highlight=False)
             try:
                 with view or contextlib.nullcontext():
-                    while server.running:
-                        if view:
-                            view.update(traffic.look())
-                        time.sleep(LOOK_S)
+                    try:
+                        while server.running:
+                            if view:
+                                view.update(traffic.look())
+                            time.sleep(LOOK_S)
+                    finally:  # the view's last frame: the traffic as the stop found it
+                        traffic.look()
             except (KeyboardInterrupt, Interrupted) as exc:  # the command ends 130 / 143, as every command does
                 signal_name, reason = stopped_by(exc)
                 console.print(Text(f"stopping ({'SIGTERM' if isinstance(exc, Interrupted) else 'Ctrl-C'}) …",

@@ -129,10 +129,13 @@ class TrafficMonitor(Monitor):
     """The `Monitor` of an engine's traffic: a row per pool worker, a window however long it has run (its final
     frame too), and in the title how many jobs came and how many run."""
 
-    def __init__(self, traffic: Traffic, config: RunConfig, usage=None, *, name: str = "serve") -> None:
-        """`config`: the jobs' defaults (the title's mode, policy and backend; α's estimate until a job ends)."""
+    def __init__(self, traffic: Traffic, config: RunConfig, usage=None, *, name: str = "serve",
+                 whole: bool = False) -> None:
+        """`config`: the jobs' defaults (the title's mode, policy and backend; α's estimate until a job ends).
+        `whole`: keep every event and end on the whole run's chart, as a run's view does (a workload, which ends;
+        a server runs for days)."""
         super().__init__(config, usage, label=name)
-        self.traffic, self.name = traffic, name
+        self.traffic, self.name, self.whole = traffic, name, whole
         self.timeline = Timeline(0)  # rows come as the pool's processes do
         self.tokens_by_worker = {}
         self.reported: float | None = None  # the latest end of any event: the last traffic
@@ -166,9 +169,10 @@ class TrafficMonitor(Monitor):
         elif not t.running:  # nothing in flight: every process has reported up to now
             tl.frontier = max(tl.frontier or now, now)
         self.label = f"{self.name} · {t.jobs} jobs, {t.running} running"
-        s = super().snapshot(collected, now, columns=columns)  # a window even at the end: no chart of days
-        if self.reported is not None:  # kept: the minute before the last traffic, what any window can show of it
-            tl.forget(self.reported - MAX_SPAN_S)
+        # a server's last frame is a window too: no chart of days
+        s = super().snapshot(collected, now, columns=columns, final=final and self.whole)
+        if self.reported is not None and not self.whole:  # kept: the minute before the last traffic, what any
+            tl.forget(self.reported - MAX_SPAN_S)            # window can show of it
         kinds = tuple(k for k in ("job", "fork", "exit", "restart") if k in t.mark_kinds)
         return dataclasses.replace(s, finished=final, tokens_max=t.budget, done=t.ended_sequences,
                                    sequences=t.sequences, mark_kinds=kinds)
