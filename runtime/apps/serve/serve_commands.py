@@ -42,7 +42,7 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("--api-key is empty")
     model = model_name(args, config)
     recording = Recording(args.trace, config) if args.trace else None
-    signal_name = None
+    server, signal_name = None, None
     sock = bind(args.host, args.port)
     try:
         with Engine(dataclasses.replace(config, workers=1), max_workers=args.max_workers) as engine:
@@ -61,21 +61,9 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
             app = ServeApp(engine, config, model=model, limits=limits, api_key=key, on_job=on_job,
                            log=None if args.quiet else lambda line: console.print(Text(line), highlight=False))
             server = Server(app.app, args.host, sock=sock).start()
-            if not key and args.host not in ("127.0.0.1", "localhost", "::1"):
-                console.print(Text(f"warning: listening on {args.host} without an API key: anyone who can reach "
-                                   "this port can run jobs (--api-key)", style="yellow"), highlight=False)
-            console.print(Text(f"serving {model} on {server.url} · policy {config.policy} · backend "
-                               f"{config.backend} · {'API key required' if key else 'no API key'} · Ctrl-C stops",
-                               style="bold"), highlight=False)
+            _announce(console, server, model, config, key)
             try:
-                with view or contextlib.nullcontext():
-                    try:
-                        while server.running:
-                            if view:
-                                view.update(traffic.look())
-                            time.sleep(LOOK_S)
-                    finally:  # the view's last frame: the traffic as the stop found it
-                        traffic.look()
+                _watch(server, view, traffic)
             except (KeyboardInterrupt, Interrupted) as exc:  # the command ends 130 / 143, as every command does
                 signal_name, reason = stopped_by(exc)
                 console.print(Text(f"stopping ({'SIGTERM' if isinstance(exc, Interrupted) else 'Ctrl-C'}) …",
@@ -86,11 +74,32 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 server.stop()
     finally:
         sock.close()
-        if recording:  # the engine has closed: every job has its record, those cut short by the stop too
+        if recording and server:  # the engine has closed: every job has its record, those cut short by the stop too
             _write(recording, console, signal_name)
     # only a signal stops a server: its thread ending by itself means uvicorn gave up (its log says why)
     fail("the HTTP server stopped by itself")
     return EXIT_FAILED
+
+
+def _announce(console: Console, server: Server, model: str, config, key: str | None) -> None:
+    if not key and server.host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(Text(f"warning: listening on {server.host} without an API key: anyone who can reach this port "
+                           "can run jobs (--api-key)", style="yellow"), highlight=False)
+    console.print(Text(f"serving {model} on {server.url} · policy {config.policy} · backend {config.backend} · "
+                       f"{'API key required' if key else 'no API key'} · Ctrl-C stops", style="bold"), highlight=False)
+
+
+def _watch(server: Server, view, traffic: Traffic) -> None:
+    """Until the server stops (a signal): the live view, if any, redrawn from the traffic."""
+    with view or contextlib.nullcontext():
+        try:
+            while server.running:
+                if view:
+                    view.update(traffic.look())
+                time.sleep(LOOK_S)
+        finally:
+            if view:  # its last frame: the traffic as the stop found it
+                traffic.look()
 
 
 def _write(recording: Recording, console: Console, signal_name: str | None) -> None:
