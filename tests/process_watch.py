@@ -121,9 +121,9 @@ class WatchedCommand(Watched):
     """Watched, for a subcommand other than `run`: `specsched ARGS`, its output read as it comes (so a test
     can wait for a line, e.g. the phase a signal should land in)."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict | None = None) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "specsched", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env)
         self.seen = {}
         self.stdout = self.stderr = ""
         self.out: list[str] = []

@@ -51,6 +51,12 @@ class Job:
         return [self._run.first_seq + i for i in range(self._run.n)]
 
     @property
+    def workers(self) -> list[int]:
+        """The engine's pool ids of the job's draft workers, once it has them: its worker i is ``workers[i]``
+        (what its events and record call worker i; empty while it waits, and for the target alone)."""
+        return list(self._run.workers)
+
+    @property
     def prompt_tokens(self) -> list[int]:
         """Each sequence's prompt length in tokens, as the target reads it (chat template included)."""
         return [len(p) for p in self._run.prompts]

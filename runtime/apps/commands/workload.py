@@ -24,15 +24,18 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.config import ConfigError, RunConfig
 from ...core.config_checks import MAX_NEW_TOKENS, check_priority, is_int, is_number, not_utf8
 from ...engine.collected import Interrupted
+from ...engine.engine import Job
 from ...engine.job_checks import check_deadline
 from ...engine.record import RunRecord
 from ...engine.stopping import stopped_by
+from ..view.traffic import LOOK_S
 
 KEYS = {"arrival", "prompt", "prompts", "priority", "deadline", "max_new_tokens", "name"}
 MAX_ARRIVAL_S = 86_400  # a workload is played in real time: an arrival a day away is a typo
@@ -141,21 +144,30 @@ class Played:
     reason: str = ""                 # "interrupted (Ctrl-C)", for the one line the command prints
 
 
-def play(engine, base: RunConfig, jobs: list[WorkloadJob]) -> Played:
-    """Submit each job at its arrival time (relative to now) and wait for all.
+def play(engine, base: RunConfig, jobs: list[WorkloadJob], *, watch: Callable[[Job, RunConfig], None] | None = None,
+         tick: Callable[[], None] | None = None) -> Played:
+    """Submit each job at its arrival time (relative to now) and wait for all. `watch(job, config)` is told each
+    job as it is submitted and `tick()` called every LOOK_S while the play waits (the live view, traffic.py).
 
     Ctrl-C or SIGTERM meanwhile, whether jobs are running or the play waits for the next arrival, closes the
     engine: the jobs that had arrived end, those unfinished interrupted with every token they verified
     (their records name the signal), and the ones still to arrive are left out."""
     start = time.monotonic()
     handles = []
+    step = LOOK_S if tick else float("inf")
     try:
         for i, job in enumerate(jobs):
-            delay = start + job.arrival - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            handles.append(engine.submit(config=job_config(base, job, i), priority=job.priority,
-                                         deadline_s=job.deadline, name=job.name))
+            while (delay := start + job.arrival - time.monotonic()) > 0:
+                if tick:
+                    tick()
+                time.sleep(min(delay, step))
+            config = job_config(base, job, i)
+            handles.append(engine.submit(config=config, priority=job.priority, deadline_s=job.deadline, name=job.name))
+            if watch:
+                watch(handles[-1], config)
+        while tick and not all(h.done() for h in handles):
+            tick()
+            time.sleep(LOOK_S)
         return Played([h.result() for h in handles])
     except (KeyboardInterrupt, Interrupted) as exc:
         signal_name, reason = stopped_by(exc)

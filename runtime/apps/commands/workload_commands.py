@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -16,6 +17,9 @@ from ...engine.engine import Engine
 from ...engine.provenance import provenance
 from ...engine.record import RunRecord
 from ..run.exits import fail, stopped_status
+from ..view.live import choose_view
+from ..view.traffic import Traffic, TrafficMonitor
+from ..view.usage import UsageSampler
 from .workload import (
     JobMetrics,
     Played,
@@ -52,7 +56,13 @@ def cmd_run_workload(args: argparse.Namespace, console: Console, config: RunConf
     with Engine(_engine_config(config, jobs), planned=_planned(config, jobs)) as engine:
         engine.start_workers(_pool(jobs, config))
         console.print(Text(f"playing {len(jobs)} jobs under policy {config.policy} …", style="dim"))
-        played = play(engine, config, jobs)
+        traffic = Traffic(engine)  # the live view: the jobs coming and going on the pool's rows (view/traffic.py)
+        monitor = TrafficMonitor(traffic, config, UsageSampler(keep=False), name="workload", whole=True)
+        view = choose_view(console, monitor, enabled=not args.no_live)
+        with view or contextlib.nullcontext():
+            played = play(engine, config, jobs, watch=traffic.watch if view else None,
+                          tick=(lambda: view.update(traffic.look())) if view else None)
+            traffic.look()  # its last frame: every job as it ended
     records, metrics = played.records, job_metrics(played.records)
     stopped = f" · {played.reason}: {len(records)} of {len(jobs)} jobs had arrived" if played.stopped_by else ""
     console.print(jobs_table(metrics, title=f"jobs · policy {config.policy} · seed {config.seed}{stopped}"))

@@ -37,9 +37,11 @@ def write_workload_trace(path: str, config: RunConfig, jobs: list[WorkloadJob], 
     write_trace(merged(config, jobs, records), path)
 
 
-def merged(config: RunConfig, jobs: list[WorkloadJob], records: list[RunRecord]) -> RunRecord:
-    """The jobs that arrived (`records`, in workload order) as one run, with the ``workload`` section."""
-    configs = [job_config(config, job, i) for i, job in enumerate(jobs[:len(records)])]
+def merged(config: RunConfig, jobs: list[WorkloadJob], records: list[RunRecord],
+           configs: list[RunConfig] | None = None) -> RunRecord:
+    """The jobs that arrived (`records`, in workload order) as one run, with the ``workload`` section.
+    `configs`: each job's settings as it ran, where the workload's rule (`job_config`) did not make them (a server)."""
+    configs = configs or [job_config(config, job, i) for i, job in enumerate(jobs[:len(records)])]
     firsts = [sum(c.n_sequences for c in configs[:i]) for i in range(len(configs))]
     whole = dataclasses.replace(config, prompts=[c.prompt_for(s) for c in configs for s in range(c.n_sequences)] or
                                 config.prompts, workers=max(sum(c.n_sequences for c in configs), 1),

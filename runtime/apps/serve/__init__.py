@@ -10,6 +10,7 @@
 - `metrics.py`   /metrics: Prometheus counters, gauges and histograms
 - `routes.py`    the Starlette app: routes, API key, body limit, errors
 - `server.py`    uvicorn on a socket we bound, in a thread (the command, the tests, the load test)
-- `cli.py`       the `serve` subcommand
+- `recording.py` `--trace`: the requests as one workload trace, written when the server stops
+- `serve_cli.py`, `serve_commands.py`  the `serve` subcommand: its flags; the server, its live view (view/traffic.py)
 - `load.py`, `load_cli.py`  `specsched bench serve`: streaming clients under Poisson arrivals, per policy
 """

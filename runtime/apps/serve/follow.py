@@ -18,6 +18,7 @@ from .metrics import ServeMetrics
 
 POLL_S = 0.01         # how stale a streamed token may be; the metrics use the engine's own commit times
 PARTIAL = "\ufffd"    # what a tokenizer decodes an incomplete UTF-8 sequence to
+LET_GO = "interrupted (the client went away or its text is complete)"  # a job the server stops: its record's error
 
 
 @dataclass(slots=True)
@@ -109,20 +110,22 @@ class Follower:
                 self.metrics.verified(n, self.depth)
 
     def error(self) -> str | None:
-        """Why the job failed (None: it ended well, was stopped by us, or still runs)."""
+        """Why the job failed, or was cut short by the engine (the server stopping); None: it ended well, was let
+        go by us, or still runs."""
         if not self.job.done():
             return None
         try:
             record = self.job.result(timeout=0)
         except (RuntimeError, TimeoutError) as exc:
             return str(exc)
-        return record.error if record.status == "failed" else None
+        return record.error if record.status != "ok" and record.error != LET_GO else None
 
     def close(self) -> None:
-        """Free the job's workers now if it still runs (every choice hit a stop string, or the client left)."""
-        if not self.job.done():
+        """Free the job's workers now if it still decodes (every choice hit a stop string, or the client left).
+        A job whose every sequence has its last token is left to end by itself: its record stays whole."""
+        if not self.job.done() and not set(range(len(self.texts))) <= self.job.collected.done:
             try:
-                self.engine.cancel(self.job, "interrupted (the client went away or its text is complete)")
+                self.engine.cancel(self.job, LET_GO)
             except RuntimeError:  # the engine is closing: the job ends with it
                 pass
         self.metrics.finished_job(self.job)

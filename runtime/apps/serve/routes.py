@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ...core.config import RunConfig
-from ...engine.engine import Engine
+from ...engine.engine import Engine, Job
 from .answer import answer_stream, answer_whole
 from .errors import ApiError
 from .follow import Follower
@@ -36,16 +36,19 @@ OPEN = ("/health",)  # answered without the API key: a load balancer's probe hol
 
 
 class ServeApp:
-    """One engine behind the API. `log(line)` is told one line per finished request (the server's view)."""
+    """One engine behind the API. `log(line)` is told one line per finished request (the server's log);
+    `on_job(job, config)` each job a request became, once submitted (the live view, `--trace`)."""
 
     def __init__(self, engine: Engine, defaults: RunConfig, *, model: str, limits: Limits | None = None,
-                 api_key: str | None = None, log: Callable[[str], None] | None = None) -> None:
+                 api_key: str | None = None, log: Callable[[str], None] | None = None,
+                 on_job: Callable[[Job, RunConfig], None] | None = None) -> None:
         if api_key is not None and not api_key:
             raise ValueError("an API key, if given, is not empty")
         self.engine, self.model, self.limits = engine, model, limits or Limits()
         self._key = None if api_key is None else api_key.encode()
         self.jobs, self.metrics = Jobs(engine, defaults), ServeMetrics(engine)
         self.log = log or (lambda line: None)
+        self.on_job = on_job or (lambda job, config: None)
         self.created = int(time.time())
         routes = [Route("/v1/completions", self._counted("completions", self.completion), methods=["POST"]),
                   Route("/v1/chat/completions", self._counted("chat", self.chat), methods=["POST"]),
@@ -79,6 +82,7 @@ class ServeApp:
             raise ApiError(404, f"the model {req.model!r:.80} does not exist; this server serves {self.model!r}",
                            "model", "model_not_found")
         job, cfg = await run_in_threadpool(self.jobs.submit, req)
+        self.on_job(job, cfg)
         depth = 0 if cfg.target_only else cfg.pct_depth if cfg.tree == "pct" else len(cfg.tree_shape)
         follower = Follower(self.engine, job, arrival=arrival, stops=req.stop, budget=cfg.max_new_tokens,
                             metrics=self.metrics, depth=depth)
@@ -100,7 +104,7 @@ class ServeApp:
         self.metrics.generated.inc(sum(t.tokens for t in follower.texts))
         first = "—" if follower.first_token_s is None else f"{follower.first_token_s:.3f} s"
         reasons = ",".join(sorted({t.finish_reason or "?" for t in follower.texts}))
-        why = "client gone" if follower.gone and not follower.ended else reasons
+        why = "client gone" if follower.gone and not follower.ended else follower.error() or reasons
         self.log(f"{req.kind:<10} job {follower.job.id:<5} n={req.sequences} tokens="
                  f"{sum(t.tokens for t in follower.texts):<5} first token {first:>9}  total "
                  f"{follower.elapsed():.3f} s  {'stream' if req.stream else 'whole '}  {why}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...core.config import MODEL_BACKENDS, ConfigError, RunConfig
+from ...core.config import MODEL_BACKENDS, ConfigError, Mode, RunConfig
 from ...core.config_checks import MAX_NEW_TOKENS
 from ...models.registry import DEFAULT as DEFAULT_PAIR
 from ..run.flags import add_run_flags, config_from_args
@@ -39,6 +39,11 @@ def add_serve_parser(sub) -> None:
                    help="draft workers loaded before the first request, so that it does not wait for a model")
     p.add_argument("--model-name", default=None, metavar="ID",
                    help="the model id clients send (default: the target's preset or path; sim on --backend sim)")
+    p.add_argument("--trace", default=None, metavar="PATH",
+                   help="record the requests as one workload, written when the server stops, for `specsched "
+                        "replay`, `export` and `whatif` (--mode seed)")
+    p.add_argument("--no-live", action="store_true",
+                   help="no live view on a terminal: a line per request, as when the output is not a terminal")
     add_run_flags(p)
     p.set_defaults(func=".serve.serve_commands:cmd_serve")
 
@@ -47,7 +52,11 @@ def serve_config(args: argparse.Namespace) -> RunConfig:
     for name, flag in NOT_SERVED.items():
         if getattr(args, name, None):
             raise ConfigError(f"serve takes no {flag}")
-    return config_from_args(args)
+    config = config_from_args(args)
+    if args.trace and config.mode != Mode.SEED:
+        raise ConfigError(f"--trace records a server's jobs as one --mode seed run (a worker per sequence); this "
+                          f"server's is --mode {config.mode}")
+    return config
 
 
 def limits_of(args: argparse.Namespace) -> Limits:

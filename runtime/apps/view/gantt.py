@@ -3,8 +3,9 @@
 It reads like Figure 3(b) of the SEED paper: the verifier's row shows whose draft it is verifying
 (the worker's id), each worker's row alternates draft / queued / verify, and idle time shows as
 dots. In dsbd a worker's row also marks where it forks into a beam slot (``+``) and exits it (``†``),
-as the beam width changes; any worker's row marks where it was restarted (``↻``). Below it, the
-run-queue depth per cell and a time axis (seconds since the run's first event).
+as the beam width changes; any worker's row marks where it was restarted (``↻``), and on a server's engine
+where a job begins on it (``▸``, traffic.py). Below it, the run-queue depth per cell and a time axis (seconds
+since the run's first event).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ STYLES = {"draft": "blue", "queued": "yellow", "verify": "green", "resample": "b
 VERIFYING = "black on green"          # the verifier's verify cells carry the worker's id
 QUEUE_STYLE = "magenta"
 WORKER_MARKS = "0123456789abcdefghijklmnopqrstuvwxyz"
-PROCESS_MARKS = {"fork": "+", "exit": "†", "restart": "↻"}
-MARK_WORDS = {"fork": "forks into a beam slot", "exit": "exits it", "restart": "restarted"}
+PROCESS_MARKS = {"fork": "+", "exit": "†", "restart": "↻", "job": "▸"}
+MARK_WORDS = {"fork": "forks into a beam slot", "exit": "exits it", "restart": "restarted",
+              "job": "a job begins on it"}
 PROCESS_MARK_STYLE = "bold cyan"
 MIN_COLUMNS = 10
 _BOLD, _DIM = Style(bold=True), Style.parse(STYLES["idle"])

@@ -154,10 +154,11 @@ def progress_line(s: Snapshot) -> str:
 
 
 def choose_view(console: Console, monitor: Monitor, *, enabled: bool = True,
-                clock: Callable[[], float] = time.monotonic, transient: bool = False) -> _View | None:
+                clock: Callable[[], float] = time.monotonic, transient: bool = False,
+                lines: bool = True) -> _View | None:
     """The live view on a terminal that redraws in place, progress lines otherwise, nothing with
     ``enabled=False``. ``transient``: the caller prints its own summary of the run, so neither view leaves a
-    final one."""
+    final one. ``lines=False``: nothing where the live view cannot draw (a server logs a line per request)."""
     if not enabled:
         return None
     # is_interactive, not is_terminal: Rich's Live shows a dumb terminal (TERM=dumb: Emacs' shell, some CI
@@ -165,7 +166,7 @@ def choose_view(console: Console, monitor: Monitor, *, enabled: bool = True,
     # TTY_INTERACTIVE=0 is how a user asks Rich for no animation (a log coloured through FORCE_COLOR)
     if console.is_interactive:
         return LiveView(monitor, console, clock=clock, transient=transient)
-    return ProgressLines(monitor, console, clock=clock, final=not transient)
+    return ProgressLines(monitor, console, clock=clock, final=not transient) if lines else None
 
 
 def cpu_seconds() -> float:

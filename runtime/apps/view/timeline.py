@@ -105,12 +105,16 @@ class Timeline:
         self.waiting: dict[int, float] = {w: 0.0 for w in range(n_workers)}
         self.queued_time = 0.0               # integral of the run-queue depth over time
 
+    def add_row(self, key: int) -> None:
+        """A row for a process that has not reported yet (a server's new worker), in order of its id."""
+        if key not in self._events:
+            bisect.insort(self.keys, key)
+            self._events[key], self._starts[key] = [], []
+
     def add(self, events: Iterable[Event]) -> None:
         for e in events:
-            row = self._events.setdefault(e.worker, [])
-            starts = self._starts.setdefault(e.worker, [])
-            if e.worker not in self.keys:
-                self.keys.append(e.worker)
+            self.add_row(e.worker)
+            row, starts = self._events[e.worker], self._starts[e.worker]
             if starts and e.start < starts[-1]:   # a process reports in order; stay safe anyway
                 i = bisect.bisect_right(starts, e.start)
                 row.insert(i, e)
@@ -128,6 +132,16 @@ class Timeline:
             elif e.role == "draft" and e.kind == "queued":
                 self.waiting[e.worker] = self.waiting.get(e.worker, 0.0) + e.duration
                 self.queued_time += e.duration
+
+    def forget(self, before: float) -> None:
+        """Drop the events that ended before `before` (the running totals keep them): what a view that runs for
+        days (a server's) holds stays the size of its window."""
+        for k in self.keys:
+            events, starts = self._events[k], self._starts[k]
+            gone = 0
+            while gone < len(events) - 1 and events[gone].end < before:  # a row keeps its last event: its horizon
+                gone += 1
+            del events[:gone], starts[:gone]
 
     def last_end(self, key: int) -> float | None:
         row = self._events.get(key)

@@ -41,9 +41,12 @@ class Usage:
 class UsageSampler:
     """Samples the supervisor and the children named in ``Collected.processes``."""
 
-    def __init__(self, interval: float = 1.0, gpu: GpuSampler | None = None, *, lanes: bool = False) -> None:
+    def __init__(self, interval: float = 1.0, gpu: GpuSampler | None = None, *, lanes: bool = False,
+                 keep: bool = True) -> None:
+        """`keep=False`: no series kept, the newest sample alone (a server's view runs for days)."""
         self.interval = interval
         self.lanes = lanes                    # look for lane processes under the draft workers
+        self.keep = keep
         self.gpu = gpu if gpu is not None else GpuSampler()  # off without pynvml or a GPU
         self.series: list[list] = []          # [t, name, pid, cpu %, rss] rows, for the trace
         self.gpu_busy: list[list] = []        # [t, busy %] of the GPU the run is on (gpu_usage.py), where read
@@ -60,7 +63,8 @@ class UsageSampler:
         last = {u.pid: u for u in self._last}
         named = {"supervisor": os.getpid(), **processes, **(lane_processes(processes) if self.lanes else {})}
         gpu = self.gpu.sample(set(named.values()))
-        if self.gpu.busy is not None:
+        if self.gpu.busy is not None:  # unkept, the newest sample alone (the view shows it)
+            self.gpu_busy = self.gpu_busy if self.keep else []
             self.gpu_busy.append([now, self.gpu.busy])
         for name, pid in named.items():
             try:
@@ -76,7 +80,8 @@ class UsageSampler:
                 if pid in last:   # it has exited: keep showing what it last used
                     out.append(last[pid])
         self._last = tuple(out)
-        self.series += [u.to_row(now) for u in out]
+        if self.keep:
+            self.series += [u.to_row(now) for u in out]
         return self._last
 
 
