@@ -107,13 +107,7 @@ class FeatureDraft(nn.Module):
         angle = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, hd/2]
         cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
         q, k = rope(q, cos, sin), rope(k, cos, sin)
-        if past is not None:
-            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
-        causal = mask is None and past is None and t > 1
-        if mask is None and past is not None and t > 1:  # new tokens after a cache: causal among themselves
-            n = k.shape[2]
-            mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
+        a, (k, v) = attend(q, k, v, past, mask)
         x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
         gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         x = x + self.down(F.silu(gate) * up)
@@ -134,6 +128,21 @@ class FeatureDraft(nn.Module):
         state = {k: v for k, v in self.state_dict().items()}
         state["vocab_ids"] = self.vocab_ids
         return state
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None,
+           mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Attention of T new entries (q [B, heads, T, hd]; k, v [B, kv, T, hd]) after the cached `past`, and the
+    cache grown by them. `mask` [B, 1, T, L + T] bool (True: may attend), or None: causal among the new
+    entries, each after all of `past`. Grouped KV heads are shared, not copied."""
+    t = q.shape[2]
+    if past is not None:
+        k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
+    causal = mask is None and past is None and t > 1
+    if mask is None and past is not None and t > 1:
+        n = k.shape[2]
+        mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True), (k, v)
 
 
 def shifted(feats: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .feature_draft import attend
 from .lean_forward import MAX_ROWS, Dense, Int8Linear
 
 
@@ -54,7 +55,7 @@ class LeanFeatureDraft:
     """Copies of a FeatureDraft's weights laid out for the int8 forward; rebuild it after training."""
 
     @torch.no_grad()
-    def __init__(self, draft) -> None:  # a FeatureDraft (not imported: it imports this module)
+    def __init__(self, draft) -> None:  # a FeatureDraft
         cfg = self.cfg = draft.cfg
         d = cfg.hidden
         root_n = d**0.5
@@ -122,13 +123,7 @@ class LeanFeatureDraft:
         q = qk[:, :c.heads].transpose(0, 1)[None]
         k = qk[:, c.heads:].transpose(0, 1)[None]
         v = qkv[:, self.q_width + self.kv_width:].view(t, c.kv_heads, hd).transpose(0, 1)[None]
-        if past is not None:
-            k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
-        causal = mask is None and past is None and t > 1
-        if mask is None and past is not None and t > 1:  # new entries after a cache: causal among themselves
-            n = k.shape[2]
-            mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True)
+        a, (k, v) = attend(q, k, v, past, mask)
         x = x + self.o(a[0].transpose(0, 1).reshape(t, -1))
         gate, up = self.gate_up(self._rms(x, self.mlp_norm)).chunk(2, dim=-1)
         x = x + self.down(F.silu(gate).mul_(up))
