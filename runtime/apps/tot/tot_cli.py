@@ -19,19 +19,14 @@ TREE_DEFAULTS = {"problem": 0, "limit": 1, "breadth": 1}
 
 def add_tot_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Tree-of-Thoughts (the default workload when no --prompt is given)")
-    g.add_argument("--task", default=None, help="gsm8k | creative | blocksworld (default gsm8k without --prompt)")
+    g.add_argument("--task", default=None, help=f"gsm8k | creative | blocksworld (default {DEFAULT_TASK})")
     g.add_argument("--data", default=None, metavar="FILE.jsonl", help="problems in the set's usual format")
     g.add_argument("--problem", type=int, default=None, metavar="I",
-                   help=f"index of the first problem to solve (default {TREE_DEFAULTS['problem']})")
+                   help=f"index of the first problem (default {TREE_DEFAULTS['problem']})")
     g.add_argument("--limit", type=int, default=None, metavar="N",
                    help=f"how many problems, from --problem on (default {TREE_DEFAULTS['limit']})")
-    g.add_argument(
-        "--thoughts",
-        type=int,
-        default=None,
-        metavar="n",
-        help="thoughts per kept state = draft workers (default --workers, or 3)",
-    )
+    g.add_argument("--thoughts", type=int, default=None, metavar="n",
+                   help="thoughts per state = draft workers (default 3)")
     g.add_argument("--steps", type=int, default=None, metavar="T", help="thought steps (default: the task's)")
     g.add_argument("--breadth", type=int, default=None, metavar="b",
                    help=f"states kept per level (default {TREE_DEFAULTS['breadth']})")
