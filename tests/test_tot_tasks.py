@@ -100,6 +100,9 @@ def test_blocksworld_prompts_quote_the_restrictions_and_the_statement():
         ),
         ("**Sub-question 1:** How many rolls are baked in all?\n**Sub-answer 1:** 48 + 36\n= 84 rolls.", GSM_STEP),
         ("How many rolls are baked in all?\n\nThe baker", "Sub-question: How many rolls are baked in all?"),
+        # the prompt's words echoed (SmolLM2-135M below T = 1): a lead-in, not the thought
+        ("The previous sub-question is: How many rolls are baked in all?\nThe next sub-answer is: 48 + 36 = 84 "
+         "rolls.\nThe next sub-question is: How many bags?", GSM_STEP),
     ],
 )
 def test_gsm8k_clean_thought_keeps_one_step(raw, kept):

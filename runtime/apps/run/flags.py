@@ -66,12 +66,17 @@ def add_model_flags(p: Flags) -> None:
                    help="the draft model (default: the target preset's draft)")
 
 
+CUTS = ("top_k", "top_p")  # None unless given: a tree samples with cut-offs of its own (tot_cli.TREE_SAMPLING)
+
+
 def add_sampling_flags(p: Flags) -> None:
     """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
     differs between them)."""
     d = RunConfig()
-    p.add_argument("--top-k", type=int, default=d.top_k, metavar="K", help="only the K likeliest tokens; 0 = off")
-    p.add_argument("--top-p", type=float, default=d.top_p, metavar="P", help="only the likeliest mass P; 1 = off")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help=f"only the K likeliest tokens; 0 = off (default {d.top_k})")
+    p.add_argument("--top-p", type=float, default=None, metavar="P",
+                   help=f"only the likeliest mass P; 1 = off (default {d.top_p:g})")
     p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.coupling,
                    help="how a sampled draft is accepted: residual (speculative sampling, the most accepted) or "
                         "gumbel (the text depends on the seed and the target alone, the same after any crash "
@@ -292,7 +297,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
-        top_k=args.top_k, top_p=args.top_p, coupling=args.coupling, seed=args.seed,
+        **given(args, CUTS), coupling=args.coupling, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,
