@@ -175,7 +175,7 @@ def add_sampling_group(p: Flags) -> None:
     """The target's law: temperature, top-k, top-p, the acceptance coupling, the seed."""
     d = RunConfig()
     p.add_argument("--temperature", type=float, default=None, metavar="T",
-                   help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
+                   help=f"0 = greedy (default {d.temperature:g}; a tree: 0.85, top-p 0.9)")
     add_sampling_flags(p)
 
 
