@@ -1,7 +1,10 @@
 """`--help` reads cleanly: every flag explained, its default said once and only where it means something."""
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -24,7 +27,7 @@ COMMANDS = dict(_commands(build_parser()))
 @pytest.mark.parametrize("words", [w for w in COMMANDS if w], ids=" ".join)
 def test_every_flag_is_explained_and_its_default_said_once(words):
     parser = COMMANDS[words]
-    text = parser.format_help()
+    text = parser.format_help(everything=True)
     for junk in ("(default: None)", "(default: False)", "(default: [])", "(default: ==SUPPRESS==)"):
         assert junk not in text
     for action in parser._actions:
@@ -36,6 +39,25 @@ def test_every_flag_is_explained_and_its_default_said_once(words):
         assert len(re.findall(r"\(default\b", shown)) <= 1, f"{flag}: {shown}"
         if action.metavar is None and action.nargs != 0 and not action.choices:
             assert not re.search(r"[A-Z]+_[A-Z]+", action.dest.upper()), f"{flag} shows its dest as a metavar"
+
+
+def test_run_help_fits_a_screen_and_help_all_lists_every_flag():
+    env = {**os.environ, "COLUMNS": "80"}  # a pipe's width, and a small terminal's
+    run = [sys.executable, "-m", "specsched", "run"]
+    brief = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60, env=env)
+    assert brief.returncode == 0 and len(brief.stdout.splitlines()) <= 60, brief.stdout
+    # the flags a first run needs, one short line each; the advanced ones behind --help-all
+    assert "--prompt TEXT       decode TEXT" in brief.stdout and "more flags: --help-all" in brief.stdout
+    assert "--k-config" not in brief.stdout and "--heartbeat-timeout" not in brief.stdout
+    full = subprocess.run([*run, "--help-all"], capture_output=True, text=True, timeout=60, env=env)
+    assert full.returncode == 0
+    for words in (("run",), ("compare",), ("serve",)):
+        parser = COMMANDS[words]
+        every = parser.format_help(everything=True)
+        flags = [flag for a in parser._actions for flag in a.option_strings if flag.startswith("--")]
+        assert [f for f in flags if f not in (full.stdout if words == ("run",) else every)] == []
+        assert [f for f in flags if f not in parser.format_help()], f"{words}: --help shows every flag"
+    assert "--remote-workers" in full.stdout and "--sim-verify-ms" in full.stdout
 
 
 def test_run_help_names_the_defaults_a_user_looks_for():

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+import pytest
 from cli_runs import assert_one_error_line
 
+from specsched.runtime.apps.cli import build_parser
 from specsched.runtime.apps.run.app import run
+from specsched.runtime.apps.run.flags import config_from_args
 from specsched.runtime.apps.tot.blocksworld_task import Blocksworld
 from specsched.runtime.apps.tot.gsm8k import Gsm8k
 from specsched.runtime.apps.tot.search import SearchConfig, search
 from specsched.runtime.apps.tot.task import Problem
+from specsched.runtime.apps.tot.tot_cli import TREE_SAMPLING, tree_sampling
+from specsched.runtime.apps.tot.tot_commands import about_the_model
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.models.registry import PRESETS
 
 SIM = ["--backend", "sim", "--sim-draft-ms", "0.5", "--sim-verify-ms", "2", "--no-live"]
 
@@ -32,7 +39,8 @@ def test_blocksworld_tree_with_json(tmp_path):
     data = json.loads(out.read_text())
     (tree,) = data["trees"]
     assert tree["status"] == "ok" and tree["task"] == "blocksworld"
-    assert data["search"]["thoughts"] == 2 and data["config"]["temperature"] == 1.0  # ToT samples by default
+    assert data["search"]["thoughts"] == 2
+    assert {k: data["config"][k] for k in TREE_SAMPLING} == TREE_SAMPLING  # a tree samples by default
     # 2 thoughts from the root, then 2 from each of the 2 kept states
     assert [n["level"] for n in tree["nodes"]].count(2) == 4
     problem = Problem(**tree["problem"])  # the plan went through the validator
@@ -46,6 +54,27 @@ def test_without_a_prompt_run_builds_a_gsm8k_tree():
                        "--answer-tokens", "4", *SIM)
     assert result.returncode == 0, result.stderr
     assert "gsm8k" in result.stdout and "(gold 14)" in result.stdout
+    # said before the tree: how it is sampled, and the paper's setting one flag away
+    assert result.stdout.startswith("Thoughts sampled at T = 0.85, top-p 0.9 (the SEED paper's T = 1: --temperature 1)")
+
+
+@pytest.mark.parametrize("flags, sampling", [
+    ([], TREE_SAMPLING),
+    (["--temperature", "1"], {"temperature": 1.0, "top_k": 0, "top_p": 1.0}),   # the paper's: no cut-off
+    (["--top-p", "0.8"], {"temperature": 1.0, "top_k": 0, "top_p": 0.8}),       # a cut-off alone: at the paper's T
+    (["--temperature", "0"], {"temperature": 0.0, "top_k": 0, "top_p": 1.0}),   # greedy
+])
+def test_a_tree_samples_as_it_reads_best_and_the_papers_setting_is_one_flag_away(flags, sampling):
+    args = build_parser().parse_args(["run", *flags])
+    config = dataclasses.replace(config_from_args(args), **tree_sampling(args))
+    assert {k: getattr(config, k) for k in sampling} == sampling
+
+
+def test_before_the_tree_the_default_pair_says_what_it_can_do():
+    note = about_the_model(RunConfig(**TREE_SAMPLING))
+    assert note.startswith("Thoughts sampled at T = 0.85, top-p 0.9") and "SmolLM2-135M-Instruct is a small" in note
+    assert about_the_model(RunConfig(temperature=1.0)) == "Thoughts sampled at T = 1.\n" + PRESETS["smollm2"].limits
+    assert about_the_model(RunConfig(backend="sim", temperature=1.0)) == "Thoughts sampled at T = 1."
 
 
 def test_bad_tot_input_is_one_line_and_exit_2(tmp_path):

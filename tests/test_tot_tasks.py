@@ -100,6 +100,13 @@ def test_blocksworld_prompts_quote_the_restrictions_and_the_statement():
         ),
         ("**Sub-question 1:** How many rolls are baked in all?\n**Sub-answer 1:** 48 + 36\n= 84 rolls.", GSM_STEP),
         ("How many rolls are baked in all?\n\nThe baker", "Sub-question: How many rolls are baked in all?"),
+        # the prompt's words echoed (SmolLM2-135M below T = 1): a lead-in, not the thought
+        ("The previous sub-question is: How many rolls are baked in all?\nThe next sub-answer is: 48 + 36 = 84 "
+         "rolls.\nThe next sub-question is: How many bags?", GSM_STEP),
+        ("1. The first sub-question is: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls.\n"
+         "2. The next sub-question: How many bags?", GSM_STEP),
+        ("The previous sub-question is: 48 + 36 = 84.\nThe next sub-question is: 84 / 6",
+         "Sub-question: 48 + 36 = 84."),  # a number ending a line is the step's, not a list's
     ],
 )
 def test_gsm8k_clean_thought_keeps_one_step(raw, kept):

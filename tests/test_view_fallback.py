@@ -11,7 +11,7 @@ import sys
 from cli_runs import PLAIN_PROMPT
 from rich.console import Console
 
-from specsched.runtime.apps.view.live import LiveView, ProgressLines, choose_view, progress_line
+from specsched.runtime.apps.view.live import PROGRESS_EVERY_S, LiveView, ProgressLines, choose_view, progress_line
 from specsched.runtime.apps.view.monitor import Monitor
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.events import Event
@@ -102,8 +102,8 @@ def test_piped_run_prints_progress_lines_and_no_escape_codes():
     assert out.returncode == 0, out.stderr
     assert "\x1b[" not in out.stdout
     lines = [ln for ln in out.stdout.splitlines() if PROGRESS.match(ln)]
-    # a line a second while it runs (none if it is quick), and always the final one: every token
-    # of both sequences (the sim target's greedy text of this prompt does not stop early)
+    # a line every PROGRESS_EVERY_S while it runs (none for a run this short), and always the final one: every
+    # token of both sequences (the sim target's greedy text of this prompt does not stop early)
     assert lines and all("/48 ·" in ln for ln in lines)
     assert " tokens 48/48 · " in lines[-1] and lines[-1].endswith("done 2/2")
     assert "watching (view CPU / run CPU)" in out.stdout
@@ -114,3 +114,17 @@ def test_no_live_prints_no_progress():
     assert out.returncode == 0, out.stderr
     assert not [ln for ln in out.stdout.splitlines() if PROGRESS.match(ln)]
     assert "status" in out.stdout and "watching" not in out.stdout
+
+
+def test_a_piped_tree_prints_a_line_per_phase_not_a_line_a_second():
+    # 5 phases of about a second each on a sim verifier of 100 ms a forward: a line a second printed 5 or more
+    phase_line = re.compile(r"^gsm8k · (level \d/2|answer) · [a-z ]+: \d+ tokens in [\d.]+ s ")
+    out = subprocess.run([sys.executable, "-m", "specsched", "run", "--backend", "sim", "--sim-verify-ms", "100",
+                          "--steps", "2", "--thought-tokens", "24", "--eval-tokens", "4", "--answer-tokens", "8"],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len([ln for ln in lines if phase_line.match(ln)]) == 5
+    # a progress line only once a phase has run half a minute (none here, unless the machine stalls)
+    stamps = [float(m.group(1)) for ln in lines if (m := re.match(r"^\[ *([\d.]+) s\] ", ln))]
+    assert PROGRESS_EVERY_S >= 30 and all(stamp >= 30 for stamp in stamps), stamps

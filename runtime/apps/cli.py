@@ -34,7 +34,7 @@ from .run.exits import (
     fail,
 )
 from .run.flags import add_run_flags, name_list
-from .run.help_text import DefaultsHelp
+from .run.help_text import NEWCOMER, DefaultsHelp, TwoLevelHelp
 from .run.output_paths import check_outputs
 from .serve.load_cli import add_load_parser
 from .serve.serve_cli import add_serve_parser
@@ -57,7 +57,7 @@ EXAMPLES = """examples:
 `specsched COMMAND --help` lists a command's flags; README.md and docs/ say everything."""
 
 
-class OneLineParser(argparse.ArgumentParser):
+class OneLineParser(TwoLevelHelp):
     """Bad flags get one line, like every other bad input (argparse prints the whole usage first)."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -74,18 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"specsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="decode prompts with scheduled speculative decoding (none: a Tree-of-Thoughts "
-                                     "tree, the main job)")
-    add_run_flags(run)
+                                     "tree, the main job)",
+                         description="Decode --prompt TEXT with draft workers and one verifier; with no --prompt, "
+                                     "build a Tree-of-Thoughts tree (the main job).")
+    groups = add_run_flags(run)
     add_tot_flags(run)
-    add_workload_flags(run)
-    run.add_argument("--trace", default=None, metavar="PATH",
-                     help="record the whole run (config, events, results) for `specsched replay`")
-    run.add_argument("--no-live", action="store_true",
-                     help="no live view (on a terminal) and no progress lines (elsewhere)")
-    run.add_argument("--remote-workers", type=int, default=0, metavar="N",
-                     help="with --listen: wait for N workers from other hosts to join; they draft first")
-    run.add_argument("--join-timeout", type=float, default=None, metavar="S",
-                     help=f"with --remote-workers: how long to wait for them, in seconds (default {JOIN_TIMEOUT_S:g})")
+    add_workload_flags(run.add_argument_group("jobs arriving over time (instead of --prompt)"))
+    groups["output"].add_argument("--trace", default=None, metavar="PATH",
+                                  help="record the run for `specsched replay` and `export`")
+    groups["output"].add_argument("--no-live", action="store_true",
+                                  help="no live view (and no progress lines in a pipe)")
+    groups["faults"].add_argument("--remote-workers", type=int, default=0, metavar="N",
+                                  help="with --listen: wait for N workers from other hosts to join; they draft first")
+    groups["faults"].add_argument("--join-timeout", type=float, default=None, metavar="S",
+                                  help=f"with --remote-workers: how long to wait for them, in seconds "
+                                       f"(default {JOIN_TIMEOUT_S:g})")
     run.set_defaults(func=".commands.run_commands:cmd_run")
     # the commands in the order `specsched --help` lists them: running, measuring, watching, teaching, set-up
     add_compare_parser(sub)
@@ -98,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_teach_parser(sub)
     add_models_parser(sub)
     add_remote_parsers(sub)
+    # the commands that take every run flag show a newcomer's few in --help, and all of them in --help-all
+    advanced = frozenset(a.dest for a in run._actions if a.option_strings) - NEWCOMER - {"help"}
+    for name in ("run", "compare", "serve"):
+        sub.choices[name].hide_from_help(advanced)
     return parser
 
 

@@ -26,6 +26,7 @@ class Preset:
     target: WheelSource | str  # a wheel pulled into the cache, or a directory under assets/
     draft: str  # directory under assets/
     description: str
+    limits: str = ""  # what the target can and cannot do, said before a tree is built on it
 
     @property
     def draft_dir(self) -> Path:
@@ -38,10 +39,16 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "smollm2": Preset(
-        "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft"
+        "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft",
+        "SmolLM2-135M-Instruct is a small model: it writes sentences about the question and single steps such as "
+        "48 + 36 = 84, but loses track over several steps, and as its own judge it often answers instead of "
+        "scoring (✗). Expect a tree that reads like reasoning and an answer that is often wrong: what it shows is "
+        "how the search is scheduled.",
     ),
     "tiny": Preset(
-        "tiny", "tiny/target", "tiny/draft", "1.8M Llama trained on Shakespeare + 0.3M distilled draft (shipped)"
+        "tiny", "tiny/target", "tiny/draft", "1.8M Llama trained on Shakespeare + 0.3M distilled draft (shipped)",
+        "tiny is a 1.8M model trained on Shakespeare: its thoughts are Shakespeare-like words, not reasoning; what "
+        "it shows is how the search is scheduled.",
     ),
 }
 DEFAULT = "smollm2"

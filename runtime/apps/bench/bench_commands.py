@@ -13,9 +13,7 @@ from ...core.config_checks import MAX_THREADS
 from ...engine.stopping import REASONS
 from ...models import corpus_cache
 from ..run.exits import fail, stopped_status
-from ..run.flags import (
-    branch_settings,
-)
+from ..run.flags import CUTS, branch_settings, given
 from ..view.console import print_wrote
 from . import plot, runner, workload
 from .arms import RUNTIME_ARMS, parse_arms, runtime_config
@@ -50,7 +48,7 @@ def settings_from_args(args: argparse.Namespace):
     backend = pick("backend")
     texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
     base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
-                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, coupling=args.coupling,
+                     temperature=args.temperature, **given(args, CUTS), coupling=args.coupling,
                      seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
                      prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 
 from ...core.config import ConfigError
+from ..run.flags import Flags
 from ..tot.tot_cli import tree_flags_given
 
 JOBS = 8  # --arrivals draws this many jobs unless --jobs says
 
 
-def add_workload_flags(p: argparse.ArgumentParser) -> None:
+def add_workload_flags(p: Flags) -> None:
     p.add_argument("--workload", default=None, metavar="FILE.jsonl",
                    help="jobs arriving over time, one JSON object a line: arrival, prompt(s), priority, "
                         "deadline, max_new_tokens")

@@ -53,60 +53,65 @@ def _refuse(settings: dict, applies_to: str, this_run: str) -> None:
 def add_device_flags(p: Flags) -> None:
     """Where the models run and in what precision: `run`, `compare` and `bench` take the same flags."""
     d = RunConfig()
-    p.add_argument("--device", default=d.device, metavar="auto|cpu|cuda|cuda:N",
-                   help="hf: where every process places its model (default auto: a CUDA GPU when torch sees one)")
-    p.add_argument("--dtype", default=d.dtype,
-                   help="auto (bf16 on CUDA, fp32 on the CPU) | fp32 (exact) | bf16 | fp16 (faster, not bit-exact); "
-                        "on llamacpp the draft's only")
+    # the long story of these and every flag below: docs/cli.md
+    p.add_argument("--device", default=d.device, metavar="WHERE", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--dtype", default=d.dtype, help="auto | fp32 (exact) | bf16 | fp16")
 
 
 def add_model_flags(p: Flags) -> None:
     """The model pair: `run`, `compare` and `bench` take the same flags."""
     p.add_argument("--target", default=None, metavar="NAME|DIR",
-                   help="hf: a preset (`specsched models list`), a model directory or a cached id; llamacpp: also "
-                        f"a .gguf file (default: the {DEFAULT_PAIR} preset's target)")
+                   help=f"preset, directory or .gguf (default: the {DEFAULT_PAIR} preset's target)")
     p.add_argument("--draft", default=None, metavar="NAME|DIR",
-                   help="hf, llamacpp: draft model directory or cached id (default: the target preset's draft)")
+                   help="the draft model (default: the target preset's draft)")
+
+
+CUTS = ("top_k", "top_p")  # None unless given: a tree samples with cut-offs of its own (tot_cli.TREE_SAMPLING)
 
 
 def add_sampling_flags(p: Flags) -> None:
     """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
     differs between them)."""
     d = RunConfig()
-    p.add_argument("--top-k", type=int, default=d.top_k, metavar="K",
-                   help="sample from the K likeliest tokens; 0 = off")
-    p.add_argument("--top-p", type=float, default=d.top_p, metavar="P",
-                   help="sample from the likeliest tokens whose mass reaches P; 1 = off")
+    p.add_argument("--top-k", type=int, default=None, metavar="K",
+                   help=f"only the K likeliest tokens; 0 = off (default {d.top_k})")
+    p.add_argument("--top-p", type=float, default=None, metavar="P",
+                   help=f"only the likeliest mass P; 1 = off (default {d.top_p:g})")
     p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.coupling,
                    help="how a sampled draft is accepted: residual (speculative sampling, the most accepted) or "
                         "gumbel (the text depends on the seed and the target alone, the same after any crash "
                         "and under any policy, and equal to --mode ar's; fewer tokens accepted)")
-    p.add_argument("--seed", type=int, default=d.seed, metavar="S",
-                   help="the random seed (sampling, sim models, arrivals): the same seed gives the same run")
+    p.add_argument("--seed", type=int, default=d.seed, metavar="S", help="the same seed, the same run")
 
 
-def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> None:
-    """Every flag of a run, in argument groups (`run --help` lists them group by group)."""
-    add_workload_flags(p.add_argument_group("workload"))
-    add_drafting_flags(p.add_argument_group("drafting"))
-    add_beam_flags(p.add_argument_group("beams (--mode beam, dsbd)"))
-    add_sampling_group(p.add_argument_group("sampling"))
-    add_scheduling_flags(p.add_argument_group("scheduling"), policy)
-    add_backend_flags(p.add_argument_group("backend and device"))
-    add_fault_flags(p.add_argument_group("faults and transport"))
-    add_output_flags(p.add_argument_group("output"))
+def add_run_flags(p: argparse.ArgumentParser, *, policy: bool = True) -> dict[str, Flags]:
+    """Every flag of a run, in argument groups (`run --help` lists them group by group); the groups by name,
+    for a command's own flags to join."""
+    groups = {name: p.add_argument_group(title) for name, title in (
+        ("workload", "workload"), ("drafting", "drafting"), ("beams", "beams (--mode beam, dsbd)"),
+        ("sampling", "sampling"), ("scheduling", "scheduling"), ("backend", "backend and device"),
+        ("faults", "faults and transport"), ("output", "output"))}
+    add_workload_flags(groups["workload"])
+    add_drafting_flags(groups["drafting"])
+    add_beam_flags(groups["beams"])
+    add_sampling_group(groups["sampling"])
+    add_scheduling_flags(groups["scheduling"], policy)
+    add_backend_flags(groups["backend"])
+    add_fault_flags(groups["faults"])
+    add_output_flags(groups["output"])
+    return groups
 
 
 def add_workload_flags(p: Flags) -> None:
     """What is decoded: the prompts, how many sequences, how long, in which mode."""
     d = RunConfig()
     p.add_argument("--prompt", action="append", dest="prompts", default=[], metavar="TEXT",
-                   help="repeatable: one prompt shared by all workers, or one per worker")
+                   help="decode TEXT; repeat it for one prompt per worker")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="draft workers = sequences (default: number of prompts, or 3)")
+                   help="draft workers = sequences (default: prompts, or 3)")
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, metavar="M",
                    help="tokens each sequence generates at most")
-    p.add_argument("--mode", default=d.mode, help=f"one of {', '.join(MODES)}")
+    p.add_argument("--mode", default=d.mode, help=" | ".join(MODES))
 
 
 def add_drafting_flags(p: Flags) -> None:
@@ -170,7 +175,7 @@ def add_sampling_group(p: Flags) -> None:
     """The target's law: temperature, top-k, top-p, the acceptance coupling, the seed."""
     d = RunConfig()
     p.add_argument("--temperature", type=float, default=None, metavar="T",
-                   help=f"0 = greedy (default {d.temperature:g}; 1 for a --task tree, as in SEED)")
+                   help=f"0 = greedy (default {d.temperature:g}; a tree: 0.85, top-p 0.9)")
     add_sampling_flags(p)
 
 
@@ -178,12 +183,9 @@ def add_scheduling_flags(p: Flags, policy: bool = True) -> None:
     """The policy that drains the run queue, and what it may batch."""
     d = RunConfig()
     if policy:
-        p.add_argument("--policy", default=d.policy,
-                       help="fcfs | priority | rr | batch | goodput | commit-first | sjf | srtf | mlfq | lottery | "
-                            "stride | edf | cfs | path/file.py:Class | module:Class | entry-point name")
-    p.add_argument("--priorities", type=int_list, default=[], metavar="P0,P1,...",
-                   help="static per-worker priorities for --policy priority (lower = more urgent; a negative first "
-                        "one needs '=': --priorities=-1,0,1)")
+        p.add_argument("--policy", default=d.policy, help="fcfs | priority | rr | batch | ... | file.py:Class")
+    p.add_argument("--priorities", type=int_list, default=[], metavar="P,...",
+                   help="per worker, for --policy priority; lower = sooner")
     p.add_argument("--tickets", type=int_list, default=[], metavar="T0,T1,...",
                    help="per-worker shares for --policy lottery / stride (default 100 each)")
     p.add_argument("--max-batch", type=int, default=None, metavar="N",
@@ -197,7 +199,7 @@ def add_scheduling_flags(p: Flags, policy: bool = True) -> None:
 def add_backend_flags(p: Flags) -> None:
     """What runs the models, which models, where, with how many threads."""
     d = RunConfig()
-    p.add_argument("--backend", default=d.backend, help=f"one of {', '.join(BACKENDS)}")
+    p.add_argument("--backend", default=d.backend, help=" | ".join(BACKENDS))
     add_model_flags(p)
     p.add_argument("--raw-prompt", action="store_true", help="do not wrap prompts in the chat template")
     add_device_flags(p)
@@ -295,7 +297,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
         max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
         temperature=RunConfig().temperature if args.temperature is None else args.temperature,
-        top_k=args.top_k, top_p=args.top_p, coupling=args.coupling, seed=args.seed,
+        **given(args, CUTS), coupling=args.coupling, seed=args.seed,
         mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
         target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
         transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,

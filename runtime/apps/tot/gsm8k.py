@@ -14,9 +14,13 @@ from .parse import extract_answer_number, normalise_number, parse_number
 from .rows import RowError, row_id, text_field
 from .task import Problem, Score, Task
 
-# the markers as the model may write them: "Sub-question:", "The sub-answer is:", "**Sub-question 2:**"
-_QUESTION = re.compile(r"[*#]*(?:the\s+)?(?:next\s+)?sub[-\s]?question\s*\d*\s*(?:is)?\s*:\**", re.I)
-_ANSWER = re.compile(r"[*#]*(?:the\s+)?sub[-\s]?answer\s*\d*\s*(?:is)?\s*:\**", re.I)
+# the markers as the model may write them: "Sub-question:", "The sub-answer is:", "**Sub-question 2:**", and
+# echoing the prompt's own words, "The previous sub-question is:" (SmolLM2-135M's favourite opening below T = 1:
+# kept as text, a thought read "The previous" and stopped there)
+# "1. The first sub-question:" too, the number at a line's start only: "= 1960.\nThe next sub-question is:" keeps 1960
+_WHICH = r"(?:(?<![^\n])\d+[.)][ \t]*)?(?:the\s+)?(?:(?:next|previous|first)\s+)?"
+_QUESTION = re.compile(rf"[*#]*{_WHICH}sub[-\s]?question\s*\d*\s*(?:is)?\s*:\**", re.I)
+_ANSWER = re.compile(rf"[*#]*{_WHICH}sub[-\s]?answer\s*\d*\s*(?:is)?\s*:\**", re.I)
 
 # Written for this project (not taken from GSM8K); each answer worked by hand in the comment.
 SAMPLES = [

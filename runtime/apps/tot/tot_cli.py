@@ -11,7 +11,13 @@ import argparse
 from ...core.config import ConfigError
 
 DEFAULT_TASK = "gsm8k"
-TOT_TEMPERATURE = 1.0  # SEED App. C: thoughts sampled at T = 1 ("identical thoughts are useless")
+PAPER_TEMPERATURE = 1.0  # SEED App. C: thoughts sampled at T = 1 ("identical thoughts are useless")
+# A tree's sampling when no --temperature, --top-k or --top-p is given. On the default 135M pair, T = 1 with no
+# cut-off drew word salad from the tail, and T <= 0.7 echoed the prompt ("The previous sub-question is: What is
+# the next sub-question?"); T = 0.85 within the likeliest 90 % of the mass reads as (often wrong) arithmetic about
+# the question (docs/trees.md#sampling). The verifier samples the target's law under these settings exactly, so
+# either choice is lossless.
+TREE_SAMPLING = {"temperature": 0.85, "top_p": 0.9, "top_k": 0}
 
 
 TREE_DEFAULTS = {"problem": 0, "limit": 1, "breadth": 1}
@@ -19,19 +25,14 @@ TREE_DEFAULTS = {"problem": 0, "limit": 1, "breadth": 1}
 
 def add_tot_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Tree-of-Thoughts (the default workload when no --prompt is given)")
-    g.add_argument("--task", default=None, help="gsm8k | creative | blocksworld (default gsm8k without --prompt)")
+    g.add_argument("--task", default=None, help=f"gsm8k | creative | blocksworld (default {DEFAULT_TASK})")
     g.add_argument("--data", default=None, metavar="FILE.jsonl", help="problems in the set's usual format")
     g.add_argument("--problem", type=int, default=None, metavar="I",
-                   help=f"index of the first problem to solve (default {TREE_DEFAULTS['problem']})")
+                   help=f"index of the first problem (default {TREE_DEFAULTS['problem']})")
     g.add_argument("--limit", type=int, default=None, metavar="N",
                    help=f"how many problems, from --problem on (default {TREE_DEFAULTS['limit']})")
-    g.add_argument(
-        "--thoughts",
-        type=int,
-        default=None,
-        metavar="n",
-        help="thoughts per kept state = draft workers (default --workers, or 3)",
-    )
+    g.add_argument("--thoughts", type=int, default=None, metavar="n",
+                   help="thoughts per state = draft workers (default 3)")
     g.add_argument("--steps", type=int, default=None, metavar="T", help="thought steps (default: the task's)")
     g.add_argument("--breadth", type=int, default=None, metavar="b",
                    help=f"states kept per level (default {TREE_DEFAULTS['breadth']})")
@@ -50,6 +51,15 @@ def add_tot_flags(p: argparse.ArgumentParser) -> None:
 
 TREE_FLAGS = ("data", "problem", "limit", "thoughts", "steps", "breadth", "thought_tokens", "eval_tokens",
               "answer_tokens", "thought_decoding")  # None unless given: with --prompt, each is refused
+
+
+def tree_sampling(args: argparse.Namespace) -> dict:
+    """A tree's sampling, as RunConfig fields: TREE_SAMPLING unless a sampling flag is given; else the flags
+    given, at the paper's T = 1 unless --temperature is one of them, so `--temperature 1` is the paper's
+    setting (no cut-off) and `--top-p 0.9` alone samples at T = 1 within 0.9."""
+    if args.temperature is None and args.top_k is None and args.top_p is None:
+        return dict(TREE_SAMPLING)
+    return {} if args.temperature is not None else {"temperature": PAPER_TEMPERATURE}
 
 
 def tree_flag(args: argparse.Namespace, name: str) -> int:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ...core.config import ConfigError, RunConfig
+from ...core.config import BackendKind, ConfigError, RunConfig
 from ...engine.engine import Engine
 from ...engine.provenance import provenance
+from ...models.registry import DEFAULT as DEFAULT_PAIR
+from ...models.registry import PRESETS
 from ..run.app import run
 from ..run.exits import EXIT_FAILED, EXIT_INTERRUPTED, fail, stopped_status
 from ..run.trace import write_trace
@@ -23,7 +25,7 @@ from ..view.usage import UsageSampler
 from .search import SearchConfig, search
 from .task import Problem, Task
 from .task_registry import get_task, load_problems
-from .tot_cli import DEFAULT_TASK, TOT_TEMPERATURE, tree_flag
+from .tot_cli import DEFAULT_TASK, PAPER_TEMPERATURE, tree_flag, tree_sampling
 from .tree import Tree
 from .tree_report import summary
 
@@ -65,9 +67,21 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     task = get_task(args.task or DEFAULT_TASK)
     cfg = search_config(args)
     todo = problems(task, args)
-    if args.temperature is None:
-        base = dataclasses.replace(base, temperature=TOT_TEMPERATURE)
+    base = dataclasses.replace(base, **tree_sampling(args))
+    console.print(about_the_model(base), style="dim", highlight=False, markup=False)
     return build_trees(args, console, task, todo, base, cfg)[1]
+
+
+def about_the_model(config: RunConfig) -> str:
+    """What the tree is sampled at and, on a preset's target, what that model can do: read before the tree."""
+    cut = [f"top-k {config.top_k}"] * bool(config.top_k) + [f"top-p {config.top_p:g}"] * (config.top_p < 1)
+    sampling = f"T = {config.temperature:g}" + "".join(f", {c}" for c in cut)
+    lines = [f"Thoughts sampled at {sampling}" + (" (the SEED paper's T = 1: --temperature 1)."
+                                                     if config.temperature != PAPER_TEMPERATURE or cut else ".")]
+    preset = PRESETS.get(config.target or DEFAULT_PAIR) if config.backend != BackendKind.SIM else None
+    if preset and preset.limits:
+        lines.append(preset.limits)
+    return "\n".join(lines)
 
 
 def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: list[Problem], base: RunConfig,

@@ -20,7 +20,9 @@ from .monitor import Monitor, Snapshot
 
 MIN_HZ, MAX_HZ = 4.0, 10.0   # the live view's redraw rate stays in this range...
 VIEW_SHARE = 0.01             # ...and within it aims to cost 1 % of the CPU the run is using
-PROGRESS_EVERY_S = 1.0        # seconds between two progress lines
+# seconds between two progress lines: a log that someone reads later wants a heartbeat, not a line a second (the
+# main job's tree printed 352 of them); a tree's phases, and every run, end with a line of their own besides
+PROGRESS_EVERY_S = 30.0
 
 
 class _View:
