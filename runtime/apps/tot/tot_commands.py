@@ -68,16 +68,19 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     cfg = search_config(args)
     todo = problems(task, args)
     base = dataclasses.replace(base, **tree_sampling(args))
-    console.print(about_the_model(base), style="dim", highlight=False, markup=False)
-    return build_trees(args, console, task, todo, base, cfg)[1]
+    return build_trees(args, console, task, todo, base, cfg, note=about_the_model(base))[1]
 
 
 def about_the_model(config: RunConfig) -> str:
     """What the tree is sampled at and, on a preset's target, what that model can do: read before the tree."""
-    cut = [f"top-k {config.top_k}"] * bool(config.top_k) + [f"top-p {config.top_p:g}"] * (config.top_p < 1)
-    sampling = f"T = {config.temperature:g}" + "".join(f", {c}" for c in cut)
-    lines = [f"Thoughts sampled at {sampling}" + (" (the SEED paper's T = 1: --temperature 1)."
-                                                     if config.temperature != PAPER_TEMPERATURE or cut else ".")]
+    cuts = ([f"top-k {config.top_k}"] if config.top_k else []) + ([f"top-p {config.top_p:g}"] if config.top_p < 1
+                                                                   else [])
+    if config.temperature <= 0:
+        first = "Thoughts decoded greedily"
+    else:
+        first = f"Thoughts sampled at T = {config.temperature:g}" + "".join(f", {c}" for c in cuts)
+    paper = config.temperature == PAPER_TEMPERATURE and not cuts
+    lines = [first + ("." if paper else " (the SEED paper's T = 1: --temperature 1).")]
     preset = PRESETS.get(config.target or DEFAULT_PAIR) if config.backend != BackendKind.SIM else None
     if preset and preset.limits:
         lines.append(preset.limits)
@@ -85,9 +88,10 @@ def about_the_model(config: RunConfig) -> str:
 
 
 def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: list[Problem], base: RunConfig,
-                cfg: SearchConfig) -> tuple[list[Tree], int]:
+                cfg: SearchConfig, *, note: str = "") -> tuple[list[Tree], int]:
     """A tree per problem on one engine, each printed as it ends, written to --json; with the status the
-    command ends with. `args` gives --json, --trace and --no-live. `run` and `rerun` both end here."""
+    command ends with. `args` gives --json, --trace and --no-live; `note` is printed once the input has passed
+    the engine's checks (bad input prints its one line alone). `run` and `rerun` both end here."""
     # policy, models, vocabularies, a phase's workers: checked before any process starts, then one engine
     # for every phase
     try:
@@ -97,6 +101,8 @@ def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: li
     except KeyboardInterrupt:
         fail("interrupted (Ctrl-C) before any process started")
         return [], EXIT_INTERRUPTED
+    if note:
+        console.print(note, style="dim", highlight=False, markup=False)
     trees: list[Tree] = []
     try:
         for problem in todo:
