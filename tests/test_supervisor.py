@@ -219,10 +219,19 @@ def test_a_parked_dsbd_pool_worker_that_dies_is_replaced_and_the_beams_are_the_u
             time.sleep(0.005)
         # (one listed as parked may be handed a slot again before the kill lands: then it dies drafting, and
         # is restarted into its slot - tests/test_beams_restart.py)
+        drafts = sum(p["role"] == "draft" for p in e.processes)
         psutil.Process(victim["pid"]).kill()
         record = job.result(timeout=120)
+        if not record.collected.restarts:
+            # on a loaded machine the job may end before the death is seen: the worker is then replaced in the
+            # pool, outside the job, and the job's record rightly shows no restart
+            deadline = time.monotonic() + 60
+            while victim["pid"] in {p["pid"] for p in e.processes} or \
+                    sum(p["role"] == "draft" for p in e.processes) < drafts:
+                assert time.monotonic() < deadline, "the dead pool worker was never replaced"
+                time.sleep(0.05)
     assert no_orphans()
     assert record.status == "ok", record.error
     assert record.collected.beams == undisturbed.collected.beams
-    (restart,) = record.collected.restarts  # named in the job's own worker ids
-    assert restart["process"].startswith("draft-") and "exited with status -9" in restart["why"]
+    for restart in record.collected.restarts:  # named in the job's own worker ids
+        assert restart["process"].startswith("draft-") and "exited with status -9" in restart["why"]
