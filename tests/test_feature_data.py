@@ -41,3 +41,29 @@ def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     import_answers(npz, again)
     merged = json.loads((again / "manifest.json").read_text())["shards"]
     assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0}}
+
+
+def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):
+    """`models features --stage answers --export FILE`: the target's answers, no features, written to FILE with
+    the manifest after every shard; the data stage later makes only the features."""
+    import shutil
+
+    import numpy as np
+
+    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
+    from specsched.runtime.models.registry import ASSETS
+
+    target = tmp_path / "target"
+    shutil.copytree(ASSETS / "tiny" / "target", target)
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"  # the prompts are chats
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    cfg = FeatureDataConfig(target=target, out=tmp_path / "data", shards=2, batch=2, max_new_tokens=4)
+    npz = tmp_path / "feature_answers.npz"
+    make(cfg, log=lambda m: None, with_features=False, export=npz)
+    assert sorted(p.name for p in cfg.out.glob("*.pt")) == ["answers_00000.pt", "answers_00001.pt"]
+    assert len(np.load(npz)["starts"]) == 4
+    shards = json.loads(manifest_beside(npz).read_text())["shards"]
+    assert set(shards) == {"0", "1"} and all(s["answer_tokens"] > 0 and s["machine"] for s in shards.values())
+    make(cfg, log=lambda m: None)
+    assert sorted(p.name for p in cfg.out.glob("features_*.pt")) == ["features_00000.pt", "features_00001.pt"]
