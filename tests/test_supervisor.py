@@ -51,7 +51,8 @@ def run_with_kills(mode: str, kills_wanted: int, n: int = len(PROMPTS), victim: 
         while kills < kills_wanted and max(map(len, job.collected.tokens.values()), default=0) < TOKENS // 2:
             time.sleep(0.2)
             drafting = [p for p in e.processes if p["role"] == victim and p["state"] in ("drafting", "ready")
-                        and (victim == "verifier" or p["state"] == "drafting") and p["pid"] not in killed]
+                        and (victim == "verifier" or p["state"] == "drafting") and p["pid"] not in killed
+                        and still_writing(job, mode, p)]
             if drafting:  # (a process killed a moment ago may still be listed, until it is reaped)
                 kills += kill_one(drafting, rng, killed)
         record = job.result(timeout=120)
@@ -60,6 +61,16 @@ def run_with_kills(mode: str, kills_wanted: int, n: int = len(PROMPTS), victim: 
     assert kills >= 3, "the run ended before the test could kill enough workers"
     assert record.status == "ok", record.error
     return record, undisturbed, kills
+
+
+def still_writing(job, mode: str, row: dict) -> bool:
+    """Whether a process-table row's death is the job's: in --mode seed draft worker i writes sequence i, and
+    one whose sequence has ended (a sampled one can reach EOS early) is no longer the job's - a kill a moment
+    later is restarted in the pool, outside the job, and the job's record rightly shows no restart."""
+    if row["role"] != "draft" or mode != "seed":
+        return True
+    local = {f"draft-{w}": i for i, w in enumerate(job.workers)}.get(row["name"])
+    return local is not None and local not in job.collected.done
 
 
 # sd: one worker drafts the sequences in turn (slower: in the slow set)
