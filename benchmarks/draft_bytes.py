@@ -87,7 +87,7 @@ def decode(config: RunConfig, target, draft_model, prompt: list[int], pipe) -> l
     """One sequence, sampled: a row per draft."""
     params, rows = config.sampling, []
     drafter = branch_drafter(config, make_drafter(draft_model, params, stream(config.seed, 0, "draft", 0), prompt,
-                                                  k_config=config.tree_shape, lookup=config.draft_lookup), prompt)
+                                                  k_config=config.shape.widths, lookup=config.draft_lookup), prompt)
     cache, context = target.new_cache(), list(prompt)
     while (generated := len(context) - len(prompt)) < config.max_new_tokens:
         drafter.rng = stream(config.seed, 0, "draft", generated)
@@ -125,7 +125,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    base = RunConfig(backend="hf", target=args.target, draft=args.target, mode="seed", lookup=4,
+    base = RunConfig.of(backend="hf", target=args.target, draft=args.target, mode="seed", lookup=4,
                      temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=0)
     backend = HFBackend(base)
     target, draft_model, tokenizer = backend.target(), backend.draft(), backend.tokenizer()
@@ -139,7 +139,7 @@ def main() -> None:
     for arm in args.arms.split(","):
         fields = dict(ARMS[arm])
         fields["corpus_cache"] = shipped if fields.get("corpus_cache", "auto") == "auto" else "off"
-        config = dataclasses.replace(base, **fields)
+        config = base.replace(**fields)
         rows = [r for prompt in encoded for r in decode(config, target, draft_model, prompt, pipe)]
         results[arm] = {"drafts": len(rows), "median": {k: statistics.median(r[k] for r in rows) for k in COLUMNS},
                         "mean": {k: statistics.fmean(r[k] for r in rows) for k in COLUMNS}}

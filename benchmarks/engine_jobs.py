@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--json", default="benchmarks/results/engine_jobs_sim.json")
     args = ap.parse_args()
 
-    cfg = RunConfig(backend="sim", sim_draft_ms=args.sim_draft_ms, sim_verify_ms=args.sim_verify_ms)
+    cfg = RunConfig.of(backend="sim", sim_draft_ms=args.sim_draft_ms, sim_verify_ms=args.sim_verify_ms)
     engine_ms, caller_ms, rss, queued_ms = [], [], [], []
     with Engine(cfg) as e:
         e.start_workers(args.workers)

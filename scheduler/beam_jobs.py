@@ -117,9 +117,9 @@ class BeamSequence:
 
 def width_rule(config: RunConfig) -> int | DynamicWidth:
     """W_L: --beams, or the dynamic rule (Eq. 6-7) capped at --beams, so no more workers are ever needed."""
-    if not config.beam_threshold:
-        return config.beams
-    return CappedWidth(config.beam_threshold, config.min_beams, bonus=config.beams)
+    if not config.beam.threshold:
+        return config.beam.width
+    return CappedWidth(config.beam.threshold, config.beam.min_width, bonus=config.beam.width)
 
 
 class CappedWidth(DynamicWidth):
@@ -158,7 +158,7 @@ def advance(seq: BeamSequence, target: LanguageModel, config: RunConfig) -> Beam
     """One round's forward: a target-only step (round 0, --mode beam) or the forest of the slots' trees."""
     width, rng = width_rule(config), stream(config.seed, seq.st.local, "beam", seq.round)
     if config.mode == Mode.BEAM or seq.round == 0:
-        return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beams, rng)
+        return target_beam_step(target, seq.caches, seq.contexts, seq.logprobs, config.sampling, config.beam.width, rng)
     trees = [seq.tree(s) for s in range(len(seq.contexts))]
     forest = combine(trees, seq.logprobs, config.sampling, rng)
     return verify_beams(target, seq.caches, seq.contexts, seq.logprobs, forest, config.sampling, width, rng)
@@ -178,7 +178,7 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
         return kept
     seq.steps += len(out.steps)
     seq.contexts, seq.logprobs, seq.caches = out.contexts, out.logprobs, out.caches
-    if config.beam_input == "best":  # §3.4: one input beam, the most likely (= lowest perplexity: equal lengths)
+    if config.beam.inputs == "best":  # §3.4: one input beam, the most likely (= lowest perplexity: equal lengths)
         best = int(np.argmax(seq.logprobs))
         seq.contexts, seq.logprobs, seq.caches = [seq.contexts[best]], seq.logprobs[best:best + 1], [seq.caches[best]]
     shared = _common_prefix(seq.contexts)[prompt:]
@@ -193,7 +193,7 @@ def settle_round(seq: BeamSequence, out: BeamAdvance, config: RunConfig, eos: in
 
 def allocation(seq: BeamSequence, config: RunConfig) -> np.ndarray:
     """[W_in, gamma]: how many nodes each tree of the sequence's round gets, from the round's own stream."""
-    return allocate(seq.logprobs, config.sampling, config.draft_beams or config.beams, config.gamma,
+    return allocate(seq.logprobs, config.sampling, config.beam.draft_width or config.beam.width, config.beam.gamma,
                     stream(config.seed, seq.st.local, "allocate", seq.round))
 
 

@@ -40,7 +40,7 @@ class BeamRounds:
         """The job's beam sequences: from their prompts, or - re-announced to this verifier after another died -
         from where that one last reported them."""
         if job.config.beam_mode:
-            beams = job.config.beams if job.config.mode == Mode.DSBD else 0
+            beams = job.config.beam.width if job.config.mode == Mode.DSBD else 0
             for st in job.sequences:
                 state = job.beam_states.get(st.local)
                 self.seqs[st.seq] = BeamSequence.start(st, beams) if state is None else \

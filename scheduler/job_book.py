@@ -47,7 +47,7 @@ class JobBook:
             if self.key != key:
                 if any(not j.target_only for j in self.jobs.values()):
                     raise ProtocolError(f"job {job.id} needs scheduling {key}, the running jobs {self.key}")
-                self.queue, self.key = RunQueue(start_policy(job.config), job.config.policy_timeout_s), key
+                self.queue, self.key = RunQueue(start_policy(job.config), job.config.supervision.policy_timeout_s), key
         job.rejected_before = self.counters.rejected_messages - self.rejected_unclaimed
         self.rejected_unclaimed = 0
         self.jobs[job.id] = job
@@ -109,10 +109,10 @@ class JobBook:
             raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
         if len(draft.tokens) and not 0 <= int(draft.tokens.min()) <= int(draft.tokens.max()) < self.target.vocab_size:
             raise ProtocolError(f"draft for sequence {draft.seq} has a token outside the vocabulary")
-        lanes = job.config.branches * job.config.branch_length if job.config.drafter != DrafterKind.MODEL else 0
+        lanes = job.config.lanes.count * job.config.lanes.length if job.config.drafter != DrafterKind.MODEL else 0
         if draft.lanes > lanes:
             raise ProtocolError(f"draft for sequence {draft.seq} carries {draft.lanes} lane tokens; its job allows "
-                                f"{job.config.branches} lanes of {job.config.branch_length}")
+                                f"{job.config.lanes.count} lanes of {job.config.lanes.length}")
         self.enqueue(draft, reply_to, arrival, st, job)
 
     def enqueue(self, draft: Draft, reply_to: bytes, arrival: float, st: SequenceState, job: JobState) -> None:

@@ -116,9 +116,9 @@ def scheduling_key(config: RunConfig) -> tuple:
 
 def start_policy(config: RunConfig):
     """Load and construct the job's policy; a constructor that raises stops the run naming it."""
-    policy_cls = load_policy(config.policy, config.policy_timeout_s)
+    policy_cls = load_policy(config.policy, config.supervision.policy_timeout_s)
     name = policy_cls.name or policy_cls.__name__
-    policy = policy_call(name, "__init__", config.policy_timeout_s, policy_cls,
+    policy = policy_call(name, "__init__", config.supervision.policy_timeout_s, policy_cls,
                          PolicySettings(max_batch=config.max_batch), error=PolicyFailure)
     if not isinstance(getattr(policy, "settings", None), PolicySettings):
         raise PolicyFailure(f"policy {name!r} has no settings: its __init__ must call super().__init__(settings)")

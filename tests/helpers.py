@@ -27,7 +27,7 @@ FAST = {"sim_draft_ms": 1.0, "sim_verify_ms": 2.0}
 
 
 def sim_config(**overrides) -> RunConfig:
-    return RunConfig(**{"backend": "sim", **FAST, **overrides})
+    return RunConfig.of(**{"backend": "sim", **FAST, **overrides})
 
 
 def run_ok(config: RunConfig) -> RunRecord:

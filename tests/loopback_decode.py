@@ -4,7 +4,6 @@ socket between them instead of processes and ZeroMQ."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from specsched.runtime.backends.backend import get_backend
 from specsched.runtime.core.config import RunConfig
@@ -50,7 +49,7 @@ def decode_in_process(config: RunConfig, prompt: list[int], seq: int) -> list[in
     Same per-sequence RNG streams as the runtime (keyed by the seed and the sequence's index in its job),
     so the output equals that of `sd` and `seed` runs.
     """
-    config = replace(config, mode="sd", workers=seq + 1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
+    config = config.replace(mode="sd", workers=seq + 1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
     verifier = Verifier(backend.target(), NoTelemetry())
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),

@@ -17,7 +17,7 @@ from specsched.runtime.apps.serve.server import Server
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.engine.engine import Engine
 
-SIM = RunConfig(backend="sim", max_new_tokens=16, **FAST)
+SIM = RunConfig.of(backend="sim", max_new_tokens=16, **FAST)
 PROMPT = "kaka lomi nene"
 
 

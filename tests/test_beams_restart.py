@@ -46,7 +46,7 @@ def no_orphans() -> bool:
 # -- the verifier's side ---------------------------------------------------------------------------------
 def desk() -> Verifier:
     """A verifier holding one sampled dsbd sequence (7) of two slots, drafted by workers 10 and 11."""
-    config = RunConfig(backend="sim", mode="dsbd", sim_vocab=VOCAB, beams=2, gamma=2, temperature=1.0, seed=SEED,
+    config = RunConfig.of(backend="sim", mode="dsbd", sim_vocab=VOCAB, beams=2, gamma=2, temperature=1.0, seed=SEED,
                        prompts=["x"])
     v = Verifier(target_model(VOCAB), NoTelemetry())
     v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[7, 0, 10, [1, 2]]],

@@ -156,7 +156,7 @@ def test_on_transformers_a_killed_verifier_leaves_a_dsbd_jobs_beams_unchanged(tm
     target, draft = make_pair(tmp_path)
     prompts = ["w1 w2 w3", "w5 w6"]
     settings = dict(mode="dsbd", beams=3, gamma=2, max_new_tokens=160)
-    with Engine(RunConfig(backend="hf", target=str(target), draft=str(draft), max_restarts=10)) as e:
+    with Engine(RunConfig.of(backend="hf", target=str(target), draft=str(draft), max_restarts=10)) as e:
         undisturbed = e.generate(prompts, **settings)
         job = e.submit(prompts, **settings)
         deadline = time.monotonic() + 120

@@ -86,7 +86,7 @@ def test_greedy_outputs_match_ar_and_drafting_arms_report_alpha(smoke):
         per_verify = by_name[name].median("mean_tokens_per_verify")
         config = runtime_config(name, smoke.config)
         rows = 3 if config.mode == "parallel" or config.max_batch == 0 else 1   # sequences in one forward (batching)
-        longest = 1 if config.mode == "parallel" else 1 + (config.pct_depth if config.tree == "pct" else 4)
+        longest = 1 if config.mode == "parallel" else 1 + (config.shape.pct_depth if config.shape.tree == "pct" else 4)
         assert 1 <= per_verify <= rows * longest, name  # a forward commits at most a path + 1 per row
 
 

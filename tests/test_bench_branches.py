@@ -29,7 +29,7 @@ VALUES = "1,2:4,6"   # N in {1, 2} x L in {4, 6}: two lines of two points each
 
 
 def test_branch_arms_set_their_drafter_and_every_other_arm_drafts_with_the_model():
-    base = RunConfig(backend="sim", workers=3, drafter="branches", branches=4, branch_length=8)
+    base = RunConfig.of(backend="sim", workers=3, drafter="branches", branches=4, branch_length=8)
     assert BRANCH_ARMS == ("branches", "branches-commit", "branches-draft", "branches-procs")
     expected = {"branches": ("branches", "fcfs"), "branches-commit": ("branches", "commit-first"),
                 "branches-draft": ("both", "fcfs"), "branches-procs": ("branches", "fcfs"),
@@ -37,8 +37,8 @@ def test_branch_arms_set_their_drafter_and_every_other_arm_drafts_with_the_model
     for name in RUNTIME_ARMS:
         config = runtime_config(name, base)  # "ar" with the base's drafter would be refused: no draft workers
         assert (config.drafter, config.policy) == expected.get(name, ("model", config.policy)), name
-        assert config.branch_processes == (name == "branches-procs"), name
-        assert (config.branches, config.branch_length) == ((0 if name == "prompt-lookup" else 4), 8), name
+        assert config.lanes.processes == (name == "branches-procs"), name
+        assert (config.lanes.count, config.lanes.length) == ((0 if name == "prompt-lookup" else 4), 8), name
     assert runtime_config("branches", base).mode == "seed"
     assert "drafter" not in shared(base) and shared(base)["branch_length"] == 8
 
@@ -51,7 +51,7 @@ def test_branches_values_are_n_l_pairs_or_their_grid():
     assert label((2, 2, 1)) == "2,2,1"                                     # tree shapes keep their commas
     config = point_config(RunConfig(backend="sim", workers=3), "branches", BranchShape(4, 8), n_prompts=None,
                           task=None)
-    assert (config.branches, config.branch_length, config.n_sequences) == (4, 8, 3)
+    assert (config.lanes.count, config.lanes.length, config.n_sequences) == (4, 8, 3)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -74,7 +74,7 @@ def test_the_branches_sweep_measures_ar_and_self_draft_unless_told_otherwise():
     chosen = settings_from_args(bench_args("--smoke", "--sweep", "branches", "--arms", "branches-draft,branches"))
     assert chosen.arms == ["ar", "branches", "branches-draft"]
     fixed = settings_from_args(bench_args("--smoke", "--branches", "3", "--branch-length", "5")).base
-    assert (fixed.branches, fixed.branch_length) == (3, 5)
+    assert (fixed.lanes.count, fixed.lanes.length) == (3, 5)
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def sweep():
 def test_a_sim_sweep_over_n_and_l_reports_tokens_per_forward(sweep):
     assert sweep.sweep_axis == "branches" and [label(p.value) for p in sweep.sweep] == ["1:4", "1:6", "2:4", "2:6"]
     for point in sweep.sweep:
-        assert (point.config.branches, point.config.branch_length) == point.value
+        assert (point.config.lanes.count, point.config.lanes.length) == point.value
         ar, branches = point.arms
         assert (ar.name, branches.name) == ("ar", "branches") and ar.median("mean_tokens_per_verify") == 1
         assert branches.outputs_match_ar is True and branches.median("mean_tokens_per_verify") >= 1

@@ -47,7 +47,7 @@ def test_draft_as_llama_computes_the_draft_logits():
 
 def peer(name: str, target, assistant, **config) -> PeerArm:
     # one torch thread: on a busy small machine, threads spin-waiting for a descheduled peer cost seconds
-    c = RunConfig(backend="hf", workers=2, k=4, max_new_tokens=20, prompts=["a", "b"], verifier_threads=1, **config)
+    c = RunConfig.of(backend="hf", workers=2, k=4, max_new_tokens=20, prompts=["a", "b"], verifier_threads=1, **config)
     return PeerArm(name, PEER_ARMS[name], LoadedPeers(c, target, assistant, EOS, [[5, 7, 9, 11], [3, 4]]))
 
 

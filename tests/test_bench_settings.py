@@ -68,13 +68,14 @@ def test_sweep_points_get_their_own_workload():
     assert seen[1].prompts == seen[2].prompts[:2]                       # a bigger workload extends a smaller one
     assert [p.arm("seed-fcfs").speedup_vs_ar for p in points] == [1.0, 2.0, 4.0]
     tree = point_config(base, "k-config", (2, 2, 1), n_prompts=None, task=None)
-    assert tree.tree_shape == (2, 2, 1) and tree.n_sequences == 3
+    assert tree.shape.widths == (2, 2, 1) and tree.n_sequences == 3
     drafts = parse_values("draft", "smollm2-distilled, /some/feature-draft")
     assert drafts == ["smollm2-distilled", "/some/feature-draft"]          # one bench run, both drafts
     hf = settings_from_args(bench_args("--backend", "hf")).base
     assert [point_config(hf, "draft", d, n_prompts=None, task=None).draft for d in drafts] == drafts
     couplings = parse_values("coupling", None)                               # both rules, in one bench run
-    assert [point_config(base, "coupling", c, n_prompts=None, task=None).coupling for c in couplings] == couplings
+    points_of = [point_config(base, "coupling", c, n_prompts=None, task=None) for c in couplings]
+    assert [c.sampling.coupling for c in points_of] == couplings
     svg = ET.fromstring(plot.speedup_vs_axis("n", points))
     titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert titles == ["seed-fcfs: (1, 1)", "seed-fcfs: (2, 2)", "seed-fcfs: (4, 4)"]

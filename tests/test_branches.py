@@ -222,7 +222,7 @@ def test_a_hostile_lane_count_or_token_is_refused_not_fatal():
 
     def verifier(**config) -> Verifier:
         v = Verifier(SimModel(16, 1234, 1.0, 0, draft=False), Quiet())
-        run = RunConfig(backend="sim", mode="seed", sim_vocab=16, prompts=["x"], **config)
+        run = RunConfig.of(backend="sim", mode="seed", sim_vocab=16, prompts=["x"], **config)
         v.add_job(JobState.from_message({"job": 0, "config": run.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
                                         v.target))
         return v

@@ -113,7 +113,7 @@ def test_on_the_default_pair_twenty_random_kills_of_a_sampled_run_change_nothing
         rng.choice(["draft-0", "draft-1", "verifier", "zygote"]) for _ in range(16)]
     rng.shuffle(plan)
     killed: list[str] = []
-    with Engine(RunConfig(max_restarts=10)) as e:
+    with Engine(RunConfig.of(max_restarts=10)) as e:
         undisturbed = e.generate(prompts, **settings)
         target_only = e.generate(prompts, **{**settings, "mode": "ar"})
         job = e.submit(prompts, **settings)

@@ -14,7 +14,7 @@ from specsched.runtime.apps.cli import main
 from specsched.runtime.apps.commands.compare import compare, differing_sequences, policy_configs, print_comparison
 from specsched.runtime.core.config import ConfigError, RunConfig
 
-WORKLOAD = RunConfig(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
+WORKLOAD = RunConfig.of(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
                      temperature=0.8)
 
 
@@ -86,13 +86,13 @@ def test_different_texts_are_reported_loudly(records):
                                           ({"tree": "pct", "step_aside": "on"}, "--tree pct and --step-aside on")])
 def test_sampled_texts_of_drafts_shaped_by_measured_times_may_differ_and_are_not_called_a_bug(records, flags, shown):
     first, second, third = records[2].sequences
-    timed = [dataclasses.replace(r, config=dataclasses.replace(r.config, **flags)) for r in records]
+    timed = [dataclasses.replace(r, config=r.config.replace(**flags)) for r in records]
     timed[2] = dataclasses.replace(timed[2], sequences=[first, dataclasses.replace(second, tokens=[0]), third])
     ok, text = printed(timed)
     assert ok and "DIFFER" not in text and "bug" not in text
     said = " ".join(text.replace("│", " ").split())
     assert f"(sequences 1), as they may: it samples (--temperature 0.8) with {shown}, whose drafts are shaped" in said
-    greedy = [dataclasses.replace(r, config=dataclasses.replace(r.config, temperature=0.0)) for r in timed]
+    greedy = [dataclasses.replace(r, config=r.config.replace(temperature=0.0)) for r in timed]
     ok, text = printed(greedy)  # greedy: every run's text is the target's argmax chain, so a difference is a bug
     assert not ok and "✗ GENERATED TEXTS DIFFER ACROSS POLICIES" in text
 
@@ -102,7 +102,7 @@ def test_a_workload_compared_calls_only_the_differences_of_untimed_jobs_a_bug(re
 
     def job(r, tokens=None, **flags):  # one job's record under one policy
         seqs = r.sequences if tokens is None else [dataclasses.replace(r.sequences[0], tokens=tokens)]
-        return dataclasses.replace(r, config=dataclasses.replace(r.config, **flags), sequences=seqs)
+        return dataclasses.replace(r, config=r.config.replace(**flags), sequences=seqs)
 
     fcfs, rr = records[0], records[2]
     same, said = text_verdict(["a", "b"], {"fcfs": [job(fcfs), job(fcfs)], "rr": [job(rr), job(rr)]})
@@ -144,7 +144,7 @@ def test_an_interrupted_policy_run_ends_the_comparison(monkeypatch):
 
 
 def test_compare_starts_the_processes_once():
-    configs = policy_configs(RunConfig(backend="sim", workers=3, max_new_tokens=6, sim_draft_ms=1, sim_verify_ms=2),
+    configs = policy_configs(RunConfig.of(backend="sim", workers=3, max_new_tokens=6, sim_draft_ms=1, sim_verify_ms=2),
                              ["fcfs", "priority", "rr"])
     records = compare(configs)
     loaded = [r.extra["engine"]["models_loaded"] for r in records]

@@ -74,7 +74,7 @@ def test_the_verifier_never_verifies_two_drafts_at_once(seed_record):
 def test_tcp_transport_gives_the_same_outputs_as_ipc():
     prompts = [words(VOCAB, p) for p in PROMPTS]
     record = run_ok(sim_config(workers=3, prompts=prompts, k=3, max_new_tokens=16, transport="tcp"))
-    assert record.config.transport == "tcp"
+    assert record.config.network.transport == "tcp"
     assert outputs(record) == [greedy_reference(p, VOCAB, 16) for p in PROMPTS]
     assert {e.role for e in record.collected.events} == {"verifier", "draft"}
 

@@ -16,7 +16,7 @@ from cli_runs import read_json, run_cli
 from helpers import greedy_reference, outputs, run_ok, sim_config, words
 
 from specsched.runtime.apps.cli import build_parser
-from specsched.runtime.apps.run.flags import config_from_args
+from specsched.runtime.apps.run.flag_config import config_from_args
 from specsched.runtime.backends.sim import EOS
 from specsched.runtime.core.config import RunConfig
 

@@ -104,7 +104,7 @@ def test_the_summary_shows_the_cost_curve_and_the_calibration():
 ])
 def test_bad_settings_are_refused_in_one_line(bad, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        RunConfig(backend="sim", **bad)
+        RunConfig.of(backend="sim", **bad)
 
 
 def test_export_draws_the_reliability_diagram_of_a_run(tmp_path):

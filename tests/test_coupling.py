@@ -81,6 +81,6 @@ def test_the_coupled_text_is_the_same_whatever_drafts_it_and_equals_ar():
 
 def test_coupling_is_refused_where_it_does_not_apply():
     with pytest.raises(ConfigError, match="--coupling must be residual or gumbel"):
-        RunConfig(backend="sim", coupling="maximal", temperature=1.0)
+        RunConfig.of(backend="sim", coupling="maximal", temperature=1.0)
     with pytest.raises(ConfigError, match="samples beams jointly"):
-        RunConfig(backend="sim", mode="dsbd", coupling="gumbel", temperature=1.0)
+        RunConfig.of(backend="sim", mode="dsbd", coupling="gumbel", temperature=1.0)

@@ -181,7 +181,7 @@ def test_runs_with_chains_drawn_on_the_device_are_lossless_and_draw_what_the_hos
     prompts = ["w1 w2 w3", "w5 w6 w5 w6 w5"]
 
     def tokens(**kw):
-        record = run(RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=prompts,
+        record = run(RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=prompts,
                                max_new_tokens=16, **kw))
         assert record.status == "ok", record.error
         return [s.tokens for s in record.sequences]

@@ -207,7 +207,7 @@ def test_an_engine_whose_thread_cannot_start_says_why_instead_of_hanging(monkeyp
 ])
 def test_a_run_config_refuses_a_bad_value_in_one_line_naming_it(field, value, message):
     with pytest.raises(ConfigError, match=message):
-        RunConfig(backend="sim", **{field: value})
+        RunConfig.of(backend="sim", **{field: value})
 
 
 def test_bad_job_options_are_refused_by_submit_before_any_process_and_the_engine_goes_on():

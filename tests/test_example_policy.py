@@ -22,8 +22,8 @@ def test_least_progress_picks_the_sequence_that_is_furthest_behind():
 
 def test_custom_policy_runs_and_does_not_change_the_output():
     kw = dict(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=2, temperature=0.8, seed=3)
-    custom = run(RunConfig(policy=f"{EXAMPLE}:LeastProgress", **kw))
-    fcfs = run(RunConfig(policy="fcfs", **kw))
+    custom = run(RunConfig.of(policy=f"{EXAMPLE}:LeastProgress", **kw))
+    fcfs = run(RunConfig.of(policy="fcfs", **kw))
     assert custom.status == "ok"
     assert [s.tokens for s in custom.sequences] == [s.tokens for s in fcfs.sequences]
 

@@ -35,7 +35,7 @@ def ar(pair):
 def _run(pair, **kw):
     kw.setdefault("max_new_tokens", 16)
     kw.setdefault("prompts", PROMPTS)
-    record = run(RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), **kw))
+    record = run(RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), **kw))
     assert record.status == "ok", record.error
     return record
 
@@ -231,7 +231,7 @@ def test_sampled_output_with_the_feature_draft_follows_the_targets_law(pair):
                 joint(temperature, (*prefix, t), p * pt, out)
         return out
 
-    config = RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=[PROMPTS[0]],
+    config = RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=[PROMPTS[0]],
                        workers=workers, max_new_tokens=3, temperature=1.0, top_k=k, lookup=0)
     samples, drafted = [], 0
     with Engine(config) as e:
@@ -258,7 +258,7 @@ def test_after_kill_9_of_a_worker_or_the_verifier_the_feature_draft_goes_on_and_
     from tests.process_watch import kill_one
 
     tokens = 120
-    config = RunConfig(backend="hf", target=str(pair[0]), draft=str(pair[1]), max_new_tokens=tokens,
+    config = RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), max_new_tokens=tokens,
                        max_restarts=100, restart_period_s=1)
     rng, kills, killed = random.Random(1), 0, set()
     with Engine(config) as e:

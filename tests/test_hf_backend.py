@@ -29,7 +29,7 @@ def pair(tmp_path_factory):
 def _run(pair, **kw):
     target, draft = pair
     kw.setdefault("max_new_tokens", 16)
-    record = run(RunConfig(backend="hf", target=str(target), draft=str(draft), **kw))
+    record = run(RunConfig.of(backend="hf", target=str(target), draft=str(draft), **kw))
     assert record.status == "ok", record.error
     return record
 

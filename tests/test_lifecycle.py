@@ -45,7 +45,7 @@ def tokens_after_each_verification(prompt: tuple[int, ...], verifications: int) 
     not the target's argmax, then adds the target's own token (1 to K + 1 tokens).
     """
     target_tokens = greedy_reference(prompt, VOCAB, (K + 1) * verifications)
-    draft = draft_model(VOCAB, sim_config().sim_agreement)
+    draft = draft_model(VOCAB, sim_config().sim.agreement)
     ends = [0]
     for _ in range(verifications):
         done, accepted = ends[-1], 0

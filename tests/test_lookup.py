@@ -68,14 +68,14 @@ def test_greedy_output_with_lookup_equals_target_only_decoding():
 
 def test_lookup_must_be_off_or_at_least_two():
     with pytest.raises(ConfigError, match="--lookup"):
-        RunConfig(backend="sim", lookup=1)
+        RunConfig.of(backend="sim", lookup=1)
 
 
 def test_lookup_is_on_for_real_models_and_off_for_the_sim_by_default():
     assert RunConfig(backend="hf").draft_lookup == 4
     assert RunConfig(backend="sim").draft_lookup == 0  # 64 synthetic tokens repeat every n-gram
-    assert RunConfig(backend="hf", lookup=0).draft_lookup == 0
-    assert RunConfig(backend="sim", lookup=3).draft_lookup == 3
+    assert RunConfig.of(backend="hf", lookup=0).draft_lookup == 0
+    assert RunConfig.of(backend="sim", lookup=3).draft_lookup == 3
 
 
 def test_in_a_tree_only_nodes_with_a_match_lose_their_siblings():
@@ -113,7 +113,7 @@ def test_min_confidence_shortens_drafts_but_never_below_one_token():
     ar = run_ok(sim_config(mode="ar", **kw))
     assert outputs(run_ok(sim_config(mode="seed", min_confidence=0.3, **kw))) == outputs(ar)
     with pytest.raises(ConfigError, match="--min-confidence"):
-        RunConfig(backend="sim", min_confidence=1.0)
+        RunConfig.of(backend="sim", min_confidence=1.0)
 
 
 def test_greedy_top_tokens_match_a_stable_sort_of_the_whole_vocabulary():

@@ -29,7 +29,7 @@ PASSAGE = ("LEONTES.\n My true Paulina,\nWe shall not marry till thou bidd'st us
 
 def _run(**kw) -> list[list[int]]:
     kw.setdefault("max_new_tokens", 24)
-    record = run(RunConfig(backend="hf", target="tiny", prompts=PROMPTS, **kw))
+    record = run(RunConfig.of(backend="hf", target="tiny", prompts=PROMPTS, **kw))
     assert record.status == "ok", record.error
     return [s.tokens for s in record.sequences]
 
@@ -97,7 +97,7 @@ def test_greedy_speculative_output_equals_target_only_output(tmp_path, ar):
 
 
 def test_sampled_run_with_only_the_draft_named_accepts_some_drafts():
-    record = run(RunConfig(backend="hf", draft="tiny", prompts=PROMPTS, mode="seed", temperature=1.0, seed=3,
+    record = run(RunConfig.of(backend="hf", draft="tiny", prompts=PROMPTS, mode="seed", temperature=1.0, seed=3,
                            max_new_tokens=24))
     assert record.status == "ok", record.error
     assert 0 < record.metrics.acceptance_rate < 1

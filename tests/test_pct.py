@@ -150,7 +150,6 @@ def test_the_drafter_learns_its_calibration_from_its_verdicts():
 
 
 def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
-    from dataclasses import replace
 
     from helpers import sim_config
     from loopback_decode import LoopbackSocket, NoTelemetry
@@ -160,7 +159,7 @@ def test_a_worker_keeps_pct_calibration_over_every_sequence_it_drafts():
     from specsched.scheduler.verifier import Verifier
     from specsched.workers.draft_worker import DraftWorker
 
-    config = replace(sim_config(tree="pct", sim_vocab=64, max_new_tokens=12), mode="sd", workers=2, prompts=[],
+    config = (sim_config(tree="pct", sim_vocab=64, max_new_tokens=12)).replace(mode="sd", workers=2, prompts=[],
                      sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
     verifier = Verifier(backend.target(), NoTelemetry())

@@ -130,7 +130,7 @@ class _Quiet:
 
 def test_a_sampled_job_admits_point_masses_and_refuses_a_q_of_another_vocabulary():
     v = Verifier(SimModel(16, 1234, 1.0, 0, draft=False), _Quiet())
-    run = RunConfig(backend="sim", mode="seed", sim_vocab=16, prompts=["x"], temperature=1.0)
+    run = RunConfig.of(backend="sim", mode="seed", sim_vocab=16, prompts=["x"], temperature=1.0)
     v.add_job(JobState.from_message({"job": 0, "config": run.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
                                     v.target))
     tokens, parents = np.array([4, 1], np.int32), np.array([-1, 0], np.int32)

@@ -17,7 +17,7 @@ from specsched.policies.fcfs import FCFS
 from specsched.policies.priority import Priority
 from specsched.policies.rr import RoundRobin
 from specsched.runtime.apps.cli import build_parser
-from specsched.runtime.apps.run.flags import config_from_args
+from specsched.runtime.apps.run.flag_config import config_from_args
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.messages import Draft
 from specsched.scheduler.run_queue import start_policy

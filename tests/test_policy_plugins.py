@@ -132,7 +132,7 @@ def test_the_deadline_lets_a_quick_policy_through_and_stops_a_slow_served_or_con
             def pick(self, ready):
                 return ready[0]
     """))
-    config = RunConfig(backend="sim", policy=f"{tmp_path}/slow_start.py:SlowStart", policy_timeout_s=0.2)
+    config = RunConfig.of(backend="sim", policy=f"{tmp_path}/slow_start.py:SlowStart", policy_timeout_s=0.2)
     with pytest.raises(PolicyFailure, match="'SlowStart': __init__ did not return within 0.2 s"):
         start_policy(config)
 

@@ -252,7 +252,7 @@ def test_on_the_default_pair_a_worker_from_another_address_gives_the_local_runs_
     write_keys(tmp_path)
     listen = f"127.0.0.2:{free_port('127.0.0.2')}"
     prompt, settings = "Name three colours and say why the sky is blue.", dict(workers=2, max_new_tokens=32)
-    with Engine(RunConfig(transport="tcp", listen=listen, keys=str(tmp_path))) as e:
+    with Engine(RunConfig.of(transport="tcp", listen=listen, keys=str(tmp_path))) as e:
         worker = start_worker(listen, tmp_path / "worker.key")
         try:
             e.wait_for_remote_workers(1, timeout=300)

@@ -190,9 +190,9 @@ def test_a_run_on_transformers_models_reruns_to_the_same_tokens_with_the_same_we
 def test_a_sampled_run_whose_drafts_follow_measured_times_is_not_blamed_on_a_tie_or_a_bug(settings, flags):
     """Its sampled text varies from run to run (docs/faults.md): a parting is expected, not a bug."""
     parts = [Parting(1, 3, 17, 16)]
-    sampled = Recorded(RunConfig(backend="sim", temperature=0.8, **settings), {0: [1], 1: [2]}, "ok", {}, None)
+    sampled = Recorded(RunConfig.of(backend="sim", temperature=0.8, **settings), {0: [1], 1: [2]}, "ok", {}, None)
     why = verdict(sampled, parts, []).splitlines()[1]
     assert f"samples (--temperature 0.8) with {flags}" in why and "varies from run to run" in why
     assert "a bug" not in why
-    greedy = Recorded(RunConfig(backend="sim", **settings), {0: [1], 1: [2]}, "ok", {}, None)
+    greedy = Recorded(RunConfig.of(backend="sim", **settings), {0: [1], 1: [2]}, "ok", {}, None)
     assert "a floating-point tie (docs/lossless.md) or a bug" in verdict(greedy, parts, [])

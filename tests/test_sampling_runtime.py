@@ -147,7 +147,7 @@ def test_sd_and_seed_give_identical_sampled_outputs(sampled_by_policy):
     assert outputs(sd) == fcfs
     # and both are what the drafter and verifier produce in process, from the same streams
     config = sd.config
-    tok = SimTokenizer(config.sim_vocab)
+    tok = SimTokenizer(config.sim.vocab)
     assert [decode_in_process(config, tok.encode(p), seq) for seq, p in enumerate(PROMPTS)] == fcfs
 
 

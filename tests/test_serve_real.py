@@ -11,7 +11,7 @@ from specsched.runtime.core.config import RunConfig
 pytestmark = pytest.mark.slow
 
 PROMPT = "Name three colours."
-CONFIG = RunConfig(backend="hf", device="cpu", max_new_tokens=24, temperature=0.0)
+CONFIG = RunConfig.of(backend="hf", device="cpu", max_new_tokens=24, temperature=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -137,7 +137,7 @@ def test_restart_intensity_counts_within_a_sliding_window():
 
 
 def test_a_resume_drops_the_dead_workers_draft_and_only_the_new_epoch_may_draft():
-    config = RunConfig(backend="sim", mode="seed", sim_vocab=VOCAB, prompts=["x"])
+    config = RunConfig.of(backend="sim", mode="seed", sim_vocab=VOCAB, prompts=["x"])
     v = Verifier(target_model(VOCAB), NoTelemetry())
     v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[5, 0, 3, [1, 2]]]},
                                     v.target))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from cli_runs import assert_one_error_line
 
 from specsched.runtime.apps.cli import build_parser
 from specsched.runtime.apps.run.app import run
-from specsched.runtime.apps.run.flags import config_from_args
+from specsched.runtime.apps.run.flag_config import config_from_args
 from specsched.runtime.apps.tot.blocksworld_task import Blocksworld
 from specsched.runtime.apps.tot.gsm8k import Gsm8k
 from specsched.runtime.apps.tot.search import SearchConfig, search
@@ -66,15 +65,15 @@ def test_without_a_prompt_run_builds_a_gsm8k_tree():
 ])
 def test_a_tree_samples_as_it_reads_best_and_the_papers_setting_is_one_flag_away(flags, sampling):
     args = build_parser().parse_args(["run", *flags])
-    config = dataclasses.replace(config_from_args(args), **tree_sampling(args))
-    assert {k: getattr(config, k) for k in sampling} == sampling
+    config = (config_from_args(args)).replace(**tree_sampling(args))
+    assert {k: config.to_dict()[k] for k in sampling} == sampling
 
 
 def test_before_the_tree_the_default_pair_says_what_it_can_do():
-    note = about_the_model(RunConfig(**TREE_SAMPLING))
+    note = about_the_model(RunConfig.of(**TREE_SAMPLING))
     assert note.startswith("Thoughts sampled at T = 0.85, top-p 0.9") and "SmolLM2-135M-Instruct is a small" in note
-    assert about_the_model(RunConfig(temperature=1.0)) == "Thoughts sampled at T = 1.\n" + PRESETS["smollm2"].limits
-    assert about_the_model(RunConfig(backend="sim", temperature=1.0)) == "Thoughts sampled at T = 1."
+    assert about_the_model(RunConfig.of(temperature=1.0)) == "Thoughts sampled at T = 1.\n" + PRESETS["smollm2"].limits
+    assert about_the_model(RunConfig.of(backend="sim", temperature=1.0)) == "Thoughts sampled at T = 1."
 
 
 def test_bad_tot_input_is_one_line_and_exit_2(tmp_path):
@@ -95,7 +94,7 @@ def test_ctrl_c_between_phases_keeps_the_tree_built_so_far():
             raise KeyboardInterrupt
         return run(config)
 
-    base = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, temperature=1.0)
+    base = RunConfig.of(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, temperature=1.0)
     cfg = SearchConfig(thoughts=2, thought_tokens=6, eval_tokens=3)
     tree = search(Gsm8k(), Gsm8k().samples()[0], base, cfg, run_phase)
     assert tree.status == "interrupted" and "Ctrl-C" in tree.error

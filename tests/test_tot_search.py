@@ -60,7 +60,7 @@ class Toy(Task):
         return []
 
 
-BASE = RunConfig(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, sim_vocab=48, temperature=1.0, seed=7)
+BASE = RunConfig.of(backend="sim", sim_draft_ms=0.5, sim_verify_ms=2.0, sim_vocab=48, temperature=1.0, seed=7)
 
 
 def build(gold: str = "x", decoding: str = "sample", **overrides):
@@ -70,7 +70,7 @@ def build(gold: str = "x", decoding: str = "sample", **overrides):
         labels.append(label)
         return run(config)
 
-    base = dataclasses.replace(BASE, **overrides)
+    base = BASE.replace(**overrides)
     cfg = SearchConfig(thoughts=3, breadth=2, thought_decoding=decoding)
     tree = search(Toy(), Problem("p0", "two apples", answer=gold), base, cfg, run_phase)
     return tree, labels
@@ -161,7 +161,7 @@ def test_a_gsm8k_tree_on_tiny_transformers_models_is_the_same_across_policies(tm
 
     target, draft = make_pair(tmp_path)
     task, cfg = Gsm8k(), SearchConfig(thoughts=2, steps=1, thought_tokens=6, eval_tokens=3, answer_tokens=4)
-    base = RunConfig(backend="hf", target=str(target), draft=str(draft), temperature=1.0, seed=3)
+    base = RunConfig.of(backend="hf", target=str(target), draft=str(draft), temperature=1.0, seed=3)
     trees = [search(task, task.samples()[0], dataclasses.replace(base, policy=p), cfg, lambda c, _: run(c))
              for p in ("fcfs", "rr")]
     assert [t.status for t in trees] == ["ok", "ok"]

@@ -91,10 +91,11 @@ def _tokens(record):
 def test_greedy_trees_and_batching_match_target_only_on_sim(k_config, policy):
     kw = dict(backend="sim", workers=4, max_new_tokens=24, sim_draft_ms=1, sim_verify_ms=3,
               prompts=["kaka lomi", "nene ruru sasa", "toto", "vivi bebe"])
-    ar = _tokens(run(RunConfig(mode="ar", **kw)))
+    ar = _tokens(run(RunConfig.of(mode="ar", **kw)))
     # --lockstep for batch: the first step holds all four workers' drafts, so a batch is certain rather
     # than a matter of drafts happening to arrive together
-    seed = run(RunConfig(mode="seed", policy=policy, k_config=k_config, max_batch=0, lockstep=policy == "batch", **kw))
+    seed = run(RunConfig.of(mode="seed", policy=policy, k_config=k_config, max_batch=0, lockstep=policy == "batch",
+                            **kw))
     assert _tokens(seed) == ar
     counters = seed.collected.counters
     if policy == "batch":  # the batch really happened: fewer target forwards than drafts
@@ -106,9 +107,9 @@ def test_greedy_trees_and_batching_match_target_only_on_sim(k_config, policy):
 def test_wider_trees_accept_more_tokens_per_verification():
     kw = dict(backend="sim", workers=3, max_new_tokens=48, sim_draft_ms=0, sim_verify_ms=1, sim_agreement=0.6,
               mode="sd")
-    chain = run(RunConfig(k_config=[1, 1, 1], **kw)).metrics.mean_tokens_per_verify
-    tree = run(RunConfig(k_config=[2, 2, 1], **kw)).metrics.mean_tokens_per_verify
-    wide = run(RunConfig(k_config=[4, 2, 1], **kw)).metrics.mean_tokens_per_verify
+    chain = run(RunConfig.of(k_config=[1, 1, 1], **kw)).metrics.mean_tokens_per_verify
+    tree = run(RunConfig.of(k_config=[2, 2, 1], **kw)).metrics.mean_tokens_per_verify
+    wide = run(RunConfig.of(k_config=[4, 2, 1], **kw)).metrics.mean_tokens_per_verify
     assert chain < tree < wide
 
 
@@ -116,6 +117,6 @@ def test_sampled_batched_verification_matches_unbatched_on_sim():
     # sim logits do not depend on batch shape, so even sampled outputs are identical
     kw = dict(backend="sim", workers=4, max_new_tokens=20, sim_draft_ms=1, sim_verify_ms=3, temperature=0.9, seed=11,
               k_config=[2, 2, 1])
-    batched = run(RunConfig(policy="batch", max_batch=0, lockstep=True, **kw))  # --lockstep: a batch is certain
-    assert _tokens(batched) == _tokens(run(RunConfig(**kw)))
+    batched = run(RunConfig.of(policy="batch", max_batch=0, lockstep=True, **kw))  # --lockstep: a batch is certain
+    assert _tokens(batched) == _tokens(run(RunConfig.of(**kw)))
     assert batched.collected.counters["batched_drafts"] > batched.collected.counters["verifications"]

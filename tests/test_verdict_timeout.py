@@ -76,7 +76,7 @@ class LossySocket:
 
 
 def decode_lossy(config, **losses) -> tuple[list[int], LossySocket]:
-    config = replace(config, mode="sd", workers=1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
+    config = config.replace(mode="sd", workers=1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0)
     backend = get_backend(config)
     verifier = Verifier(backend.target(), NoTelemetry())
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),
@@ -92,7 +92,7 @@ CONFIG = sim_config(sim_vocab=32, max_new_tokens=40, verdict_timeout_s=0.05)
 
 @pytest.mark.parametrize("temperature", [0.0, 0.9])
 def test_a_lost_draft_is_sent_again_and_a_lost_verdict_is_taken_up_from_the_committed_context(temperature):
-    config = replace(CONFIG, temperature=temperature, seed=4)
+    config = CONFIG.replace(temperature=temperature, seed=4)
     undisturbed = decode_in_process(config, PROMPT, 0)
     text, sock = decode_lossy(config, lose_draft={1}, lose_verdict={3})
     assert text == undisturbed
@@ -171,7 +171,7 @@ def test_a_probe_about_a_sequence_the_verifier_does_not_hold_is_answered_only_on
     engine's resync moves the worker on); a sequence whose job ended here is done."""
     from specsched.runtime.core.transport import worker_identity
 
-    config = replace(CONFIG, mode="sd", workers=1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0, max_new_tokens=4)
+    config = CONFIG.replace(mode="sd", workers=1, prompts=[], sim_draft_ms=0.0, sim_verify_ms=0.0, max_new_tokens=4)
     verifier = Verifier(get_backend(config).target(), NoTelemetry())
     assert resume(verifier, Resume(0, 0, 0, probe=2), worker_identity(0)) is None
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),

@@ -14,7 +14,7 @@ from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.core.events import VERIFIER, Event
 from specsched.runtime.engine.osmetrics import measure as measure_os
 
-CONFIG = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], max_new_tokens=10, k=4)
+CONFIG = RunConfig.of(backend="sim", mode="seed", workers=2, prompts=["a", "b"], max_new_tokens=10, k=4)
 
 
 def verified_order(prediction) -> list[int]:
@@ -63,7 +63,7 @@ def start_up_trace() -> tuple[list[Event], list[tuple[float, int, int]]]:
 
 def test_a_slow_start_up_is_re_simulated_as_recorded():
     events, commits = start_up_trace()
-    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=8, k=4)
+    three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=8, k=4)
     recorded_os = measure_os(events, {0: 8, 1: 8, 2: 8})
     # responses 62, 190 and 199 ms: every first wait carries the start-up (a median dispatch gap and the long
     # first forward kept with one sequence predicted 2, 130 and 139 ms: -40 %)
@@ -131,7 +131,7 @@ def test_a_job_arriving_later_is_served_by_its_jobs_priority():
     # job 0 to its end first, and job 1 at 30-40
     run = Recorded({0: [Round(0, 0, 0.010, 4)] * 3, 1: [Round(0.005, 0, 0.010, 4)]},
                    jobs={0: JobFacts(job=0, priority=0), 1: JobFacts(job=1, arrival_s=0.005, priority=1)})
-    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=12, k=4)
+    two = RunConfig.of(backend="sim", mode="seed", workers=2, max_new_tokens=12, k=4)
     fcfs, priority = simulate(two, run, "fcfs"), simulate(two, run, "priority")
     assert verified_order(fcfs) == [0, 1, 0, 0] and verified_order(priority) == [0, 0, 0, 1]
     assert [round(w.response_s, 3) for w in fcfs.os.workers] == [0.0, 0.005]
@@ -143,7 +143,7 @@ def test_a_workloads_policy_sees_its_workers_by_their_ids_in_the_pool():
     # Round-robin takes turns by worker id, as it did in the live run: job 1's first
     run = Recorded({0: [Round(0, 0.001, 0.010, 4)], 1: [Round(0, 0.001, 0.010, 4)]},
                    jobs={0: JobFacts(job=0, worker=1), 1: JobFacts(job=1, worker=0)})
-    two = RunConfig(backend="sim", mode="seed", workers=2, max_new_tokens=4, k=4)
+    two = RunConfig.of(backend="sim", mode="seed", workers=2, max_new_tokens=4, k=4)
     assert verified_order(simulate(two, run, "rr")) == [1, 0]
     assert verified_order(simulate(two, Recorded(run.rounds), "rr")) == [0, 1]
 
@@ -153,7 +153,7 @@ def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
     # (b = 0). FCFS: 1-11, 11-21, 21-31. batch: the first alone (1-11: nothing else was sent), then the other two
     # together in 10 + 2 = 12 ms (11-23)
     run = Recorded({s: [Round(0, 0.001 * (s + 1), 0.010, 3)] for s in range(3)}, cost=CostCurve(0.010, 0.0, 0.002))
-    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
     fcfs, batch = simulate(three, run, "fcfs"), simulate(three, run, "batch")
     assert fcfs.makespan_s == pytest.approx(0.031) and verified_order(fcfs) == [0, 1, 2]
     assert batch.makespan_s == pytest.approx(0.023) and verified_order(batch) == [0, -1]
@@ -166,7 +166,7 @@ def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
 def test_a_replayed_policy_stuck_in_pick_is_stopped_by_the_runs_policy_timeout(tmp_path):
     (tmp_path / "stuck.py").write_text(PLUGIN.format(name="Stuck", body="while True: pass"))
     run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]})
-    config = RunConfig(backend="sim", mode="seed", workers=2, prompts=["a", "b"], policy_timeout_s=0.2)
+    config = RunConfig.of(backend="sim", mode="seed", workers=2, prompts=["a", "b"], policy_timeout_s=0.2)
     with pytest.raises(ConfigError, match=r"'.*stuck.py:Stuck': pick did not return within 0.2 s"):
         simulate(config, run, f"{tmp_path}/stuck.py:Stuck")
 
@@ -188,7 +188,7 @@ def test_edf_meets_every_deadline_of_a_feasible_workload_where_fcfs_misses_one()
                     1: [Round(0, 0.003, 0.010, 4)],
                     2: [Round(0, 0.004, 0.010, 4)]},
                    jobs={0: JobFacts(deadline_s=0.100), 1: JobFacts(deadline_s=0.100), 2: JobFacts(deadline_s=0.025)})
-    three = RunConfig(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
     fcfs, edf = simulate(three, run, "fcfs"), simulate(three, run, "edf")
     assert fcfs.missed == [2] and fcfs.finished[2] == pytest.approx(0.032)
     assert edf.missed == [] and edf.finished[2] == pytest.approx(0.022)

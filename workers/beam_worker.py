@@ -56,7 +56,7 @@ def run_beam_slot(worker, config: RunConfig, seq: int, local: int, slot: int, ho
         sent = time.monotonic()
         draft = TreeDraft(seq, worker.worker, slot, rnd, tokens, parents, sizes, q, sent, sent - started, epoch)
         worker.sock.send_multipart(draft.to_frames(), copy=False)
-        task = _await_task(worker, seq, slot, rnd, epoch, config.verdict_timeout_s)
+        task = _await_task(worker, seq, slot, rnd, epoch, config.supervision.verdict_timeout_s)
         if task.round == rnd and not task.done:
             continue  # the tree was lost on the way: the same tree again (its draws are keyed by the round)
         if not draft.empty:

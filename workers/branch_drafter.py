@@ -188,8 +188,8 @@ def branch_drafter(config: RunConfig, model_drafter: Callable[[], Drafter], prom
     unresolved auto: none)."""
     if config.drafter == DrafterKind.MODEL:
         return model_drafter()
-    corpus = None if config.corpus_cache in ("off", "auto") else load(config.corpus_cache)
-    settings = BranchSettings(config.branches, config.branch_length, corpus, processes=config.branch_processes)
+    corpus = None if config.lanes.corpus_cache in ("off", "auto") else load(config.lanes.corpus_cache)
+    settings = BranchSettings(config.lanes.count, config.lanes.length, corpus, processes=config.lanes.processes)
     if config.drafter == DrafterKind.BRANCHES:  # --lookup: among the candidates (the model drafter has its own)
         return BranchDrafter(vocab, config.sampling, prompt, dataclasses.replace(settings, lookup=config.draft_lookup))
     return WithBranches(model_drafter(), prompt, settings)

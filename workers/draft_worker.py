@@ -208,10 +208,10 @@ class DraftWorker:
             generated, rnd = len(context) - len(prompt), where.round
         def model_drafter():
             return make_drafter(self.model, config.sampling, stream(config.seed, local, "draft", generated), context,
-                                k_config=config.tree_shape, replacement=config.replacement,
-                                lookup=config.draft_lookup, min_confidence=config.min_confidence,
-                                pct=(config.pct_top_k, config.pct_depth, config.pct_floor)
-                                if config.tree == TreeKind.PCT else None,
+                                k_config=config.shape.widths, replacement=config.shape.replacement,
+                                lookup=config.draft_lookup, min_confidence=config.shape.min_confidence,
+                                pct=(config.shape.pct_top_k, config.shape.pct_depth, config.shape.pct_floor)
+                                if config.shape.tree == TreeKind.PCT else None,
                                 calibration=self.calibrations.setdefault(config.sampling.greedy, Calibration()),
                                 clocks=(config.seed, local))
 
@@ -231,7 +231,7 @@ class DraftWorker:
                               lanes=proposal.lanes, held=drafter.features_held())
                 frames = draft.to_frames()
                 self.sock.send_multipart(frames, copy=False)
-                verdict = self.await_verdict(frames, seq, rnd, epoch, config.verdict_timeout_s)
+                verdict = self.await_verdict(frames, seq, rnd, epoch, config.supervision.verdict_timeout_s)
                 if isinstance(verdict, Resumed):
                     return verdict
                 if verdict.seq != seq or verdict.round != rnd:

@@ -171,7 +171,7 @@ class Backend(ABC):
         """What a draft must share with the target ("target" or "draft"): the vocabulary's size and, where
         a tokenizer is known, a digest of it (None otherwise). A worker joining from another host is
         refused when its draft's differs from the engine's target's (same_vocabulary)."""
-        return {"size": self.config.sim_vocab, "tokens": None}
+        return {"size": self.config.sim.vocab, "tokens": None}
 
     def context_length(self) -> int | None:
         """The most positions the target reads (a prompt and what is generated after it), where known."""

@@ -115,15 +115,15 @@ class SimBackend(Backend):
     MODEL_SEED = 1234  # the sim "weights"; fixed so every run talks about the same models
 
     def tokenizer(self) -> SimTokenizer:
-        return SimTokenizer(self.config.sim_vocab)
+        return SimTokenizer(self.config.sim.vocab)
 
     def target(self) -> SimModel:
         c = self.config
-        return SimModel(c.sim_vocab, self.MODEL_SEED, 1.0, c.sim_verify_ms, draft=False)
+        return SimModel(c.sim.vocab, self.MODEL_SEED, 1.0, c.sim.verify_ms, draft=False)
 
     def draft(self) -> SimModel:
         c = self.config
-        return SimModel(c.sim_vocab, self.MODEL_SEED, c.sim_agreement, c.sim_draft_ms, draft=True)
+        return SimModel(c.sim.vocab, self.MODEL_SEED, c.sim.agreement, c.sim.draft_ms, draft=True)
 
     def default_prompt(self) -> str:
         return "kaka lomi nene"

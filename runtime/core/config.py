@@ -1,13 +1,19 @@
 """The run configuration: every flag of `specsched run`, validated once, passed to every process.
 
-Children receive it as JSON on stdin (``to_dict`` / ``from_dict``), never pickled.
+A RunConfig holds the run's own settings and its parts (config_parts.py), each of which checks itself:
+the draft's shape, Self-Draft's lanes, the sim pair, supervision, the network, sampling and beams. Outside
+the code a setting keeps its flag's flat name (`--sim-verify-ms`, `"sim_verify_ms"` in a record, a workload
+or `Engine.submit`): `RunConfig.of`, `replace`, `to_dict` and `from_dict` speak those names, through
+`SETTINGS`, the one table from a flat name to its part. Children receive the config as JSON on stdin
+(`to_dict` / `from_dict`), never pickled.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 from .config_checks import check
+from .config_parts import BeamShape, BranchLanes, DraftShape, Network, SimSettings, Supervision
 from .device import default_dtype, resolve_device
 from .kinds import (  # noqa: F401 - re-exported: the package reads the kinds from config
     BACKENDS,
@@ -27,32 +33,24 @@ from .sampling import SamplingParams
 
 AUTO_LOOKUP = 4  # --lookup on hf unless set: n-grams of 4, 3, 2 tokens
 
+# The parts by field name; each part's FLAGS names its settings' flat names.
+PARTS = {"shape": DraftShape, "lanes": BranchLanes, "sim": SimSettings, "supervision": Supervision,
+         "network": Network, "sampling": SamplingParams, "beam": BeamShape}
+_SAMPLING_FLAGS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "coupling": "coupling"}
+# flat name -> (part, its field): every setting that lives in a part
+SETTINGS: dict[str, tuple[str, str]] = {
+    flat: (part, leaf) for part, cls in PARTS.items()
+    for flat, leaf in (_SAMPLING_FLAGS if cls is SamplingParams else cls.FLAGS).items()}
+
 
 @dataclass(slots=True)
 class RunConfig:
     workers: int = 0                 # 0 = one per prompt (or 3 with a single prompt)
-    k: int = 4
-    k_config: list[int] = field(default_factory=list)  # tree shape; empty = a chain of k tokens
-    replacement: bool = True         # tree siblings drawn i.i.d. (False: without replacement)
-    lookup: int | None = None        # n-gram lookup (n = lookup..2) before the draft model; 0 = off, None = auto
-    min_confidence: float = 0.0      # stop a draft branch where the draft's top probability is below this
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     step_aside: str = "off"          # on: a sequence is decoded by the target alone while drafting does not pay
-    tree: str = "fixed"              # fixed (--k / --k-config) | pct (shaped by expected time gain)
-    pct_top_k: int = 5               # pct: children tried per node
-    pct_depth: int = 10              # pct: deepest draft
-    pct_floor: float = 0.02          # pct: no node whose estimated acceptance is below this
     drafter: str = "model"           # model | branches (Self-Draft: lanes and caches, no draft model) | both
-    branches: int = 1                # Self-Draft: branch lanes N per sequence (0 = caches only; CPU: docs/branches.md)
-    branch_length: int = 8           # Self-Draft: tokens per lane L at most
-    corpus_cache: str = "auto"       # Self-Draft: auto (the shipped one on hf, none on sim) | off | a .npz file
-    branch_processes: bool = False   # Self-Draft: each lane in its own OS process (else in its sequence's worker)
     lockstep: bool = False           # verify only when every worker that owes a draft has one queued
     max_new_tokens: int = 32
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    coupling: str = "residual"       # sampled acceptance: residual (Leviathan) | gumbel (drafter-invariant text)
     seed: int = 0
     mode: str = "seed"
     policy: str = "fcfs"
@@ -63,30 +61,42 @@ class RunConfig:
     draft: str | None = None
     prompts: list[str] = field(default_factory=list)
     raw_prompt: bool = False
-    transport: str = "ipc"
     device: str = "auto"             # hf: auto (a CUDA GPU when torch sees one) | cpu | cuda | cuda:N
     dtype: str = "auto"              # auto = bf16 on CUDA, fp32 on the CPU (model_dtype)
     verifier_threads: int = 0        # 0 = all cores
-    sim_vocab: int = 64
-    sim_agreement: float = 0.8
-    sim_draft_ms: float = 2.0
-    sim_verify_ms: float = 10.0
-    beams: int = 4                   # beam modes: the beam width W (W_L of a layer; input beams per step)
-    draft_beams: int = 0             # dsbd: W_S per layer (sampled: over all trees; greedy: per tree); 0 = --beams
-    gamma: int = 3                   # dsbd: draft layers per iteration
-    beam_threshold: float = 0.0      # dsbd: t of the dynamic width (Eq. 6-7); 0 = a fixed width
-    min_beams: int = 1               # dsbd: W_min of the dynamic width
-    beam_input: str = "all"          # beam modes: all beams go on | best: only the most likely (§3.4; not exact)
-    max_restarts: int = 3            # supervision: restarts of one child allowed within restart_period_s (OTP)
-    restart_period_s: float = 5.0
-    heartbeat_timeout_s: float = 10.0  # supervision: a worker silent this long is killed and restarted
-    policy_timeout_s: float = 10.0   # supervision: a policy's pick (served, constructor) running longer is stopped
-    verdict_timeout_s: float = 10.0  # supervision: a worker waiting this long for a verdict probes (draft_worker.py)
-    listen: str | None = None        # tcp: HOST:PORT where workers on other hosts join (specsched worker --connect)
-    keys: str | None = None          # tcp: engine.key (or its directory) from `specsched keys`; None = keys per run
+    shape: DraftShape = field(default_factory=DraftShape)
+    lanes: BranchLanes = field(default_factory=BranchLanes)
+    sim: SimSettings = field(default_factory=SimSettings)
+    supervision: Supervision = field(default_factory=Supervision)
+    network: Network = field(default_factory=Network)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    beam: BeamShape = field(default_factory=BeamShape)
 
     def __post_init__(self) -> None:
         check(self)
+
+    @classmethod
+    def of(cls, **settings) -> RunConfig:
+        """A RunConfig from settings by their flat names (`temperature=1.0, sim_verify_ms=5`); parts given
+        whole (`sim=SimSettings(...)`) are taken too."""
+        return cls().replace(**settings)
+
+    def replace(self, **settings) -> RunConfig:
+        """This config with settings changed, by their flat names or as whole parts; checked again. An unknown
+        name is a ConfigError naming it."""
+        own = {f.name for f in fields(self)}
+        if unknown := sorted(set(settings) - own - set(SETTINGS)):
+            raise ConfigError(f"unknown setting {unknown[0]!r}: settings are `specsched run`'s flags, "
+                              "by their flat names (sim_verify_ms for --sim-verify-ms)")
+        changes = {name: value for name, value in settings.items() if name in own}
+        by_part: dict[str, dict] = {}
+        for name, value in settings.items():
+            if name not in own:
+                part, leaf = SETTINGS[name]
+                by_part.setdefault(part, {})[leaf] = value
+        for part, leaves in by_part.items():
+            changes[part] = replace(changes.get(part, getattr(self, part)), **leaves)
+        return replace(self, **changes)
 
     @property
     def beam_mode(self) -> bool:
@@ -101,17 +111,7 @@ class RunConfig:
     def draft_workers(self) -> int:
         """Draft-worker processes a job needs: one per thought (seed), one (sd), one per beam (dsbd)."""
         return {"seed": self.n_sequences, "sd": 1,
-                "dsbd": self.n_sequences * self.beam_slots_at_start}.get(self.mode, 0)
-
-    @property
-    def beam_slots_at_start(self) -> int:
-        """dsbd: beams a sequence holds from its first step on, each drafted by a worker of its own - the
-        most it ever holds: --beams, or one with --beam-input best."""
-        return 1 if self.beam_input == "best" else self.beams
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p, self.coupling)
+                "dsbd": self.n_sequences * self.beam.slots_at_start}.get(self.mode, 0)
 
     @property
     def elastic_threads(self) -> bool:
@@ -141,8 +141,8 @@ class RunConfig:
         """--lookup as the drafters use it. Auto: 4 on hf (real text repeats its own phrases, names and
         numbers); off on sim, whose tiny synthetic vocabulary repeats every n-gram and would hide
         --sim-agreement."""
-        if self.lookup is not None:
-            return self.lookup
+        if self.shape.lookup is not None:
+            return self.shape.lookup
         return AUTO_LOOKUP if self.backend in MODEL_BACKENDS else 0
 
     @property
@@ -158,17 +158,12 @@ class RunConfig:
         it so). Sampling with flags that shape drafts from measured times (--tree pct's cost curve, --step-aside
         on), each run or policy draws another text from the target's law, so only a greedy run's text can be
         checked against another."""
-        timed = [flag for flag, on in (("--tree pct", self.tree == TreeKind.PCT), ("--step-aside on", self.steps_aside))
-                 if on]
-        if self.temperature <= 0 or not timed:
+        timed = [flag for flag, on in (("--tree pct", self.shape.tree == TreeKind.PCT),
+                                       ("--step-aside on", self.steps_aside)) if on]
+        if self.sampling.temperature <= 0 or not timed:
             return ""
-        return (f"it samples (--temperature {self.temperature:g}) with {' and '.join(timed)}, whose drafts are "
-                "shaped by measured times, so its text varies from run to run, each a draw from the target's law")
-
-    @property
-    def tree_shape(self) -> tuple[int, ...]:
-        """Candidates per depth: k_config, or a chain of k."""
-        return tuple(self.k_config) if self.k_config else (1,) * self.k
+        return (f"it samples (--temperature {self.sampling.temperature:g}) with {' and '.join(timed)}, whose drafts "
+                "are shaped by measured times, so its text varies from run to run, each a draw from the target's law")
 
     @property
     def n_sequences(self) -> int:
@@ -193,9 +188,18 @@ class RunConfig:
         return self.tickets[0] if len(self.tickets) == 1 else self.tickets[worker]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "lookup": self.draft_lookup}  # records say what the drafters used
+        """Every setting by its flat name (the form records, workloads and the children read)."""
+        flat = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in PARTS}
+        for name, (part, leaf) in SETTINGS.items():
+            flat[name] = getattr(getattr(self, part), leaf)
+        return {**flat, "lookup": self.draft_lookup}  # records say what the drafters used
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The inverse of `to_dict`; names this specsched does not know are left out (rerun refuses them)."""
+        return cls.of(**{k: v for k, v in data.items() if k in known_settings()})
+
+
+def known_settings() -> set[str]:
+    """Every setting's flat name: a run's own fields and its parts' settings."""
+    return {f.name for f in fields(RunConfig) if f.name not in PARTS} | set(SETTINGS)

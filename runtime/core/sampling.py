@@ -10,9 +10,13 @@ the verifier divides by.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .config_checks import check_types
+from .kinds import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,15 +26,18 @@ class SamplingParams:
     top_p: float = 1.0        # 1 = off
     coupling: str = "residual"  # how a sampled draft is accepted: residual | gumbel (runtime/core/coupling.py)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # a ConfigError is a ValueError
+        check_types(self)
         if self.coupling not in ("residual", "gumbel"):
-            raise ValueError(f"--coupling must be residual or gumbel, got {self.coupling!r}")
+            raise ConfigError(f"--coupling must be residual or gumbel, got {self.coupling!r}")
+        if not math.isfinite(self.temperature):
+            raise ConfigError(f"--temperature must be a finite number, got {self.temperature}")
         if self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+            raise ConfigError(f"--temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
-            raise ValueError(f"--top-k must be >= 0, got {self.top_k}")
+            raise ConfigError(f"--top-k must be >= 0, got {self.top_k}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+            raise ConfigError(f"--top-p must be in (0, 1], got {self.top_p}")
 
     @property
     def greedy(self) -> bool:

@@ -132,7 +132,8 @@ class Dispatcher:
         reason: str | None = "the engine stopped"
         status = "interrupted"  # what a job still running becomes: closing the engine interrupts it
         try:
-            self.endpoints = endpoints = make_endpoints(self.config.transport, run_dir, self.config.listen)
+            net = self.config.network
+            self.endpoints = endpoints = make_endpoints(net.transport, run_dir, net.listen)
             if self.keys is not None:  # PLAIN (ipc) or CURVE (tcp) servers, and a gatekeeper that admits the run only
                 self.gatekeeper = Gatekeeper(ctx, self.keys)
                 for sock in (self.sink, self.control):
@@ -177,7 +178,8 @@ class Dispatcher:
             try:
                 sock.bind(endpoints.bind(address))
             except zmq.ZMQError as exc:  # --listen HOST:PORT that another process holds, say
-                where = f"--listen {self.config.listen}" if self.config.listen and sock is self.control else address
+                listen = self.config.network.listen
+                where = f"--listen {listen}" if listen and sock is self.control else address
                 raise ConfigError(f"{where}: cannot listen there: {zmq.strerror(exc.errno)}") from None
 
     def _build(self, table: ProcessTable, orders: Orders) -> None:
@@ -189,7 +191,7 @@ class Dispatcher:
                                    max_workers=self.max_workers, idle_timeout_s=self.idle_timeout_s)
         self.joining = Joining(config, table, live, orders, self.endpoints, self.gatekeeper,
                                max_workers=self.max_workers)
-        self.liveness = Liveness(table, live, config.heartbeat_timeout_s)
+        self.liveness = Liveness(table, live, config.supervision.heartbeat_timeout_s)
         self.reports = Reports(self.keys, table, live, supervisor=self.supervisor, admission=self.admission,
                                endings=self.endings, joining=self.joining)
 

@@ -105,8 +105,8 @@ class Engine:
         self._backend.check_paths()
         # who may speak on its sockets (runtime/core/security.py): tcp, CURVE keys from --keys or made for this
         # engine alone; ipc, a password made for this run
-        keys = load_keys(self.config.keys, engine=True) if self.config.keys else \
-            Keys.generate() if self.config.transport == TransportKind.TCP else Keys.for_ipc()
+        keys = load_keys(self.config.network.keys, engine=True) if self.config.network.keys else \
+            Keys.generate() if self.config.network.transport == TransportKind.TCP else Keys.for_ipc()
         self._lock = threading.Lock()
         self._ids, self._next_seq = itertools.count(), 0
         self._closed = False
@@ -140,7 +140,7 @@ class Engine:
         checks = self._checks
         cfg = checks.with_prompts(checks.job_config(prompts, config, settings))
         checks.check_plan(cfg)  # a job that cannot run is bad input, refused before it runs
-        cfg.corpus_cache = checks.drafter_corpus(cfg)
+        cfg = cfg.replace(corpus_cache=checks.drafter_corpus(cfg))
         tokens = checks.encode(cfg)
         if self.refuse_overlong:
             checks.check_length(cfg, tokens)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from ...policies.loader import PolicyError, load_policy
 from ..backends.backend import Backend
-from ..core.config import ConfigError, DrafterKind, RunConfig
+from ..core.config import PARTS, ConfigError, DrafterKind, RunConfig, known_settings
 from ..core.config_checks import check_priority, is_int, is_number, shown
 from ..models import corpus_cache
 
@@ -28,10 +28,10 @@ def with_settings(config: RunConfig | None, settings: dict, whose: str) -> RunCo
     """`config` (the defaults' if None) with keyword settings, each a RunConfig field: an Engine's or a job's."""
     if config is not None and not isinstance(config, RunConfig):
         raise ConfigError(f"config must be a RunConfig, got {shown(config)}")
-    known = {f.name for f in dataclasses.fields(RunConfig)}
+    known = known_settings() | set(PARTS)
     if unknown := sorted(set(settings) - known):
         raise ConfigError(f"unknown {whose} setting {unknown[0]!r}: settings are RunConfig fields")
-    return dataclasses.replace(config if config is not None else RunConfig(), **settings)
+    return (config if config is not None else RunConfig()).replace(**settings)
 
 
 def check_engine_options(max_workers, idle_timeout_s, refuse_overlong, planned) -> list[tuple[str, RunConfig]]:
@@ -89,18 +89,19 @@ class JobChecks:
         if prompts is not None:
             changes["prompts"] = list(prompts)
         cfg = with_settings(config if config is not None else self.config, changes, "job")
+        mine, asked = self.config.to_dict(), cfg.to_dict()
         for f in ENGINE_FIELDS:
-            if getattr(cfg, f) != getattr(self.config, f):
-                raise ConfigError(f"this engine runs {f}={getattr(self.config, f)!r}; a job cannot change it "
-                                  f"(asked for {getattr(cfg, f)!r}): start another Engine")
+            if asked[f] != mine[f]:
+                raise ConfigError(f"this engine runs {f}={mine[f]!r}; a job cannot change it "
+                                  f"(asked for {asked[f]!r}): start another Engine")
         return cfg
 
     def check_plan(self, cfg: RunConfig) -> None:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
-        load_policy(cfg.policy, cfg.policy_timeout_s)
-        if cfg.drafter != DrafterKind.MODEL and cfg.corpus_cache not in ("auto", "off"):
-            corpus_cache.given_file(cfg.corpus_cache)
+        load_policy(cfg.policy, cfg.supervision.policy_timeout_s)
+        if cfg.drafter != DrafterKind.MODEL and cfg.lanes.corpus_cache not in ("auto", "off"):
+            corpus_cache.given_file(cfg.lanes.corpus_cache)
         if cfg.draft_workers > self.max_workers:
             raise ConfigError(f"the job needs {cfg.draft_workers} draft workers (--mode {cfg.mode}); this engine "
                               f"runs at most {self.max_workers}")
@@ -132,7 +133,8 @@ class JobChecks:
     def drafter_corpus(self, cfg: RunConfig) -> str:
         """The corpus cache the job's workers load: for Self-Draft, --corpus-cache resolved to a file or off
         (ConfigError for one that is missing or damaged); for the draft model, the setting as given."""
-        return self._corpus_cache(cfg.corpus_cache) if cfg.drafter != DrafterKind.MODEL else cfg.corpus_cache
+        given = cfg.lanes.corpus_cache
+        return self._corpus_cache(given) if cfg.drafter != DrafterKind.MODEL else given
 
     def _corpus_cache(self, setting: str) -> str:
         """--corpus-cache resolved once per engine (it reads the target's tokenizer), not once per job."""

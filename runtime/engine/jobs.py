@@ -155,7 +155,7 @@ class JobRun:
         if self.config.mode != Mode.DSBD:
             return []
         first = worker_of(self.config, local_seq)
-        return self.workers[first:first + self.config.beam_slots_at_start]
+        return self.workers[first:first + self.config.beam.slots_at_start]
 
     def assignments(self) -> list[tuple[int, list]]:
         """(pool worker, its sequences) for each of the job's workers."""

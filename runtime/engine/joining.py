@@ -57,7 +57,7 @@ class Joining:
             raise ValueError(f"{msg.kind} from no child of this engine")
 
     def _answer_join(self, identity: bytes) -> None:
-        if not self.config.listen:
+        if not self.config.network.listen:
             self.orders.reply(identity, "refused_worker", {"why": "this engine takes no workers from other hosts "
                                                            "(start it with --listen HOST:PORT)"})
             return
@@ -75,7 +75,7 @@ class Joining:
 
     def _answer_hello(self, identity: bytes, fields: dict) -> None:
         host = str(fields.get("host", "?"))[:64]
-        why = "this engine takes no workers from other hosts" if not self.config.listen else \
+        why = "this engine takes no workers from other hosts" if not self.config.network.listen else \
             same_vocabulary(self._target_vocabulary(), dict(fields["vocabulary"]))
         if why is None and len(self.table.workers()) >= self.max_workers:
             why = f"this engine already runs {self.max_workers} draft workers (max_workers)"

@@ -91,7 +91,7 @@ def build_record(config: RunConfig, collected: Collected, status: str, error: st
 def worker_of(config: RunConfig, seq: int) -> int:
     """The draft worker (numbered inside the job) that drafts sequence ``seq``: its own in seed mode, the
     single one in sd, the first of its beams' in dsbd. The one place this rule is written."""
-    return {"seed": seq, "dsbd": seq * config.beam_slots_at_start}.get(config.mode, 0)
+    return {"seed": seq, "dsbd": seq * config.beam.slots_at_start}.get(config.mode, 0)
 
 
 def measure(config: RunConfig, collected: Collected) -> tuple[Metrics, OsMetrics]:

@@ -70,7 +70,7 @@ class Supervisor:
                  salvage: Callable[[float], None]) -> None:
         self.config, self.table, self.live, self.orders, self.endings = config, table, live, orders, endings
         self.salvage = salvage
-        self.intensity = Intensity(config.max_restarts, config.restart_period_s)
+        self.intensity = Intensity(config.supervision.max_restarts, config.supervision.restart_period_s)
         self.epochs: dict[int, int] = {}
         self.resuming: dict[int, JobRun] = {}
         self.reannounce: dict[int, JobRun] = {}
@@ -162,8 +162,9 @@ class Supervisor:
 
     def _beyond(self, name: str, error: str) -> str:
         c = self.config
-        return (f"{name} died more than {c.max_restarts} times within {c.restart_period_s:g} s "
-                f"(--max-restarts {c.max_restarts}, --restart-period {c.restart_period_s:g}); last: {error}")
+        s = c.supervision
+        return (f"{name} died more than {s.max_restarts} times within {s.restart_period_s:g} s "
+                f"(--max-restarts {s.max_restarts}, --restart-period {s.restart_period_s:g}); last: {error}")
 
     def _note_restart(self, job: JobRun, worker: int, error: str, sequences: list[int]) -> None:
         """In the job's record: who (in the job's names), when, why, and the tokens its sequences re-read (a new

@@ -109,12 +109,12 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
     lengths = {}  # (sequence, round) -> its draft's length: k, or what its budget left (draft_worker.py)
     for seq, ns in tokens.items():
         budget = jobs[seq].budget if seq in jobs and jobs[seq].budget else config.max_new_tokens
-        lengths |= {(seq, r): max(min(config.k, budget - sum(ns[:r]) - 1), 0) for r in range(1, len(ns))}
+        lengths |= {(seq, r): max(min(config.shape.k, budget - sum(ns[:r]) - 1), 0) for r in range(1, len(ns))}
     cost = fit_cost(events, lengths)
     rows: dict[float, list[int]] = defaultdict(list)
     for seq, evs in by_seq.items():
         for r, v in enumerate(sorted((e for e in evs if e.kind == "verify"), key=lambda e: e.start)):
-            rows[v.start].append(lengths.get((seq, r), config.k))
+            rows[v.start].append(lengths.get((seq, r), config.shape.k))
     rounds: dict[int, list[Round]] = {}
     for seq, evs in by_seq.items():
         drafts, verified = ([e for e in sorted(evs, key=lambda e: e.start) if e.kind == k] for k in ("draft", "verify"))

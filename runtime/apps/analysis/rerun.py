@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.config import ConfigError, RunConfig
+from ...core.config import ConfigError, RunConfig, known_settings
 from ...core.config_checks import is_int, is_number, shown
 from ...engine.record import record_kind
 from ..tot.search import SearchConfig
@@ -132,7 +132,7 @@ def _sequences(path: str, sequences: list, n: int, *, whole: bool) -> dict[int, 
 
 
 def _config(path: str, settings: dict) -> RunConfig:
-    known = {f.name for f in fields(RunConfig)}
+    known = known_settings()
     if unknown := sorted(set(settings) - known):
         raise ConfigError(f"{path} was written by another specsched: this one has no setting "
                           f"{', '.join(map(repr, unknown))}")

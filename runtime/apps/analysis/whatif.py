@@ -35,7 +35,7 @@ from ...core.events import VERIFIER, Event
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ...engine.record import worker_of
-from ..run.flags import BATCHING
+from ..run.flag_config import BATCHING
 from .forward_cost import batch_extra
 from .recorded_run import Recorded
 
@@ -68,7 +68,8 @@ class _Replay:
     def __init__(self, config: RunConfig, run: Recorded, name: str, limit: int) -> None:
         self.config, self.run, self.name, self.limit = config, run, name, limit
         self.now = 0.0                                   # the virtual clock a policy reads (MLFQ's boosts)
-        self.policy = _construct(name, config.policy_timeout_s, PolicySettings(max_batch=limit), lambda: self.now)
+        self.policy = _construct(name, config.supervision.policy_timeout_s, PolicySettings(max_batch=limit),
+                                 lambda: self.now)
         self.events: list[Event] = []
         self.sent: list[tuple[float, int, int]] = []     # (sent, order, seq): drafts not yet in the queue
         self.queue: dict[int, tuple[_Sent, ReadyDraft]] = {}
@@ -134,7 +135,7 @@ class _Replay:
         seq, job = s.seq, self.run.job(s.seq)
         worker, verified, rnd = worker_of(self.config, seq), self.committed[seq], self.done[seq]
         budget = job.budget or self.config.max_new_tokens
-        length = max(min(self.config.k, budget - verified - 1), 0)  # a worker never drafts past its budget
+        length = max(min(self.config.shape.k, budget - verified - 1), 0)  # a worker never drafts past its budget
         # a workload's policy saw its workers by their ids in the engine's pool (rr and mlfq take turns by them)
         seen_as = worker if job.worker is None else job.worker
         info = ReadyDraft(seen_as, seq, s.admitted, self.order, length, verified, self.config.priority_of(worker), rnd,
@@ -148,7 +149,7 @@ class _Replay:
         ready = [info for _, info in sorted(self.queue.values(), key=lambda q: q[1].order)]
         # what the live verifier would tell it: its fit of the forwards so far (none before the first)
         self.policy.cost = self.fit.curve()
-        choice = _ask(self.name, self.config.policy_timeout_s, self.policy.pick, ready)
+        choice = _ask(self.name, self.config.supervision.policy_timeout_s, self.policy.pick, ready)
         try:
             chosen = checked_pick(self.name, choice, ready, self.limit)
         except PolicyFailure as exc:  # the run queue's words: a live run would have stopped the same way
@@ -171,8 +172,8 @@ class _Replay:
         for (s, info), r in zip(picked, rounds):
             self.events += [self._worker_event("queued", s.sent, start, s.seq, s.admitted),
                             self._worker_event("verify", start, end, s.seq)]
-            _ask(self.name, self.config.policy_timeout_s, self.policy.served, info, (end - start) / len(picked),
-                 r.committed)
+            _ask(self.name, self.config.supervision.policy_timeout_s, self.policy.served, info,
+                 (end - start) / len(picked), r.committed)
             self.done[s.seq] += 1
             self.committed[s.seq] += r.committed
             self.finished[s.seq] = end

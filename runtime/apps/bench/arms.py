@@ -95,11 +95,11 @@ def runtime_config(name: str, base: RunConfig) -> RunConfig:
               **fields}
     if fields["mode"] in ("ar", "parallel", "beam", "dsbd"):
         fields["step_aside"] = "off"  # no drafts to step aside from
-    if fields.get("tree", base.tree) == "pct":
+    if fields.get("tree", base.shape.tree) == "pct":
         fields["k_config"] = []       # PCT shapes its own trees
     if fields["policy"] == "priority":
         fields["priorities"] = list(range(base.n_sequences))
-    return dataclasses.replace(base, **fields)
+    return base.replace(**fields)
 
 
 def shared(config: RunConfig) -> dict:

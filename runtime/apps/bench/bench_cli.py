@@ -43,7 +43,7 @@ def add_bench_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="discarded runs per arm first (default 1)")
     p.add_argument("--workers", "--thoughts", dest="workers", type=int, default=None, metavar="N",
                    help="thoughts n = draft workers = sequences (default 3)")
-    p.add_argument("--k", type=int, default=RunConfig().k, help="draft tokens per round")
+    p.add_argument("--k", type=int, default=RunConfig().shape.k, help="draft tokens per round")
     p.add_argument("--lookup", type=int, default=None, metavar="N",
                    help="n-gram lookup before the draft model in the speculative arms (default: 4 on hf, off on "
                         "sim; 0 = off, e.g. to compare the draft model alone with hf-assisted)")

@@ -13,7 +13,7 @@ from ...core.config_checks import MAX_THREADS
 from ...engine.stopping import REASONS
 from ...models import corpus_cache
 from ..run.exits import fail, stopped_status
-from ..run.flags import CUTS, branch_settings, given
+from ..run.flag_config import CUTS, branch_settings, given
 from ..view.console import print_wrote
 from . import plot, runner, workload
 from .arms import RUNTIME_ARMS, parse_arms, runtime_config
@@ -47,7 +47,7 @@ def settings_from_args(args: argparse.Namespace):
         raise ConfigError("--arms is empty: name at least one arm")
     backend = pick("backend")
     texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
-    base = RunConfig(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
+    base = RunConfig.of(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
                      temperature=args.temperature, **given(args, CUTS), coupling=args.coupling,
                      seed=args.seed,
                      backend=backend, target=args.target, draft=args.draft,
@@ -64,12 +64,12 @@ def settings_from_args(args: argparse.Namespace):
 def _check_corpus_cache(base: RunConfig, arms: list[str]) -> None:
     """--corpus-cache FILE serves the Self-Draft arms: refused without one, and a file that is missing or not a
     corpus cache of the target's tokens is one line before any arm runs (not each Self-Draft run failing)."""
-    if base.corpus_cache in ("auto", "off"):
+    if base.lanes.corpus_cache in ("auto", "off"):
         return
-    if not any(c.drafter != DrafterKind.MODEL and c.corpus_cache != "off"
+    if not any(c.drafter != DrafterKind.MODEL and c.lanes.corpus_cache != "off"
                for c in (runtime_config(a, base) for a in arms if a in RUNTIME_ARMS)):
         raise ConfigError(f"--corpus-cache applies to the Self-Draft arms, and none of {','.join(arms)} is one")
-    corpus_cache.resolve(base.corpus_cache, get_backend(base))
+    corpus_cache.resolve(base.lanes.corpus_cache, get_backend(base))
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:

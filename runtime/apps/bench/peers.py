@@ -124,7 +124,7 @@ def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:
     helper = None
     if assistant:  # built on the host (draft_as_llama copies weights by index), then placed beside the target
         draft = HFModel(str(draft_path), base.model_dtype, target_dir=str(target_path)).model
-        helper = placement.adopt(as_assistant(draft, len(base.tree_shape)))
+        helper = placement.adopt(as_assistant(draft, len(base.shape.widths)))
     return LoadedPeers(base, target.model, helper, target.eos_token_id, prompts, placement.name)
 
 
@@ -140,11 +140,11 @@ class PeerArm:
         kw: dict = {"max_new_tokens": c.max_new_tokens, "eos_token_id": self.peers.eos, "pad_token_id": self.peers.eos,
                     "do_sample": not c.sampling.greedy}
         if not c.sampling.greedy:   # top_k 0 = off, as in our runtime (HF's own default would be 50)
-            kw.update(temperature=c.temperature, top_k=c.top_k, top_p=c.top_p)
+            kw.update(temperature=c.sampling.temperature, top_k=c.sampling.top_k, top_p=c.sampling.top_p)
         if self.name == "hf-assisted":
             kw["assistant_model"] = self.peers.assistant
         else:
-            kw["prompt_lookup_num_tokens"] = len(c.tree_shape)
+            kw["prompt_lookup_num_tokens"] = len(c.shape.widths)
         return kw
 
     def run(self) -> Sample:

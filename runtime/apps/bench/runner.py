@@ -77,8 +77,9 @@ def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None]
 
     def at_point(config: RunConfig) -> list[ArmResult]:
         if progress:
-            progress(f"sweep {s.sweep}: n {config.n_sequences}, k {config.k}, k-config {config.k_config or '-'}, "
-                     f"T {config.temperature:g}, N:L {config.branches}:{config.branch_length}")
+            progress(f"sweep {s.sweep}: n {config.n_sequences}, k {config.shape.k}, "
+                     f"k-config {config.shape.k_config or '-'}, T {config.sampling.temperature:g}, "
+                     f"N:L {config.lanes.count}:{config.lanes.length}")
         return measure_point(config)
 
     record.sweep_axis = s.sweep

@@ -18,7 +18,6 @@ are ratios of arms measured in the same invocation at the same setting. Axes:
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -163,7 +162,7 @@ def point_config(base: RunConfig, axis: str, value: Value, *, n_prompts: int | N
         fields[axis] = value
     texts = workload.prompts(base.backend, n_prompts or n, task=value if axis == "task" else task)  # type: ignore[arg-type]
     fields["prompts"] = workload.per_thought(texts, n)
-    return dataclasses.replace(base, **fields)
+    return base.replace(**fields)
 
 
 def run_sweep(axis: str, values: list[Value], base: RunConfig, measure_point: Callable[[RunConfig], list[ArmResult]],

@@ -134,12 +134,12 @@ def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
 def _title(record: BenchRecord) -> str:
     """The shared settings; a sweep's axis is left out (it varies), and N:L only shown where a Self-Draft arm ran."""
     c, axis = record.config, record.sweep_axis
-    shape = f"k-config {','.join(map(str, c.k_config))}" if c.k_config else f"k {c.k}"
+    shape = f"k-config {','.join(map(str, c.shape.k_config))}" if c.shape.k_config else f"k {c.shape.k}"
     lanes = axis != "branches" and any(r.name in BRANCH_ARMS for r in record.all_results)
     parts = [f"backend {c.backend}", f"n {c.n_sequences}" if axis != "n" else "",
              shape if axis not in ("k", "k-config") else "", f"lookup {c.draft_lookup}" if c.draft_lookup else "",
-             f"N:L {c.branches}:{c.branch_length}" if lanes else "",
-             f"T {c.temperature:g}" if axis != "temperature" else "",
+             f"N:L {c.lanes.count}:{c.lanes.length}" if lanes else "",
+             f"T {c.sampling.temperature:g}" if axis != "temperature" else "",
              f"{c.max_new_tokens} tokens", f"{record.repeats} repeats after {record.warmup} warm-up", f"seed {c.seed}",
              "" if record.mps_daemon is None else f"MPS {'on' if record.mps_daemon else 'off'}",
              f"INTERRUPTED at {record.stopped_at}" if record.stopped_by else ""]

@@ -23,7 +23,7 @@ def run_prompts(args: argparse.Namespace, console: Console, config: RunConfig,
                 remote: int = 0) -> tuple[RunRecord, int]:
     """The record, and the status the command ends with. `args` gives --no-live, --quiet, --json, --trace
     (and --join-timeout with `remote` workers from other hosts)."""
-    usage = UsageSampler(lanes=config.branch_processes)  # --branch-processes: each lane process gets a line
+    usage = UsageSampler(lanes=config.lanes.processes)  # --branch-processes: each lane process gets a line
     view = choose_view(console, Monitor(config, usage), enabled=not args.no_live)
     sampled = args.trace or usage.gpu.on  # GPU use goes into the record, live view or not
     on_update = view.update if view else (lambda c: usage.sample(c.processes)) if sampled else None

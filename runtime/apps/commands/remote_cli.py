@@ -52,12 +52,12 @@ def check_remote_workers(args: argparse.Namespace, config: RunConfig) -> int:
         return 0
     if n < 0:
         raise ConfigError(f"--remote-workers must be >= 0, got {n}")
-    if not config.listen:
+    if not config.network.listen:
         raise ConfigError("--remote-workers needs --listen HOST:PORT (where they join) and --keys DIR")
     if n > config.draft_workers:
         raise ConfigError(f"--remote-workers {n}, but the job runs {config.draft_workers} draft workers "
                           f"(--mode {config.mode})")
-    print(f"waiting for {n} worker(s) from other hosts: specsched worker --connect tcp://{config.listen} "
-          f"--key {Path(config.keys) / 'worker.key' if Path(config.keys).is_dir() else '<worker.key>'}",
+    print(f"waiting for {n} worker(s) from other hosts: specsched worker --connect tcp://{config.network.listen} "
+          f"--key {Path(config.network.keys) / 'worker.key' if Path(config.network.keys).is_dir() else '<worker.key>'}",
           file=sys.stderr)
     return n

@@ -39,7 +39,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ConfigError(f"--join-timeout must be > 0 seconds, got {args.join_timeout}")
     sim = {k: v for k, v in overrides.items() if k.startswith("sim_")}
     if sim:  # a run's own range checks (config_checks.py), before the engine is asked
-        RunConfig(backend="sim", **sim)
+        RunConfig.of(backend="sim", **sim)
     try:
         return join(endpoint, keys.for_worker(), overrides, timeout_s=args.join_timeout)
     except Refused as exc:

@@ -13,7 +13,7 @@ from ....policies.loader import load_policy
 from ...core.config import ConfigError, RunConfig
 from ...engine.provenance import provenance
 from ..run.exits import EXIT_FAILED, stopped_status
-from ..run.flags import config_from_args, max_batch
+from ..run.flag_config import config_from_args, max_batch
 from ..tot.tot_cli import wants_tot
 from ..tot.tot_commands import cmd_tot
 from .compare import compare, policy_configs, print_comparison
@@ -58,4 +58,4 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def prepare_check(config: RunConfig) -> None:
-    load_policy(config.policy, config.policy_timeout_s)
+    load_policy(config.policy, config.supervision.policy_timeout_s)

@@ -19,7 +19,6 @@ waited to be admitted (workers loading, or jobs of another policy running).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import random
@@ -132,7 +131,7 @@ def job_config(base: RunConfig, job: WorkloadJob, index: int) -> RunConfig:
         changes["max_new_tokens"] = job.max_new_tokens
     if base.priorities:  # compare's per-worker default for `priority` (the CLI refuses --priorities here):
         changes["priorities"] = []  # they mean nothing across jobs that share workers; the job's own rule
-    return dataclasses.replace(base, **changes)
+    return base.replace(**changes)
 
 
 @dataclass(slots=True)

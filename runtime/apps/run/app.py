@@ -24,7 +24,7 @@ __all__ = ["RunRecord", "SequenceResult", "measure", "prepare", "run", "sigterm_
 
 def prepare(config: RunConfig):
     """Checks that need no process; returns the backend and the tokenised prompts."""
-    load_policy(config.policy, config.policy_timeout_s)
+    load_policy(config.policy, config.supervision.policy_timeout_s)
     backend = get_backend(config)
     backend.check()
     if not config.prompts:

@@ -1,14 +1,13 @@
-"""The flags every run-like command shares (`run`, `compare`), and the RunConfig they make."""
+"""The flags every run-like command shares (`run`, `compare`, `serve`), in `run --help`'s argument groups, one
+function each; the flags `bench` shares with them. What they make is flag_config.py's."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Protocol
 
-from ...core.config import BACKENDS, MODES, BackendKind, ConfigError, DrafterKind, RunConfig, TreeKind
+from ...core.config import BACKENDS, MODES, RunConfig
 from ...models.registry import DEFAULT as DEFAULT_PAIR
-
-BRANCH_FLAGS = ("branches", "branch_length", "corpus_cache")
 
 
 class Flags(Protocol):
@@ -22,32 +21,14 @@ def add_branch_flags(p: Flags) -> None:
     defaults to None (not given), so that a run without Self-Draft can refuse one given even at its default."""
     d = RunConfig()
     p.add_argument("--branches", type=int, default=None, metavar="N",
-                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.branches})")
+                   help=f"Self-Draft: branch lanes per sequence, 0 = caches only (default {d.lanes.count})")
     p.add_argument("--branch-length", type=int, default=None, metavar="L",
-                   help=f"Self-Draft: tokens per branch lane at most (default {d.branch_length})")
+                   help=f"Self-Draft: tokens per branch lane at most (default {d.lanes.length})")
     p.add_argument("--corpus-cache", default=None, metavar="FILE",
                    help="Self-Draft: the corpus cache: auto (on hf and llamacpp the one `specsched models "
                         "corpus-cache` built for the target's tokenizer, else the shipped one if made with that "
                         "tokenizer; none on sim), off, or a .npz from `specsched models corpus-cache` "
-                        f"(default {d.corpus_cache})")
-
-
-def given(args: argparse.Namespace, names: tuple[str, ...]) -> dict:
-    """Those of `names` (flags that default to None) given on the command line, as RunConfig fields; the ones
-    not given keep RunConfig's defaults."""
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
-
-
-def branch_settings(args: argparse.Namespace) -> dict:
-    """The Self-Draft flags given."""
-    return given(args, BRANCH_FLAGS)
-
-
-def _refuse(settings: dict, applies_to: str, this_run: str) -> None:
-    """A flag given where it cannot apply is refused, not ignored: the first of `settings` names it."""
-    if settings:
-        flag = "--" + next(iter(settings)).replace("_", "-")
-        raise ConfigError(f"{flag} applies to {applies_to} (this run uses {this_run})")
+                        f"(default {d.lanes.corpus_cache})")
 
 
 def add_device_flags(p: Flags) -> None:
@@ -66,18 +47,15 @@ def add_model_flags(p: Flags) -> None:
                    help="the draft model (default: the target preset's draft)")
 
 
-CUTS = ("top_k", "top_p")  # None unless given: a tree samples with cut-offs of its own (tot_cli.TREE_SAMPLING)
-
-
 def add_sampling_flags(p: Flags) -> None:
     """Top-k, top-p and the seed: `run`, `compare` and `bench` take the same flags (--temperature's default
     differs between them)."""
     d = RunConfig()
     p.add_argument("--top-k", type=int, default=None, metavar="K",
-                   help=f"only the K likeliest tokens; 0 = off (default {d.top_k})")
+                   help=f"only the K likeliest tokens; 0 = off (default {d.sampling.top_k})")
     p.add_argument("--top-p", type=float, default=None, metavar="P",
-                   help=f"only the likeliest mass P; 1 = off (default {d.top_p:g})")
-    p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.coupling,
+                   help=f"only the likeliest mass P; 1 = off (default {d.sampling.top_p:g})")
+    p.add_argument("--coupling", choices=["residual", "gumbel"], default=d.sampling.coupling,
                    help="how a sampled draft is accepted: residual (speculative sampling, the most accepted) or "
                         "gumbel (the text depends on the seed and the target alone, the same after any crash "
                         "and under any policy, and equal to --mode ar's; fewer tokens accepted)")
@@ -117,7 +95,7 @@ def add_workload_flags(p: Flags) -> None:
 def add_drafting_flags(p: Flags) -> None:
     """The shape of each draft and where its tokens come from."""
     d = RunConfig()
-    p.add_argument("--k", type=int, default=d.k, help="draft tokens per round")
+    p.add_argument("--k", type=int, default=d.shape.k, help="draft tokens per round")
     p.add_argument("--k-config", type=int_list, default=[], metavar="W1,W2,...",
                    help="draft a token tree: candidates per depth, e.g. 2,2,1 (overrides --k)")
     p.add_argument("--no-replacement", action="store_true",
@@ -133,18 +111,18 @@ def add_drafting_flags(p: Flags) -> None:
     add_branch_flags(p)
     p.add_argument("--branch-processes", action="store_true",
                    help="Self-Draft: run each branch lane in its own OS process (default: in its sequence's worker)")
-    p.add_argument("--min-confidence", type=float, default=d.min_confidence, metavar="P",
+    p.add_argument("--min-confidence", type=float, default=d.shape.min_confidence, metavar="P",
                    help="adaptive draft length: below the first draft token, stop a branch where the draft's top "
                         "probability is below P (0 = always draft k)")
-    p.add_argument("--tree", default=d.tree, metavar="SHAPE",
+    p.add_argument("--tree", default=d.shape.tree, metavar="SHAPE",
                    help="fixed (--k / --k-config) | pct: a tree shaped by expected time gain from the measured "
                         "costs (top-k children per node, depth, leaf floor: --pct-top-k, --pct-depth, --pct-floor)")
     p.add_argument("--pct-top-k", type=int, default=None, metavar="K",
-                   help=f"pct: children tried per node (default {d.pct_top_k})")
+                   help=f"pct: children tried per node (default {d.shape.pct_top_k})")
     p.add_argument("--pct-depth", type=int, default=None, metavar="D",
-                   help=f"pct: deepest draft (default {d.pct_depth})")
+                   help=f"pct: deepest draft (default {d.shape.pct_depth})")
     p.add_argument("--pct-floor", type=float, default=None, metavar="P",
-                   help=f"pct: no node whose estimated acceptance is below P (default {d.pct_floor:g})")
+                   help=f"pct: no node whose estimated acceptance is below P (default {d.shape.pct_floor:g})")
     p.add_argument("--step-aside", default=d.step_aside, metavar="on|off",
                    help="on: a sequence whose drafts do not pay (measured costs, its running yield) is decoded "
                         "by the target alone, one more row in the verifier's forwards, and probes again later "
@@ -154,19 +132,19 @@ def add_drafting_flags(p: Flags) -> None:
 def add_beam_flags(p: Flags) -> None:
     """Beam sampling and search, and dsbd's draft forests."""
     d = RunConfig()
-    p.add_argument("--beams", type=int, default=d.beams, metavar="W",
-                   help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beams})")
-    p.add_argument("--draft-beams", type=int, default=d.draft_beams, metavar="W_S",
+    p.add_argument("--beams", type=int, default=d.beam.width, metavar="W",
+                   help=f"--mode beam|dsbd: beam width, the beams kept per step (default {d.beam.width})")
+    p.add_argument("--draft-beams", type=int, default=d.beam.draft_width, metavar="W_S",
                    help="dsbd: draft beams per layer, over all trees when sampling, per tree when greedy "
                         "(default: --beams)")
-    p.add_argument("--gamma", type=int, default=d.gamma, metavar="G",
-                   help=f"dsbd: draft layers per iteration (default {d.gamma})")
-    p.add_argument("--beam-threshold", type=float, default=d.beam_threshold, metavar="T",
+    p.add_argument("--gamma", type=int, default=d.beam.gamma, metavar="G",
+                   help=f"dsbd: draft layers per iteration (default {d.beam.gamma})")
+    p.add_argument("--beam-threshold", type=float, default=d.beam.threshold, metavar="T",
                    help="dsbd: dynamic width, as many beams per layer as are accepted with probability >= T "
                         "(DSBD Eq. 6-7; default 0 = fixed width; sampling only)")
-    p.add_argument("--min-beams", type=int, default=d.min_beams, metavar="W_MIN",
-                   help=f"dsbd: the dynamic width's floor (default {d.min_beams})")
-    p.add_argument("--beam-input", default=d.beam_input, metavar="all|best",
+    p.add_argument("--min-beams", type=int, default=d.beam.min_width, metavar="W_MIN",
+                   help=f"dsbd: the dynamic width's floor (default {d.beam.min_width})")
+    p.add_argument("--beam-input", default=d.beam.inputs, metavar="all|best",
                    help="beam modes: the next step grows from all beams (default) or only the most likely one "
                         "(DSBD §3.4: one cache, but no longer the law of beam sampling)")
 
@@ -175,7 +153,7 @@ def add_sampling_group(p: Flags) -> None:
     """The target's law: temperature, top-k, top-p, the acceptance coupling, the seed."""
     d = RunConfig()
     p.add_argument("--temperature", type=float, default=None, metavar="T",
-                   help=f"0 = greedy (default {d.temperature:g}; a tree: 0.85, top-p 0.9)")
+                   help=f"0 = greedy (default {d.sampling.temperature:g}; a tree: 0.85, top-p 0.9)")
     add_sampling_flags(p)
 
 
@@ -208,49 +186,49 @@ def add_backend_flags(p: Flags) -> None:
                         "drafting workers leave free (scheduler/cores.py) on hf, every core on llamacpp")
     # default None: set only when given, so that a --sim-* flag on another backend is an error, not ignored
     p.add_argument("--sim-vocab", type=int, default=None, metavar="V",
-                   help=f"sim: vocabulary size (default {d.sim_vocab})")
+                   help=f"sim: vocabulary size (default {d.sim.vocab})")
     p.add_argument("--sim-agreement", type=float, default=None, metavar="A",
-                   help=f"sim: 0..1 draft/target agreement (default {d.sim_agreement:g})")
+                   help=f"sim: 0..1 draft/target agreement (default {d.sim.agreement:g})")
     p.add_argument("--sim-draft-ms", type=float, default=None, metavar="MS",
-                   help=f"sim: simulated draft forward, in ms (default {d.sim_draft_ms:g})")
+                   help=f"sim: simulated draft forward, in ms (default {d.sim.draft_ms:g})")
     p.add_argument("--sim-verify-ms", type=float, default=None, metavar="MS",
-                   help=f"sim: simulated target forward, in ms (default {d.sim_verify_ms:g})")
+                   help=f"sim: simulated target forward, in ms (default {d.sim.verify_ms:g})")
 
 
 def add_fault_flags(p: Flags) -> None:
     """How the processes talk, and what supervision restarts or gives up on."""
     d = RunConfig()
-    p.add_argument("--transport", default=d.transport,
+    p.add_argument("--transport", default=d.network.transport,
                    help="ipc (private temp dir) | tcp (CurveZMQ-authenticated; loopback unless --listen)")
     p.add_argument("--listen", default=None, metavar="HOST:PORT",
                    help="tcp: bind here too, so that workers on other hosts can join (`specsched worker --connect`); "
                         "implies --transport tcp and needs --keys")
     p.add_argument("--keys", default=None, metavar="DIR",
                    help="tcp: the CURVE keys `specsched keys DIR` wrote (default: new keys for this run alone)")
-    p.add_argument("--max-restarts", type=int, default=d.max_restarts, metavar="R",
+    p.add_argument("--max-restarts", type=int, default=d.supervision.max_restarts, metavar="R",
                    help=f"supervision: restarts of one child (a draft worker or the verifier) allowed within "
-                        f"--restart-period; one more fails the jobs it serves (default {d.max_restarts}; 0 = never)")
-    p.add_argument("--restart-period", type=float, default=d.restart_period_s, metavar="S",
-                   help=f"supervision: the window of --max-restarts, in seconds (default {d.restart_period_s:g})")
-    p.add_argument("--heartbeat-timeout", type=float, default=d.heartbeat_timeout_s, metavar="S",
+                        f"--restart-period; one more fails the jobs it serves "
+                        f"(default {d.supervision.max_restarts}; 0 = never)")
+    p.add_argument("--restart-period", type=float, default=d.supervision.restart_period_s, metavar="S",
+                   help=f"supervision: the window of --max-restarts, in seconds "
+                        f"(default {d.supervision.restart_period_s:g})")
+    p.add_argument("--heartbeat-timeout", type=float, default=d.supervision.heartbeat_timeout_s, metavar="S",
                    help=f"supervision: a child silent this long (stopped, hung) is killed and restarted "
-                        f"(default {d.heartbeat_timeout_s:g})")
-    p.add_argument("--policy-timeout", type=float, default=d.policy_timeout_s, metavar="S",
+                        f"(default {d.supervision.heartbeat_timeout_s:g})")
+    p.add_argument("--policy-timeout", type=float, default=d.supervision.policy_timeout_s, metavar="S",
                    help=f"supervision: a policy's pick (or served, or constructor) still running after S seconds "
                         f"is stopped, and the jobs it schedules fail with what they verified kept "
-                        f"(default {d.policy_timeout_s:g})")
-    p.add_argument("--verdict-timeout", type=float, default=d.verdict_timeout_s, metavar="S",
+                        f"(default {d.supervision.policy_timeout_s:g})")
+    p.add_argument("--verdict-timeout", type=float, default=d.supervision.verdict_timeout_s, metavar="S",
                    help=f"supervision: a draft worker that waits S seconds for a verdict asks the verifier where its "
                         f"sequence stands, and waits on (its draft is queued), sends the draft again (it was lost) or "
-                        f"drafts on (the verdict was lost) (default {d.verdict_timeout_s:g})")
+                        f"drafts on (the verdict was lost) (default {d.supervision.verdict_timeout_s:g})")
 
 
 def add_output_flags(p: Flags) -> None:
     """What the run writes."""
     p.add_argument("--json", default=None, metavar="PATH", help="write a machine-readable record")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
-
-
 
 
 def name_list(text: str) -> list[str]:
@@ -262,47 +240,3 @@ def int_list(text: str) -> list[int]:
         return [int(x) for x in text.split(",")]  # an empty item is a typo, not a value to skip
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-BATCHING = ("batch", "goodput")  # the built-in policies that batch: every ready draft is theirs to choose from
-
-
-def max_batch(args: argparse.Namespace) -> int:
-    """--max-batch as given; unset, --policy batch verifies every ready draft at once (0), others one."""
-    if args.max_batch is not None:
-        return args.max_batch
-    return 0 if args.policy in BATCHING else RunConfig().max_batch
-
-
-SIM_FLAGS = ("sim_vocab", "sim_agreement", "sim_draft_ms", "sim_verify_ms")
-PCT_FLAGS = ("pct_top_k", "pct_depth", "pct_floor")  # None unless given: without --tree pct, each is refused
-
-
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
-    sim, branch, pct = given(args, SIM_FLAGS), branch_settings(args), given(args, PCT_FLAGS)
-    if args.backend != BackendKind.SIM and args.backend in BACKENDS:  # an unknown backend: RunConfig says so
-        _refuse(sim, "--backend sim only", f"--backend {args.backend}")
-    if args.tree == TreeKind.FIXED:  # an unknown --tree: RunConfig says so
-        _refuse(pct, "--tree pct", "--tree fixed")
-    if args.drafter == DrafterKind.MODEL:  # lanes and caches are Self-Draft's
-        _refuse(branch, "--drafter branches or both", "--drafter model")
-    if args.priorities and (getattr(args, "workload", None) or getattr(args, "arrivals", None)):
-        # a workload's jobs share a pool of workers: a job's priority is its own ("priority" in the workload)
-        raise ConfigError("--priorities applies to a --prompt run; a workload's jobs carry their own priority")
-    return RunConfig(
-        workers=args.workers or 0, k=args.k, k_config=args.k_config, replacement=not args.no_replacement,
-        lookup=args.lookup, min_confidence=args.min_confidence, tree=args.tree, drafter=args.drafter,
-        **branch, branch_processes=args.branch_processes, **pct, step_aside=args.step_aside,
-        max_batch=max_batch(args), lockstep=args.lockstep, max_new_tokens=args.max_new_tokens,
-        temperature=RunConfig().temperature if args.temperature is None else args.temperature,
-        **given(args, CUTS), coupling=args.coupling, seed=args.seed,
-        mode=args.mode, policy=args.policy, priorities=args.priorities, tickets=args.tickets, backend=args.backend,
-        target=args.target, draft=args.draft, prompts=args.prompts, raw_prompt=args.raw_prompt,
-        transport="tcp" if args.listen else args.transport, listen=args.listen, keys=args.keys,
-        device=args.device, dtype=args.dtype, verifier_threads=args.verifier_threads, beams=args.beams,
-        draft_beams=args.draft_beams, gamma=args.gamma, beam_threshold=args.beam_threshold,
-        min_beams=args.min_beams, beam_input=args.beam_input, max_restarts=args.max_restarts,
-        restart_period_s=args.restart_period, heartbeat_timeout_s=args.heartbeat_timeout,
-        policy_timeout_s=args.policy_timeout, verdict_timeout_s=args.verdict_timeout, **sim)

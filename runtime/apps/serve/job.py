@@ -9,7 +9,6 @@ prompt is text to continue, read as `run --raw-prompt` reads it. Greedy text ove
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 from ....policies.loader import PolicyError
@@ -40,15 +39,15 @@ class Jobs:
         d = self.defaults
         settings = {"prompts": prompts, "raw_prompt": raw, "workers": req.sequences, "priorities": [],
                     "max_new_tokens": req.max_tokens or d.max_new_tokens,
-                    "temperature": d.temperature if req.temperature is None else req.temperature,
-                    "top_p": d.top_p if req.top_p is None else req.top_p,
-                    "top_k": d.top_k if req.top_k is None else req.top_k,
+                    "temperature": d.sampling.temperature if req.temperature is None else req.temperature,
+                    "top_p": d.sampling.top_p if req.top_p is None else req.top_p,
+                    "top_k": d.sampling.top_k if req.top_k is None else req.top_k,
                     # no seed given: a seed of its own (the server's --seed + the request's number), so two
                     # sampled requests differ while a restarted server replays the same draws
                     "seed": (d.seed + number) % (2**63) if req.seed is None else req.seed,
                     **req.extension.settings(req.sequences)}
         try:
-            return dataclasses.replace(d, **settings)
+            return d.replace(**settings)
         except ConfigError as exc:
             raise ApiError(400, f"the request's settings: {exc}", "specsched", "invalid_settings") from None
 

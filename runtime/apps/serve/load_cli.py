@@ -13,7 +13,8 @@ import argparse
 from ....policies.loader import load_policy
 from ...core.config import BACKENDS, ConfigError, RunConfig
 from ..bench.workload import prompts
-from ..run.flags import SIM_FLAGS, add_device_flags, add_model_flags, given, name_list
+from ..run.flag_config import SIM_FLAGS, given
+from ..run.flags import add_device_flags, add_model_flags, name_list
 from .load import (
     MAX_CLIENTS,
     MAX_REQUESTS,
@@ -37,7 +38,7 @@ def add_load_parser(sub) -> None:
     add_device_flags(p)
     for flag in SIM_FLAGS:
         p.add_argument("--" + flag.replace("_", "-"), type=float, default=None, metavar="X",
-                       help=f"sim: as for `run` ({getattr(RunConfig(), flag):g} unless given)")
+                       help=f"sim: as for `run` ({RunConfig().to_dict()[flag]:g} unless given)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="arrivals and priorities")
     p.add_argument("--json", default=None, metavar="PATH", help="write the results machine-readably")
     p.set_defaults(func=".serve.load_commands:cmd_bench_serve")
@@ -47,10 +48,10 @@ def load_config(args: argparse.Namespace) -> tuple[RunConfig, Load]:
     sim = given(args, SIM_FLAGS)
     if "sim_vocab" in sim:
         sim["sim_vocab"] = int(sim["sim_vocab"])
-    config = RunConfig(backend=args.backend, target=args.target, draft=args.draft, device=args.device,
+    config = RunConfig.of(backend=args.backend, target=args.target, draft=args.draft, device=args.device,
                        dtype=args.dtype, max_new_tokens=args.max_tokens, temperature=0.0, seed=args.seed, **sim)
     for policy in args.policies:  # every policy loads before any model does
-        load_policy(policy, config.policy_timeout_s)
+        load_policy(policy, config.supervision.policy_timeout_s)
     if not 0 < args.timeout <= 3600:
         raise ConfigError(f"--timeout must be seconds in (0, 3600], got {args.timeout}")
     try:

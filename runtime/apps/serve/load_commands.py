@@ -18,7 +18,7 @@ from rich.text import Text
 from ...core.config import RunConfig
 from ...engine.engine import Engine
 from ...engine.provenance import provenance
-from ..run.flags import BATCHING
+from ..run.flag_config import BATCHING
 from .load import (
     KILLED_TOKENS,
     Load,

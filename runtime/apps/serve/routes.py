@@ -83,7 +83,7 @@ class ServeApp:
                            "model", "model_not_found")
         job, cfg = await run_in_threadpool(self.jobs.submit, req)
         self.on_job(job, cfg)
-        depth = 0 if cfg.target_only else cfg.pct_depth if cfg.tree == "pct" else len(cfg.tree_shape)
+        depth = 0 if cfg.target_only else cfg.shape.pct_depth if cfg.shape.tree == "pct" else len(cfg.shape.widths)
         follower = Follower(self.engine, job, arrival=arrival, stops=req.stop, budget=cfg.max_new_tokens,
                             metrics=self.metrics, depth=depth)
         self.metrics.prompt_tokens.inc(sum(job.prompt_tokens))

@@ -8,7 +8,8 @@ import argparse
 from ...core.config import MODEL_BACKENDS, ConfigError, Mode, RunConfig
 from ...core.config_checks import MAX_NEW_TOKENS
 from ...models.registry import DEFAULT as DEFAULT_PAIR
-from ..run.flags import add_run_flags, config_from_args
+from ..run.flag_config import config_from_args
+from ..run.flags import add_run_flags
 from .requests import Limits
 
 API_KEY_ENV = "SPECSCHED_API_KEY"  # the key from the environment keeps it out of `ps` (argv is public)

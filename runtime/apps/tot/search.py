@@ -142,8 +142,7 @@ def _beam_thoughts(tree: Tree, run_phase: RunPhase, config: RunConfig, frontier:
     """--thought-decoding beam|dsbd (beyond SEED, which lists it as future work): a kept state's n thoughts
     are the n beams of one beam sampling (or search, at T = 0) of its thought prompt, most likely first;
     the beam job's sequences are the kept states."""
-    beams = dataclasses.replace(
-        config, prompts=config.prompts[:: cfg.thoughts], workers=len(frontier), mode=cfg.thought_decoding,
+    beams = config.replace(prompts=config.prompts[:: cfg.thoughts], workers=len(frontier), mode=cfg.thought_decoding,
         beams=cfg.thoughts, policy="fcfs", priorities=[], tickets=[], max_batch=1, lockstep=False, tree="fixed",
         k_config=[], step_aside="off",
     )

@@ -67,19 +67,19 @@ def cmd_tot(args: argparse.Namespace, console: Console, base: RunConfig) -> int:
     task = get_task(args.task or DEFAULT_TASK)
     cfg = search_config(args)
     todo = problems(task, args)
-    base = dataclasses.replace(base, **tree_sampling(args))
+    base = base.replace(**tree_sampling(args))
     return build_trees(args, console, task, todo, base, cfg, note=about_the_model(base))[1]
 
 
 def about_the_model(config: RunConfig) -> str:
     """What the tree is sampled at and, on a preset's target, what that model can do: read before the tree."""
-    cuts = ([f"top-k {config.top_k}"] if config.top_k else []) + ([f"top-p {config.top_p:g}"] if config.top_p < 1
-                                                                   else [])
-    if config.temperature <= 0:
+    s = config.sampling
+    cuts = ([f"top-k {s.top_k}"] if s.top_k else []) + ([f"top-p {s.top_p:g}"] if s.top_p < 1 else [])
+    if config.sampling.temperature <= 0:
         first = "Thoughts decoded greedily"
     else:
-        first = f"Thoughts sampled at T = {config.temperature:g}" + "".join(f", {c}" for c in cuts)
-    paper = config.temperature == PAPER_TEMPERATURE and not cuts
+        first = f"Thoughts sampled at T = {config.sampling.temperature:g}" + "".join(f", {c}" for c in cuts)
+    paper = config.sampling.temperature == PAPER_TEMPERATURE and not cuts
     lines = [first + ("." if paper else " (the SEED paper's T = 1: --temperature 1).")]
     preset = PRESETS.get(config.target or DEFAULT_PAIR) if config.backend != BackendKind.SIM else None
     if preset and preset.limits:
@@ -141,7 +141,7 @@ def _phase_runner(args: argparse.Namespace, console: Console, engine):
 
     def run_phase(config: RunConfig, label: str):
         nonlocal count
-        usage = UsageSampler(lanes=config.branch_processes)
+        usage = UsageSampler(lanes=config.lanes.processes)
         view = choose_view(console, Monitor(config, usage, label=label), enabled=not args.no_live, transient=True)
         on_update = view.update if view else (lambda c: usage.sample(c.processes)) if args.trace else None
         with view or contextlib.nullcontext():

@@ -26,7 +26,7 @@ def draft_workers(config: RunConfig) -> int:
 
 def draft_size(config: RunConfig) -> int:
     """Tokens in one full draft: k for a chain; for a tree of widths w1, w2, ..., w1 + w1 w2 + ..."""
-    return tree_nodes(getattr(config, "tree_shape", None) or (1,) * config.k)
+    return tree_nodes(config.shape.widths)
 
 
 @dataclass(frozen=True, slots=True)
