@@ -45,6 +45,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
 
 @dataclass(slots=True)
 class RunConfig:
+    """Every setting of a run: its own fields, then its parts (`shape`, `lanes`, `sim`, `supervision`, `network`,
+    `sampling`, `beam`). Made, it has been checked (ConfigError otherwise); by flat names: `RunConfig.of`."""
+
     workers: int = 0                 # 0 = one per prompt (or 3 with a single prompt)
     max_batch: int = 1               # drafts per target forward a batching policy may pick; 0 = all
     step_aside: str = "off"          # on: a sequence is decoded by the target alone while drafting does not pay
