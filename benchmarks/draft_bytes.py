@@ -126,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     base = RunConfig.of(backend="hf", target=args.target, draft=args.target, mode="seed", lookup=4,
-                     temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=0)
+                        temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=0)
     backend = HFBackend(base)
     target, draft_model, tokenizer = backend.target(), backend.draft(), backend.tokenizer()
     shipped = corpus_cache.resolve("auto", backend)

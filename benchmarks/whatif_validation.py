@@ -46,9 +46,9 @@ METRICS = ("makespan", "turnaround", "response")
 def workload(backend: str) -> RunConfig:
     if backend == "sim":
         return RunConfig.of(mode="seed", prompts=PROMPTS, k=4, priorities=[5, 4, 3, 2, 1, 0],
-                         tickets=[100, 100, 200, 200, 400, 400], **SIM)
+                            tickets=[100, 100, 200, 200, 400, 400], **SIM)
     return RunConfig.of(backend="hf", mode="seed", workers=3, max_new_tokens=32, temperature=0.0,
-                     priorities=[2, 1, 0], tickets=[100, 200, 400])
+                        priorities=[2, 1, 0], tickets=[100, 200, 400])
 
 
 def as_run(config: RunConfig, policy: str) -> RunConfig:

@@ -22,7 +22,7 @@ EMPTY = np.zeros(0, np.int32)
 
 def desk(temperature: float = 0.0):
     config = RunConfig.of(backend="sim", mode="dsbd", sim_vocab=VOCAB, beams=2, gamma=2, temperature=temperature,
-                       prompts=["x"])
+                          prompts=["x"])
     target = target_model(VOCAB)
     job = JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[7, 0, 10, [1, 2]]],
                                  "beam_workers": [[10, 11]]}, target)

@@ -47,7 +47,7 @@ def no_orphans() -> bool:
 def desk() -> Verifier:
     """A verifier holding one sampled dsbd sequence (7) of two slots, drafted by workers 10 and 11."""
     config = RunConfig.of(backend="sim", mode="dsbd", sim_vocab=VOCAB, beams=2, gamma=2, temperature=1.0, seed=SEED,
-                       prompts=["x"])
+                          prompts=["x"])
     v = Verifier(target_model(VOCAB), NoTelemetry())
     v.add_job(JobState.from_message({"job": 0, "config": config.to_dict(), "sequences": [[7, 0, 10, [1, 2]]],
                                      "beam_workers": [[10, 11]]}, v.target))

@@ -103,7 +103,7 @@ def test_a_self_draft_engine_reads_no_draft_weights_until_a_job_wants_the_draft_
     (broken / "model.safetensors").write_bytes(b"not weights")
     prompts = ["w1 w2 w3 w1 w2", "w5 w6"]
     base = RunConfig.of(backend="hf", target=str(target), draft=str(broken), drafter="branches", prompts=prompts,
-                     max_new_tokens=8, max_restarts=0)
+                        max_new_tokens=8, max_restarts=0)
     with Engine(base) as e:
         record = e.generate(prompts)
         assert record.status == "ok", record.error

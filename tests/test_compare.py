@@ -15,7 +15,7 @@ from specsched.runtime.apps.commands.compare import compare, differing_sequences
 from specsched.runtime.core.config import ConfigError, RunConfig
 
 WORKLOAD = RunConfig.of(backend="sim", workers=3, max_new_tokens=12, sim_draft_ms=1, sim_verify_ms=3, seed=11,
-                     temperature=0.8)
+                        temperature=0.8)
 
 
 @pytest.fixture(scope="module")

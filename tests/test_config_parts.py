@@ -65,3 +65,36 @@ def test_each_part_refuses_its_own_bad_values_in_one_line_naming_the_flag(make, 
     with pytest.raises(ConfigError) as err:
         make()
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+# One non-default value for every flag of a part (sim's on sim, Self-Draft's with its drafter): each must reach
+# the config's flat form under its own name.
+PART_FLAGS = {
+    "--k": ("k", 3), "--no-replacement": ("replacement", False), "--lookup": ("lookup", 3),
+    "--min-confidence": ("min_confidence", 0.25), "--branches": ("branches", 2),
+    "--branch-length": ("branch_length", 5),
+    "--corpus-cache": ("corpus_cache", "off"), "--branch-processes": ("branch_processes", True),
+    "--sim-vocab": ("sim_vocab", 80), "--sim-agreement": ("sim_agreement", 0.5),
+    "--sim-draft-ms": ("sim_draft_ms", 1.5),
+    "--sim-verify-ms": ("sim_verify_ms", 7.0), "--max-restarts": ("max_restarts", 2),
+    "--restart-period": ("restart_period_s", 6.0), "--heartbeat-timeout": ("heartbeat_timeout_s", 9.0),
+    "--policy-timeout": ("policy_timeout_s", 8.0), "--verdict-timeout": ("verdict_timeout_s", 7.0),
+    "--transport": ("transport", "tcp"), "--temperature": ("temperature", 0.5), "--top-k": ("top_k", 9),
+    "--top-p": ("top_p", 0.8), "--coupling": ("coupling", "gumbel"), "--beams": ("beams", 3),
+    "--draft-beams": ("draft_beams", 5), "--gamma": ("gamma", 2), "--beam-threshold": ("beam_threshold", 0.3),
+    "--min-beams": ("min_beams", 2), "--beam-input": ("beam_input", "best"),
+}
+
+
+def test_every_flag_of_a_part_reaches_the_config():
+    from specsched.runtime.apps.cli import build_parser
+    from specsched.runtime.apps.run.flag_config import config_from_args
+
+    argv = ["run", "--backend", "sim", "--drafter", "both", "--prompt", "a"]
+    for flag, (_, value) in PART_FLAGS.items():
+        argv += [flag] if isinstance(value, bool) else [flag, str(value)]
+    flat = config_from_args(build_parser().parse_args(argv)).to_dict()
+    assert {name: flat[name] for name, _ in PART_FLAGS.values()} == dict(PART_FLAGS.values())
+    pct = build_parser().parse_args(["run", "--backend", "sim", "--tree", "pct", "--pct-top-k", "3", "--pct-depth", "4",
+                                     "--pct-floor", "0.1"])
+    assert config_from_args(pct).shape == DraftShape(tree="pct", pct_top_k=3, pct_depth=4, pct_floor=0.1)

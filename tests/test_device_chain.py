@@ -182,7 +182,7 @@ def test_runs_with_chains_drawn_on_the_device_are_lossless_and_draw_what_the_hos
 
     def tokens(**kw):
         record = run(RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=prompts,
-                               max_new_tokens=16, **kw))
+                                  max_new_tokens=16, **kw))
         assert record.status == "ok", record.error
         return [s.tokens for s in record.sequences]
 

@@ -232,7 +232,7 @@ def test_sampled_output_with_the_feature_draft_follows_the_targets_law(pair):
         return out
 
     config = RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=[PROMPTS[0]],
-                       workers=workers, max_new_tokens=3, temperature=1.0, top_k=k, lookup=0)
+                          workers=workers, max_new_tokens=3, temperature=1.0, top_k=k, lookup=0)
     samples, drafted = [], 0
     with Engine(config) as e:
         for seed in range(n // workers):
@@ -259,7 +259,7 @@ def test_after_kill_9_of_a_worker_or_the_verifier_the_feature_draft_goes_on_and_
 
     tokens = 120
     config = RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), max_new_tokens=tokens,
-                       max_restarts=100, restart_period_s=1)
+                          max_restarts=100, restart_period_s=1)
     rng, kills, killed = random.Random(1), 0, set()
     with Engine(config) as e:
         reference = _tokens(e.generate(PROMPTS, mode="ar"))

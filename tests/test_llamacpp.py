@@ -185,7 +185,7 @@ def test_sampled_output_follows_the_law_of_llama_cpps_logits(model, prompt_ids):
     joint = joint_law(1.0)
     workers = 8  # one prompt, eight sequences of it per job; 50 jobs with their own seeds
     config = RunConfig.of(backend="llamacpp", target="tiny", prompts=[PROMPTS[0]], workers=workers, max_new_tokens=2,
-                       temperature=1.0, top_k=k)
+                          temperature=1.0, top_k=k)
     samples = []
     with Engine(config) as e:
         for seed in range(n // workers):

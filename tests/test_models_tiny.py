@@ -98,7 +98,7 @@ def test_greedy_speculative_output_equals_target_only_output(tmp_path, ar):
 
 def test_sampled_run_with_only_the_draft_named_accepts_some_drafts():
     record = run(RunConfig.of(backend="hf", draft="tiny", prompts=PROMPTS, mode="seed", temperature=1.0, seed=3,
-                           max_new_tokens=24))
+                              max_new_tokens=24))
     assert record.status == "ok", record.error
     assert 0 < record.metrics.acceptance_rate < 1
     assert all(len(s.tokens) == 24 or s.tokens[-1] == 0 for s in record.sequences)

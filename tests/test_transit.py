@@ -41,7 +41,7 @@ class KeptEvents:
 
 def test_a_drafts_wait_in_the_run_queue_starts_at_the_verifiers_stamp_not_its_sending():
     config = sim_config().replace(mode="sd", workers=1, prompts=[], max_new_tokens=12, sim_draft_ms=0.0,
-                     sim_verify_ms=0.0)
+                                  sim_verify_ms=0.0)
     backend = get_backend(config)
     verifier = Verifier(backend.target(), KeptEvents())
     verifier.add_job(JobState.from_message({"job": 0, "config": config.to_dict(),

@@ -56,7 +56,7 @@ def exercise(seed: int, jobs: int, arrivals: str | None = None) -> list[Job]:
 def workload(jobs: list[Job], policy: str) -> tuple[RunConfig, Recorded]:
     """The simulator's input: each job's rounds (its arrival before the first), on a verifier with no overhead."""
     config = RunConfig.of(backend="sim", mode="seed", workers=len(jobs), policy=policy, k=4,
-                       priorities=[j[4] for j in jobs], tickets=[j[5] for j in jobs])
+                          priorities=[j[4] for j in jobs], tickets=[j[5] for j in jobs])
     rounds = {i: [Round((arrival if r == 0 else 0) / 1e3, draft / 1e3, VERIFY_S, tokens) for r in range(n)]
               for i, (arrival, n, draft, tokens, _, _) in enumerate(jobs)}
     return config, Recorded(rounds, jobs={i: JobFacts(budget=j[1] * j[3]) for i, j in enumerate(jobs)})

@@ -48,12 +48,12 @@ def settings_from_args(args: argparse.Namespace):
     backend = pick("backend")
     texts = workload.prompts(backend, args.prompts or workers, task=args.task if args.sweep != "task" else None)
     base = RunConfig.of(workers=workers, k=args.k, k_config=args.k_config, max_new_tokens=pick("max_new_tokens"),
-                     temperature=args.temperature, **given(args, CUTS), coupling=args.coupling,
-                     seed=args.seed,
-                     backend=backend, target=args.target, draft=args.draft,
-                     prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
-                     verifier_threads=args.threads,
-                     lookup=args.lookup, **branch_settings(args))
+                        temperature=args.temperature, **given(args, CUTS), coupling=args.coupling,
+                        seed=args.seed,
+                        backend=backend, target=args.target, draft=args.draft,
+                        prompts=workload.per_thought(texts, workers), device=args.device, dtype=args.dtype,
+                        verifier_threads=args.threads,
+                        lookup=args.lookup, **branch_settings(args))
     arms = parse_arms(args.arms or (default_arms(args.sweep) if args.sweep else None), backend)
     _check_corpus_cache(base, arms)
     return BenchSettings(base, arms, warmup=pick("warmup"), repeats=pick("repeats"),

@@ -39,7 +39,7 @@ def max_batch(args: argparse.Namespace) -> int:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig a run's flags ask for, checked (ConfigError: one line, exit status 2)."""
     _refuse_misplaced(args)
-    return RunConfig.of(**own_settings(args), **shape_settings(args), **branch_settings(args),
+    return RunConfig.of(**own_settings(args), **shape_settings(args), **lane_settings(args),
                         **given(args, SIM_FLAGS), **supervision_settings(args), **network_settings(args),
                         **sampling_settings(args), **beam_settings(args))
 
@@ -58,6 +58,11 @@ def shape_settings(args: argparse.Namespace) -> dict:
     """DraftShape: k or the tree, lookup, where a branch stops, PCT's knobs (given ones only)."""
     return dict(k=args.k, k_config=args.k_config, replacement=not args.no_replacement, lookup=args.lookup,
                 min_confidence=args.min_confidence, tree=args.tree, **given(args, PCT_FLAGS))
+
+
+def lane_settings(args: argparse.Namespace) -> dict:
+    """BranchLanes: Self-Draft's lanes (given ones only) and whether each is a process of its own."""
+    return dict(branch_processes=args.branch_processes, **branch_settings(args))
 
 
 def supervision_settings(args: argparse.Namespace) -> dict:

@@ -49,7 +49,7 @@ def load_config(args: argparse.Namespace) -> tuple[RunConfig, Load]:
     if "sim_vocab" in sim:
         sim["sim_vocab"] = int(sim["sim_vocab"])
     config = RunConfig.of(backend=args.backend, target=args.target, draft=args.draft, device=args.device,
-                       dtype=args.dtype, max_new_tokens=args.max_tokens, temperature=0.0, seed=args.seed, **sim)
+                          dtype=args.dtype, max_new_tokens=args.max_tokens, temperature=0.0, seed=args.seed, **sim)
     for policy in args.policies:  # every policy loads before any model does
         load_policy(policy, config.supervision.policy_timeout_s)
     if not 0 < args.timeout <= 3600:
