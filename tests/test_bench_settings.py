@@ -79,3 +79,20 @@ def test_sweep_points_get_their_own_workload():
     svg = ET.fromstring(plot.speedup_vs_axis("n", points))
     titles = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}title")]
     assert titles == ["seed-fcfs: (1, 1)", "seed-fcfs: (2, 2)", "seed-fcfs: (4, 4)"]
+
+
+@pytest.mark.slow
+def test_a_draft_sweep_runs_each_draft_on_an_engine_of_its_own():
+    """The draft is an engine's setting (the model its workers load): each point of --sweep draft gets its own
+    engine, and every arm of both points runs (two names of the tiny draft: the preset and its folder)."""
+    from specsched.runtime.apps.bench.runner import run_bench
+    from specsched.runtime.models.registry import PRESETS
+
+    folder = str(PRESETS["tiny"].draft_dir)
+    record = run_bench(settings_from_args(bench_args(
+        "--backend", "hf", "--target", "tiny", "--sweep", "draft", "--values", f"tiny,{folder}", "--arms", "ar,sd",
+        "--warmup", "0", "--repeats", "1", "--thoughts", "1", "--max-new-tokens", "8")))
+    assert [p.value for p in record.sweep] == ["tiny", folder]
+    for point in record.sweep:
+        assert all(a.samples and not a.errors for a in point.arms), [(a.name, a.errors) for a in point.arms]
+        assert point.arm("sd").outputs_match_ar

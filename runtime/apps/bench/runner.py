@@ -38,28 +38,58 @@ class BenchSettings:
             raise ConfigError(f"--sweep {self.sweep} needs at least one value")
 
 
+class Engines:
+    """The benchmark's engine: one for every arm of every point, so that the models load once; a sweep over
+    drafts needs one per draft (the draft is an engine's setting: the model its workers load)."""
+
+    def __init__(self, base: RunConfig) -> None:
+        self.base, self.engine, self.models_loaded, self.mps = base, None, 0, None
+        self.startup_s = 0.0
+        self.open(base)
+
+    def open(self, config: RunConfig) -> Engine:
+        """An engine for `config`'s draft, its workers started (no sample includes a model load)."""
+        self.close()
+        t0 = time.monotonic()
+        self.engine = Engine(self.base.replace(draft=config.draft))
+        self.engine.start_workers(config.n_sequences)
+        self.startup_s += time.monotonic() - t0
+        return self.engine
+
+    def for_point(self, config: RunConfig) -> Engine:
+        return self.engine if config.draft == self.engine.config.draft else self.open(config)
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.models_loaded += self.engine.models_loaded
+            self.mps = self.engine.mps
+            self.engine.close()
+            self.engine = None
+
+
 def run_bench(settings: BenchSettings, progress: Callable[[str], None] | None = None) -> BenchRecord:
-    """Every runtime arm of every point runs as a job on one engine: the models load once per benchmark."""
+    """Every runtime arm of every point runs as a job on one engine (one per draft in `--sweep draft`): the
+    models load once per benchmark. Bad policy, model pair or prompts: one line, before any process (the
+    engine checks, then starts them)."""
     t0 = time.monotonic()
-    # bad policy, model pair or prompts: one line, before any process (the engine checks, then starts them)
-    engine = Engine(dataclasses.replace(settings.base))
+    first = settings.values[0] if settings.sweep == "draft" else settings.base.draft
+    engines = Engines(dataclasses.replace(settings.base, draft=first))
     try:
-        # every model loads before the first arm: no sample includes a load, and the record says what it cost
-        engine.start_workers(settings.base.n_sequences)
-        startup = time.monotonic() - t0
-        record = _run_bench(settings, engine, progress)
+        record = _run_bench(settings, engines, progress)
     finally:
-        engine.close()
-    record.models_loaded, record.startup_s, record.total_s = engine.models_loaded, startup, time.monotonic() - t0
-    record.mps_daemon = engine.mps
+        engines.close()
+    record.models_loaded, record.startup_s, record.total_s = engines.models_loaded, engines.startup_s, \
+        time.monotonic() - t0
+    record.mps_daemon = engines.mps
     return record
 
 
-def _run_bench(s: BenchSettings, engine: Engine, progress: Callable[[str], None] | None) -> BenchRecord:
+def _run_bench(s: BenchSettings, engines: Engines, progress: Callable[[str], None] | None) -> BenchRecord:
     stop = Stop()  # Ctrl-C or SIGTERM: what was measured until then is the record (stopped_by says so)
 
     def measure_point(config: RunConfig) -> list[ArmResult]:
         try:
+            engine = engines.for_point(config)
             arms = build_arms(s.arms, config, engine=engine)  # loads the transformers peers' models
         except (KeyboardInterrupt, Interrupted) as exc:
             stop.caught(exc)
