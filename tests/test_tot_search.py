@@ -97,7 +97,7 @@ def test_a_reply_opened_for_the_model_follows_the_chat_template_and_is_read_as_i
                               "<user>Q2</user><assistant>Step 1: 2 + 2 = 4\nStep 2:"]
     assert opened.raw_prompt  # the template is already in the text: not applied twice
     assert with_replies(hf, ["", ""], chat) == hf  # no reply opened: the prompts as they were
-    sim = dataclasses.replace(BASE, prompts=["Q1"], workers=1)  # no template: the reply on a line of its own
+    sim = BASE.replace(prompts=["Q1"], workers=1)  # no template: the reply on a line of its own
     assert with_replies(sim, ["Step 1:"], chat).prompts == ["Q1\nStep 1:"]
     assert not with_replies(sim, ["Step 1:"], chat).raw_prompt
 

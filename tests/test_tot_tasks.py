@@ -92,7 +92,7 @@ def test_gsm8k_shows_a_worked_example_and_opens_the_reply_at_the_next_step():
 )
 def test_gsm8k_checks_the_new_steps_arithmetic(state, verdict):
     task = Gsm8k()
-    assert task.check(task.samples()[0], state) is verdict
+    assert task.check_thought(task.samples()[0], state) is verdict
 
 
 def test_creative_prompt_carries_the_four_sentences():

@@ -98,7 +98,7 @@ class Gsm8k(Task):
         lines = [line for line in text.splitlines() if line.strip()]
         return " ".join(_LABEL.sub("", lines[0]).split()) if lines else ""
 
-    def check(self, problem: Problem, state: list[str]) -> bool | None:
+    def check_thought(self, problem: Problem, state: list[str]) -> bool | None:
         """The newest step's arithmetic (arithmetic.verdict); an empty step, or one that repeats an earlier step,
         fails: it takes the chain no further."""
         step = state[-1]

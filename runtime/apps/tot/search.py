@@ -63,9 +63,9 @@ def with_replies(config: RunConfig, replies: list[str], chat: Chat | None) -> Ru
     if not any(replies):
         return config
     if config.raw_prompt or chat is None or config.backend not in MODEL_BACKENDS:
-        return dataclasses.replace(config, prompts=[f"{p}\n{r}" for p, r in zip(config.prompts, replies)])
+        return config.replace(prompts=[f"{p}\n{r}" for p, r in zip(config.prompts, replies)])
     prompts = [chat([{"role": "user", "content": p}]) + r for p, r in zip(config.prompts, replies)]
-    return dataclasses.replace(config, prompts=prompts, raw_prompt=True)
+    return config.replace(prompts=prompts, raw_prompt=True)
 
 
 def rank(node: Node) -> tuple:
@@ -118,7 +118,7 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
         for parent, text in zip(parents, texts):
             node = Node(len(tree.nodes), parent, level, task.clean_thought(text), text)
             tree.nodes.append(node)
-            node.check = task.check(problem, tree.state(node.id))
+            node.check = task.check_thought(problem, tree.state(node.id))
             new.append(node)
         if tree.status != "ok":
             return

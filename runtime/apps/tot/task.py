@@ -55,7 +55,7 @@ class Task(ABC):
     def clean_thought(self, text: str) -> str:
         """The thought kept in the tree from the model's raw output (trimmed to one step)."""
 
-    def check(self, problem: Problem, state: list[str]) -> bool | None:
+    def check_thought(self, problem: Problem, state: list[str]) -> bool | None:
         """A check of the newest thought that needs no model (gsm8k: its arithmetic): True passed, False failed,
         None nothing to check. The search ranks passed before unchecked before failed, then by the score."""
         return None
