@@ -75,7 +75,7 @@ SAMPLES = [
 
 
 def steps_text(state: list[str]) -> str:
-    """The steps as the reply writes them: "Step 1: ...\nStep 2: ..." ("" for none)."""
+    """The steps as the reply writes them: "Step 1: ...\\nStep 2: ...\\n" ("" for none)."""
     return "".join(f"Step {i}: {step}\n" for i, step in enumerate(state, 1))
 
 

@@ -36,7 +36,7 @@ class Task(ABC):
     """One ToT task. `steps` thought steps (tree depth = steps + 1: the root, then one level per step)."""
 
     name: str = ""
-    steps: int = 1  # default T: gsm8k 3 (depth 4), creative 1 (depth 2), blocksworld 6 (depth 7)
+    steps: int = 1  # default T: gsm8k 2 (depth 3), creative 1 (depth 2), blocksworld 6 (depth 7)
     thought_tokens: int = 64  # max new tokens of one thought
     eval_tokens: int = 16  # max new tokens of one evaluation
     answer_tokens: int = 96  # max new tokens of the final answer (when `needs_answer`)
