@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from specsched.runtime.apps.tot.arithmetic import verdict
 from specsched.runtime.apps.tot.parse import extract_answer_number, normalise_number, parse_good_bad, parse_number
 from specsched.runtime.apps.tot.task import Score
 
@@ -109,3 +110,26 @@ def test_normalised_numbers_compare_equal():
     assert normalise_number("$1,000") == "1000"
     assert normalise_number("2.50") == "2.5"
     assert normalise_number("ten") is None
+
+
+@pytest.mark.parametrize(
+    "step, holds",
+    [
+        ("48 + 36 = 84 rolls in all.", True),
+        ("48 + 36 = 72 rolls.", False),  # SmolLM2-135M's sums are often well formed and wrong
+        ("5 x 6 = 30 pens", True),
+        ("84 / 6 = 14 bags", True),
+        ("6 ÷ 4 = 1.5", True),
+        ("2 + 3 * 4 = 14", True),  # products first
+        ("12 - 4 = 8 + 5 = 13", True),  # a chain: two calculations
+        ("3 * 4 = 12 and 12 - 2 = 9", False),  # one wrong calculation fails the step
+        ("10 / 3 = 3.33", True),  # to a cent
+        ("5 / 0 = 1", False),
+        ("$1,200 - $200 = $1,000", True),
+        ("1/5 * 6 = 3 pens", False),
+        ("Anna has 12 pencils.", None),  # nothing to check
+        ("4 bags * 5 marbles = 20 marbles", None),  # words between the numbers: not read as a calculation
+    ],
+)
+def test_a_steps_arithmetic_is_worked_out_exactly(step, holds):
+    assert verdict(step) is holds

@@ -13,9 +13,9 @@ import zlib
 import pytest
 
 from specsched.runtime.apps.run.app import run
-from specsched.runtime.apps.tot.search import SearchConfig, phase_seed, search
+from specsched.runtime.apps.tot.search import SearchConfig, phase_seed, rank, search, with_replies
 from specsched.runtime.apps.tot.task import Problem, Score, Task
-from specsched.runtime.apps.tot.tree import ANSWER, EVALUATE, GENERATE
+from specsched.runtime.apps.tot.tree import ANSWER, EVALUATE, GENERATE, Node
 from specsched.runtime.core.config import RunConfig
 
 
@@ -78,6 +78,28 @@ def build(gold: str = "x", decoding: str = "sample", **overrides):
 
 def shape(tree):
     return [(n.parent, n.level, n.thought, n.score, n.kept) for n in tree.nodes], tree.chosen, tree.answer
+
+
+def test_a_level_ranks_by_the_tasks_check_first_then_the_score_then_age():
+    """A wrong sum the model's judge liked (9) loses to a right one it scored 2; an unchecked step sits between."""
+    nodes = [Node(1, 0, 1, "48 + 36 = 72", score=9.0, check=False), Node(2, 0, 1, "She bakes.", score=9.0),
+             Node(3, 0, 1, "48 + 36 = 84", score=2.0, check=True), Node(4, 0, 1, "36 + 48 = 84", score=2.0, check=True)]
+    assert [n.id for n in sorted(nodes, key=rank)] == [3, 4, 2, 1]
+
+
+def test_a_reply_opened_for_the_model_follows_the_chat_template_and_is_read_as_it_stands():
+    def chat(messages):
+        return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>"
+
+    hf = RunConfig(backend="hf", prompts=["Q1", "Q2"], workers=2)
+    opened = with_replies(hf, ["Step 1:", "Step 1: 2 + 2 = 4\nStep 2:"], chat)
+    assert opened.prompts == ["<user>Q1</user><assistant>Step 1:",
+                              "<user>Q2</user><assistant>Step 1: 2 + 2 = 4\nStep 2:"]
+    assert opened.raw_prompt  # the template is already in the text: not applied twice
+    assert with_replies(hf, ["", ""], chat) == hf  # no reply opened: the prompts as they were
+    sim = BASE.replace(prompts=["Q1"], workers=1)  # no template: the reply on a line of its own
+    assert with_replies(sim, ["Step 1:"], chat).prompts == ["Q1\nStep 1:"]
+    assert not with_replies(sim, ["Step 1:"], chat).raw_prompt
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ import pytest
 
 from specsched.runtime.apps.tot.blocksworld_task import Blocksworld
 from specsched.runtime.apps.tot.creative import Creative
+from specsched.runtime.apps.tot.gsm8k import EXAMPLE_QUESTION, Gsm8k
 from specsched.runtime.apps.tot.gsm8k import SAMPLES as GSM8K_SAMPLES
-from specsched.runtime.apps.tot.gsm8k import Gsm8k
 from specsched.runtime.apps.tot.rows import RowError
 from specsched.runtime.apps.tot.task import Problem, Score
 from specsched.runtime.apps.tot.task_registry import TASKS, get_task, load_problems
 from specsched.runtime.core.config import ConfigError
 
-GSM_STEP = "Sub-question: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls."
+GSM_STEP = "48 + 36 = 84 rolls in all."
 PASSAGE_THOUGHT = "Plan: A quiet village at night.\n\nPassage: The wind rose. The kettle began to whistle."
 
 
@@ -25,7 +25,8 @@ PASSAGE_THOUGHT = "Plan: A quiet village at night.\n\nPassage: The wind rose. Th
 @pytest.mark.parametrize(
     "task, state, lead_in",
     [
-        (Gsm8k(), [GSM_STEP], "Sub-question:"),
+        (Gsm8k(), [], "Question: A teacher has 5 boxes with 6 pens in each box. She buys 4 more pens. How many pens "
+                      "does she have now?"),
         (Creative(), [], "The output is:"),
         (Blocksworld(), ["unstack the blue block from on top of the red block"], "The current action is:"),
     ],
@@ -34,7 +35,7 @@ def test_thought_prompt_holds_the_problem_and_the_state_and_ends_with_the_lead_i
     problem = task.samples()[0]
     prompt = task.thought_prompt(problem, state)
     assert problem.text in prompt
-    assert all(thought in prompt for thought in state)
+    assert all(thought in prompt + task.thought_reply(problem, state) for thought in state)
     assert prompt.endswith(lead_in)
     assert "<|im_start|>" not in prompt and "<|" not in prompt  # the runtime applies the chat template
 
@@ -42,7 +43,7 @@ def test_thought_prompt_holds_the_problem_and_the_state_and_ends_with_the_lead_i
 @pytest.mark.parametrize(
     "task, state, shown, lead_in",
     [
-        (Gsm8k(), [GSM_STEP], ["How many rolls are baked in all?", "48 + 36 = 84 rolls."], "The number is:"),
+        (Gsm8k(), [GSM_STEP], ["The next step is: 48 + 36 = 84 rolls in all."], "The number is:"),
         (Creative(), [PASSAGE_THOUGHT], ["The wind rose. The kettle began to whistle."], "The coherency score is:"),
         (
             Blocksworld(),
@@ -61,11 +62,37 @@ def test_eval_prompt_shows_the_new_state(task, state, shown, lead_in):
 
 def test_gsm8k_eval_prompt_separates_earlier_steps_from_the_new_one():
     task, problem = Gsm8k(), Gsm8k().samples()[0]
-    second = "Sub-question: How many bags?\nSub-answer: 84 / 6 = 14 bags."
-    prompt = task.eval_prompt(problem, [GSM_STEP, second])
+    prompt = task.eval_prompt(problem, [GSM_STEP, "84 / 6 = 14 bags."])
     assert problem.text in prompt
-    assert f"previous sub-questions and sub-answers are:\n{GSM_STEP}\n" in prompt
-    assert "The sub-question is: How many bags?\nThe sub-answer is: 84 / 6 = 14 bags." in prompt
+    assert f"The steps so far:\nStep 1: {GSM_STEP}\nThe next step is: 84 / 6 = 14 bags.\n" in prompt
+
+
+def test_gsm8k_shows_a_worked_example_and_opens_the_reply_at_the_next_step():
+    """The 135M model writes one calculation when the reply already holds the steps so far and "Step k:"."""
+    task, problem = Gsm8k(), Gsm8k().samples()[0]
+    prompt = task.thought_prompt(problem, [GSM_STEP])
+    assert prompt.index(EXAMPLE_QUESTION) < prompt.index(problem.text)  # the example first, with its worked steps
+    assert "Step 1: 3 * 4 = 12 apples in the boxes.\nStep 2: 12 + 2 = 14 apples in all.\nAnswer: 14" in prompt
+    assert task.thought_reply(problem, []) == "Step 1:"
+    assert task.thought_reply(problem, [GSM_STEP]) == f"Step 1: {GSM_STEP}\nStep 2:"
+    assert task.answer_reply(problem, [GSM_STEP, "84 / 6 = 14 bags."]) == (
+        f"Step 1: {GSM_STEP}\nStep 2: 84 / 6 = 14 bags.\nAnswer:")
+
+
+@pytest.mark.parametrize(
+    "state, verdict",
+    [
+        (["5 * 6 = 30 pens in the boxes."], True),
+        (["5 * 6 = 30 pens.", "30 + 4 = 34 pens in all."], True),
+        (["5 * 6 = 30 pens.", "30 + 4 = 43 pens in all."], False),  # a wrong sum
+        (["A teacher has 5 boxes with 6 pens in each box."], None),  # nothing to check
+        ([""], False),  # the model wrote nothing on the step's line
+        (["5 * 6 = 30 pens.", "5 * 6 = 30 pens."], False),  # a repeated step takes the chain no further
+    ],
+)
+def test_gsm8k_checks_the_new_steps_arithmetic(state, verdict):
+    task = Gsm8k()
+    assert task.check_thought(task.samples()[0], state) is verdict
 
 
 def test_creative_prompt_carries_the_four_sentences():
@@ -89,24 +116,10 @@ def test_blocksworld_prompts_quote_the_restrictions_and_the_statement():
 @pytest.mark.parametrize(
     "raw, kept",
     [
-        (
-            " How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls.\n"
-            "Sub-question: How many bags?\nSub-answer: 14",
-            GSM_STEP,
-        ),
-        (
-            "Sub-question: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls.\n\nNext, divide by 6.",
-            GSM_STEP,
-        ),
-        ("**Sub-question 1:** How many rolls are baked in all?\n**Sub-answer 1:** 48 + 36\n= 84 rolls.", GSM_STEP),
-        ("How many rolls are baked in all?\n\nThe baker", "Sub-question: How many rolls are baked in all?"),
-        # the prompt's words echoed (SmolLM2-135M below T = 1): a lead-in, not the thought
-        ("The previous sub-question is: How many rolls are baked in all?\nThe next sub-answer is: 48 + 36 = 84 "
-         "rolls.\nThe next sub-question is: How many bags?", GSM_STEP),
-        ("1. The first sub-question is: How many rolls are baked in all?\nSub-answer: 48 + 36 = 84 rolls.\n"
-         "2. The next sub-question: How many bags?", GSM_STEP),
-        ("The previous sub-question is: 48 + 36 = 84.\nThe next sub-question is: 84 / 6",
-         "Sub-question: 48 + 36 = 84."),  # a number ending a line is the step's, not a list's
+        (" 48 + 36 = 84 rolls in all.\nStep 2: 84 / 6 = 14 bags.\nAnswer: 14", GSM_STEP),  # the next steps: not its
+        ("\n  48 + 36 =  84 rolls in all.\n", GSM_STEP),
+        (" Step 1: 48 + 36 = 84 rolls in all.", GSM_STEP),  # the label the reply opened with, written again
+        ("\n\n", ""),
     ],
 )
 def test_gsm8k_clean_thought_keeps_one_step(raw, kept):
@@ -159,6 +172,7 @@ def test_each_task_reads_its_evaluator_scale():
 
 def test_gsm8k_sample_answers_recomputed():
     assert [answer for _, answer in GSM8K_SAMPLES] == [
+        str(5 * 6 + 4),
         str((48 + 36) // 6),
         str(2 * (5 * 12 + 2 * 20)),
         str(7 * 15 - 23 + 16),
@@ -172,10 +186,11 @@ def test_gsm8k_final_answer_and_correct():
     task = Gsm8k()
     problem = Problem("p", "How many bags?", answer="14")
     assert task.needs_answer
-    assert task.answer_prompt(problem, [GSM_STEP]).endswith("The answer is:")
     assert task.final_answer(problem, [GSM_STEP], " 14 bags.") == "14"
     assert task.final_answer(problem, [GSM_STEP], "The answer is 14.0") == "14"
-    # no number in the final generation: the last sub-answer's number
+    # the model goes on to a question of its own: the answer is on the first line
+    assert task.final_answer(problem, [GSM_STEP], " 14\n\nQuestion: Ben has 3 cats.") == "14"
+    # no number in the final generation: the number the last step reached
     assert task.final_answer(problem, [GSM_STEP], "I cannot say.") == "84"
     assert task.correct(problem, "14") is True
     assert task.correct(problem, "14.0") is True
@@ -300,6 +315,6 @@ def test_get_task():
 
 def test_every_task_ships_samples_with_unique_ids():
     counts = {name: len(get_task(name).samples()) for name in TASKS}
-    assert counts == {"gsm8k": 6, "creative": 5, "blocksworld": 5}
+    assert counts == {"gsm8k": 7, "creative": 5, "blocksworld": 5}
     ids = [p.id for name in TASKS for p in get_task(name).samples()]
     assert len(ids) == len(set(ids))

@@ -1,29 +1,40 @@
-"""GSM8K: grade-school word problems, solved as a chain of three sub-questions with their sub-answers.
+"""GSM8K: grade-school word problems, solved one calculation per step.
 
-The SEED paper (Appendix C) asks for a sub-question, then separately for its sub-answer; here one
-completion writes both ("Sub-question: ... Sub-answer: ..."), so a thought is one whole step and a
-small model never sees half a step. The evaluator scores a step 1-10 for how much it helps; from the
-best chain a last generation states the final number, which is checked against the gold answer.
+The SEED paper (Appendix C) asks for a sub-question, then for its sub-answer. A 135M model given that frame
+echoes it ("The previous sub-question is: ...") and rarely computes anything; shown one worked example and with
+its reply opened at "Step k:", it writes one calculation ("12 - 4 = 8 pencils are left."). So a thought is one
+step: the prompt is the example and the question, the model's reply already holds the steps of the state, and
+the model writes the next. The evaluator scores the step 1-10; before that score the search ranks a step whose
+arithmetic holds (arithmetic.py) above one that has none, and that above one with a wrong sum. From the best
+chain the reply is opened at "Answer:" for the final number, which is checked against the gold answer.
 """
 
 from __future__ import annotations
 
 import re
 
+from . import arithmetic
 from .parse import extract_answer_number, normalise_number, parse_number
 from .rows import RowError, row_id, text_field
 from .task import Problem, Score, Task
 
-# the markers as the model may write them: "Sub-question:", "The sub-answer is:", "**Sub-question 2:**", and
-# echoing the prompt's own words, "The previous sub-question is:" (SmolLM2-135M's favourite opening below T = 1:
-# kept as text, a thought read "The previous" and stopped there)
-# "1. The first sub-question:" too, the number at a line's start only: "= 1960.\nThe next sub-question is:" keeps 1960
-_WHICH = r"(?:(?<![^\n])\d+[.)][ \t]*)?(?:the\s+)?(?:(?:next|previous|first)\s+)?"
-_QUESTION = re.compile(rf"[*#]*{_WHICH}sub[-\s]?question\s*\d*\s*(?:is)?\s*:\**", re.I)
-_ANSWER = re.compile(rf"[*#]*{_WHICH}sub[-\s]?answer\s*\d*\s*(?:is)?\s*:\**", re.I)
+# the worked example every prompt shows: a product, then a sum. The 135M model copies an example's shape (shown a
+# subtraction for its second step, it wrote "20 - 3 = 13" for "she finds 3 more"), so the default problem has this
+# shape, with other numbers and words; the other samples take it further than the model can follow
+EXAMPLE_QUESTION = "Tom has 3 boxes with 4 apples in each box. He buys 2 more apples. How many apples does he have now?"
+EXAMPLE_STEPS = ["3 * 4 = 12 apples in the boxes.", "12 + 2 = 14 apples in all."]
+EXAMPLE_ANSWER = "14"
+INSTRUCTION = "Solve the question one step at a time; each step is one calculation."
+
+_LABEL = re.compile(r"^\s*(?:step\s*\d+\s*[:.)]\s*)+", re.I)  # "Step 2:" the model wrote again
 
 # Written for this project (not taken from GSM8K); each answer worked by hand in the comment.
 SAMPLES = [
+    # the default: two steps of the worked example's shape, which SmolLM2-135M can do: 5 * 6 = 30; 30 + 4 = 34
+    (
+        "A teacher has 5 boxes with 6 pens in each box. She buys 4 more pens. How many pens does she have now?",
+        "34",
+    ),
     # (48 + 36) / 6 = 84 / 6 = 14
     (
         "A baker makes 48 rolls in the morning and 36 rolls in the afternoon. She packs all of them into bags "
@@ -63,67 +74,44 @@ SAMPLES = [
 ]
 
 
-def _drop_lead(text: str) -> str:
-    """Text without a leading "Sub-question:" (the model may repeat the prompt's lead-in)."""
-    text = text.strip()
-    lead = _QUESTION.match(text)
-    return text[lead.end() :].strip() if lead else text
-
-
-def split_step(thought: str) -> tuple[str, str]:
-    """A thought "Sub-question: Q\\nSub-answer: A" -> (Q, A); A is "" when the model gave none."""
-    marker = _ANSWER.search(thought)
-    question = thought[: marker.start()] if marker else thought
-    answer = thought[marker.end() :] if marker else ""
-    return _drop_lead(question), answer.strip()
-
-
-def _one_paragraph(text: str) -> str:
-    """Up to the next sub-question or blank line, on one line: the model often goes on to a next step."""
-    cut = _QUESTION.search(text)
-    text = text[: cut.start()] if cut else text
-    text = re.split(r"\n\s*\n", text.strip(), maxsplit=1)[0]
-    return " ".join(text.split())
+def steps_text(state: list[str]) -> str:
+    """The steps as the reply writes them: "Step 1: ...\\nStep 2: ...\\n" ("" for none)."""
+    return "".join(f"Step {i}: {step}\n" for i, step in enumerate(state, 1))
 
 
 class Gsm8k(Task):
     name = "gsm8k"
-    steps = 3
-    thought_tokens = 96  # a sub-question and its worked sub-answer
-    answer_tokens = 48  # the final number, perhaps in a sentence
-
-    def _steps_text(self, state: list[str]) -> str:
-        return "\n".join(state) if state else "None yet."
+    steps = 2  # the default problem's two calculations; --steps 3 for the three-step samples
+    thought_tokens = 24  # one line: a calculation and a few words
+    answer_tokens = 8  # the final number
 
     def thought_prompt(self, problem: Problem, state: list[str]) -> str:
-        return (
-            f"Given a question: {problem.text}\n"
-            f"The previous sub-questions and sub-answers are:\n{self._steps_text(state)}\n"
-            "Please output the next sub-question to further reason the question, and answer it. "
-            "Use this format:\nSub-question: <the next sub-question>\nSub-answer: <its answer>\n"
-            "Sub-question:"
-        )
+        example = f"Question: {EXAMPLE_QUESTION}\n{steps_text(EXAMPLE_STEPS)}Answer: {EXAMPLE_ANSWER}"
+        return f"{INSTRUCTION}\n\n{example}\n\nQuestion: {problem.text}"
+
+    def thought_reply(self, problem: Problem, state: list[str]) -> str:
+        return f"{steps_text(state)}Step {len(state) + 1}:"
 
     def clean_thought(self, text: str) -> str:
-        """One step, "Sub-question: Q\\nSub-answer: A", each on one line; whatever the model wrote after
-        the first sub-answer (a next sub-question, a blank line and more) is dropped. Without a
-        "Sub-answer:" the text (up to a blank line) is kept as the sub-question."""
-        text = _drop_lead(text)
-        marker = _ANSWER.search(text)
-        if marker is None:
-            return f"Sub-question: {_one_paragraph(text)}"
-        question = " ".join(text[: marker.start()].split())
-        return f"Sub-question: {question}\nSub-answer: {_one_paragraph(text[marker.end() :])}"
+        """The step: the first line the model wrote after "Step k:", without a label it repeated; the rest (the
+        next steps, an answer) is the next levels' to write."""
+        lines = [line for line in text.splitlines() if line.strip()]
+        return " ".join(_LABEL.sub("", lines[0]).split()) if lines else ""
+
+    def check_thought(self, problem: Problem, state: list[str]) -> bool | None:
+        """The newest step's arithmetic (arithmetic.verdict); an empty step, or one that repeats an earlier step,
+        fails: it takes the chain no further."""
+        step = state[-1]
+        if not step or step in state[:-1]:
+            return False
+        return arithmetic.verdict(step)
 
     def eval_prompt(self, problem: Problem, state: list[str]) -> str:
-        question, answer = split_step(state[-1]) if state else ("", "")
-        earlier = ""
-        if len(state) > 1:
-            earlier = f"The previous sub-questions and sub-answers are:\n{self._steps_text(state[:-1])}\n"
+        earlier = f"The steps so far:\n{steps_text(state[:-1])}" if len(state) > 1 else ""
         return (
             f"Given a question: {problem.text}\n{earlier}"
-            f"The sub-question is: {question}\nThe sub-answer is: {answer}\n"
-            "Please output a number between 1 and 10 to evaluate the answer. "
+            f"The next step is: {state[-1] if state else ''}\n"
+            "Please output a number between 1 and 10 to evaluate the step. "
             "The higher the number, the more help there is in answering the question.\n"
             "The number is:"
         )
@@ -136,22 +124,21 @@ class Gsm8k(Task):
         return True
 
     def answer_prompt(self, problem: Problem, state: list[str]) -> str:
-        return (
-            f"Given a question: {problem.text}\n"
-            f"The sub-questions and sub-answers are:\n{self._steps_text(state)}\n"
-            "Please output the final answer to the question as a single number.\n"
-            "The answer is:"
-        )
+        return self.thought_prompt(problem, state)
+
+    def answer_reply(self, problem: Problem, state: list[str]) -> str:
+        return f"{steps_text(state)}Answer:"
 
     def final_answer(self, problem: Problem, state: list[str], answer_text: str | None) -> str:
-        """The number in the final generation; without one, the number the last sub-answer reached;
-        with neither, what the model wrote (so the user sees why it is marked wrong)."""
+        """The number the final generation opens with (the reply was opened at "Answer:"; what follows its first
+        line is the model going on to another question); without one, the number the last step reached; with
+        neither, what the model wrote (so the user sees why it is marked wrong)."""
         if answer_text is not None:
-            number = extract_answer_number(answer_text)
+            number = extract_answer_number(answer_text.strip().split("\n", 1)[0])
             if number is not None:
                 return number
-        last = split_step(state[-1])[1] if state else ""
-        number = extract_answer_number(last)
+        last = state[-1] if state else ""
+        number = extract_answer_number(last.split("=")[-1])
         if number is not None:
             return number
         return " ".join((answer_text or last).split())

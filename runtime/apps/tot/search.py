@@ -4,7 +4,7 @@
     for i in 1..T:
         S'_i = {[s, z] | s in S_{i-1}, z in G(s, n)}      thought generation: n sequences per kept state
         E_i  = E(S'_i)                                     state evaluation: one sequence per new state
-        S_i  = the b states of S'_i with the highest E_i   (ties: the earlier node wins)
+        S_i  = the b states of S'_i with the highest E_i   (after the task's own check; ties: the earlier node)
     answer = G(argmax_{s in S_T} E_T(s), 1)                when the task needs a final generation
 
 Each phase is one run on the runtime in the configured `--mode` and `--policy`: n * b draft workers
@@ -21,11 +21,13 @@ from collections.abc import Callable
 
 from ...core.config import RunConfig
 from ...core.config_checks import MAX_SEED
+from ...core.kinds import MODEL_BACKENDS
 from ...engine.record import RunRecord
 from .task import Problem, Task
 from .tree import ANSWER, EVALUATE, GENERATE, Node, Phase, Tree
 
 RunPhase = Callable[[RunConfig, str], RunRecord]  # (config of the phase, label for the view) -> record
+Chat = Callable[[list[dict]], str]  # a conversation -> the text the target reads next (Tokenizer.chat_text)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,8 +56,28 @@ def phase_config(base: RunConfig, prompts: list[str], max_new: int, seed: int) -
     )
 
 
-def search(task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run_phase: RunPhase) -> Tree:
-    """Build the tree; a failed or interrupted phase ends the search with everything built so far."""
+def with_replies(config: RunConfig, replies: list[str], chat: Chat | None) -> RunConfig:
+    """The phase with each model's reply opened for it (a task's `thought_reply`): prompt i becomes the chat
+    template's text (the assistant's turn opened) followed by reply i, read as it stands; without a template
+    (sim, --raw-prompt) the reply follows the prompt on a line of its own."""
+    if not any(replies):
+        return config
+    if config.raw_prompt or chat is None or config.backend not in MODEL_BACKENDS:
+        return config.replace(prompts=[f"{p}\n{r}" for p, r in zip(config.prompts, replies)])
+    prompts = [chat([{"role": "user", "content": p}]) + r for p, r in zip(config.prompts, replies)]
+    return config.replace(prompts=prompts, raw_prompt=True)
+
+
+def rank(node: Node) -> tuple:
+    """How a level's states are ordered, best first: the task's check (passed, none, failed), the score, age."""
+    checked = {True: 0, None: 1, False: 2}[node.check]
+    return checked, -(node.score or 0.0), node.id
+
+
+def search(task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run_phase: RunPhase,
+           chat: Chat | None = None) -> Tree:
+    """Build the tree; a failed or interrupted phase ends the search with everything built so far. `chat` renders
+    a prompt whose reply the task opens (the engine's `tokenizer.chat_text`)."""
     steps = task.steps if cfg.steps is None else cfg.steps
     tree = Tree(
         task.name,
@@ -68,13 +90,14 @@ def search(task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run
         nodes=[Node(0, None, 0, kept=True)],
     )
     try:
-        _grow(tree, task, problem, base, cfg, run_phase)
+        _grow(tree, task, problem, base, cfg, run_phase, chat)
     except KeyboardInterrupt:  # between two phases: no process is running, the tree is complete so far
         tree.status, tree.error, tree.stopped_by = "interrupted", "interrupted (Ctrl-C)", "SIGINT"
     return tree
 
 
-def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run_phase: RunPhase) -> None:
+def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: SearchConfig, run_phase: RunPhase,
+          chat: Chat | None) -> None:
     steps = tree.steps
     frontier = [0]
     for level in range(1, steps + 1):
@@ -86,6 +109,7 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
             cfg.thought_tokens or task.thought_tokens,
             phase_seed(base.seed, level, GENERATE),
         )
+        config = with_replies(config, [task.thought_reply(problem, tree.state(p)) for p in parents], chat)
         if cfg.thought_decoding == "sample":
             texts = _phase(tree, run_phase, config, level, GENERATE, where)
         else:
@@ -94,6 +118,7 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
         for parent, text in zip(parents, texts):
             node = Node(len(tree.nodes), parent, level, task.clean_thought(text), text)
             tree.nodes.append(node)
+            node.check = task.check_thought(problem, tree.state(node.id))
             new.append(node)
         if tree.status != "ok":
             return
@@ -111,7 +136,7 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
             node.score, node.score_ok, node.evaluation = score.value, score.ok, text
         if tree.status != "ok":
             return
-        best = sorted(new, key=lambda n: (-(n.score or 0.0), n.id))[: cfg.breadth]
+        best = sorted(new, key=rank)[: cfg.breadth]
         for n in best:
             n.kept = True
         frontier = [n.id for n in best]
@@ -123,8 +148,12 @@ def _grow(tree: Tree, task: Task, problem: Problem, base: RunConfig, cfg: Search
         texts = _phase(
             tree,
             run_phase,
-            phase_config(
-                base, [prompt], cfg.answer_tokens or task.answer_tokens, phase_seed(base.seed, steps + 1, ANSWER)
+            with_replies(
+                phase_config(
+                    base, [prompt], cfg.answer_tokens or task.answer_tokens, phase_seed(base.seed, steps + 1, ANSWER)
+                ),
+                [task.answer_reply(problem, state)],
+                chat,
             ),
             steps + 1,
             ANSWER,

@@ -36,7 +36,7 @@ class Task(ABC):
     """One ToT task. `steps` thought steps (tree depth = steps + 1: the root, then one level per step)."""
 
     name: str = ""
-    steps: int = 1  # default T: gsm8k 3 (depth 4), creative 1 (depth 2), blocksworld 6 (depth 7)
+    steps: int = 1  # default T: gsm8k 2 (depth 3), creative 1 (depth 2), blocksworld 6 (depth 7)
     thought_tokens: int = 64  # max new tokens of one thought
     eval_tokens: int = 16  # max new tokens of one evaluation
     answer_tokens: int = 96  # max new tokens of the final answer (when `needs_answer`)
@@ -46,9 +46,19 @@ class Task(ABC):
     def thought_prompt(self, problem: Problem, state: list[str]) -> str:
         """The Thought Generator's prompt for expanding `state` by one thought."""
 
+    def thought_reply(self, problem: Problem, state: list[str]) -> str:
+        """The opening of the model's reply to `thought_prompt`, written for it: the model goes on from there, so
+        its text is the new thought ("" : the reply is the model's from its first token)."""
+        return ""
+
     @abstractmethod
     def clean_thought(self, text: str) -> str:
         """The thought kept in the tree from the model's raw output (trimmed to one step)."""
+
+    def check_thought(self, problem: Problem, state: list[str]) -> bool | None:
+        """A check of the newest thought that needs no model (gsm8k: its arithmetic): True passed, False failed,
+        None nothing to check. The search ranks passed before unchecked before failed, then by the score."""
+        return None
 
     @abstractmethod
     def eval_prompt(self, problem: Problem, state: list[str]) -> str:
@@ -66,6 +76,10 @@ class Task(ABC):
 
     def answer_prompt(self, problem: Problem, state: list[str]) -> str:
         raise NotImplementedError
+
+    def answer_reply(self, problem: Problem, state: list[str]) -> str:
+        """The opening of the model's reply to `answer_prompt`, written for it (as `thought_reply`)."""
+        return ""
 
     @abstractmethod
     def final_answer(self, problem: Problem, state: list[str], answer_text: str | None) -> str:

@@ -12,11 +12,11 @@ from ...core.config import ConfigError
 
 DEFAULT_TASK = "gsm8k"
 PAPER_TEMPERATURE = 1.0  # SEED App. C: thoughts sampled at T = 1 ("identical thoughts are useless")
-# A tree's sampling when no --temperature, --top-k or --top-p is given. On the default 135M pair, T = 1 with no
-# cut-off drew word salad from the tail, and T <= 0.7 echoed the prompt ("The previous sub-question is: What is
-# the next sub-question?"); T = 0.85 within the likeliest 90 % of the mass reads as (often wrong) arithmetic about
-# the question (docs/trees.md#sampling). The verifier samples the target's law under these settings exactly, so
-# either choice is lossless.
+# A tree's sampling when no --temperature, --top-k or --top-p is given. On the default 135M pair (with gsm8k's
+# sub-question prompts, before its step prompts), T = 1 with no cut-off drew word salad from the tail, and T <= 0.7
+# echoed the prompt ("The previous sub-question is: What is the next sub-question?"); T = 0.85 within the likeliest
+# 90 % of the mass reads as (often wrong) arithmetic about the question (docs/trees.md#sampling). The verifier
+# samples the target's law under these settings exactly, so either choice is lossless.
 TREE_SAMPLING = {"temperature": 0.85, "top_p": 0.9, "top_k": 0}
 
 

@@ -106,7 +106,7 @@ def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: li
     trees: list[Tree] = []
     try:
         for problem in todo:
-            tree = search(task, problem, base, cfg, _phase_runner(args, console, engine))
+            tree = search(task, problem, base, cfg, _phase_runner(args, console, engine), engine.tokenizer.chat_text)
             trees.append(tree)
             console.print(summary(tree))
             if tree.status != "ok":

@@ -24,6 +24,7 @@ class Node:
     score: float | None = None
     score_ok: bool = True  # False: the evaluator's output was unparseable and got the lowest score
     evaluation: str = ""  # the evaluator's raw text
+    check: bool | None = None  # the task's own check of the thought (gsm8k: its arithmetic); None: nothing to check
     kept: bool = False  # among the best `breadth` states of its level
 
 

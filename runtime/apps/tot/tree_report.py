@@ -10,18 +10,23 @@ from rich.tree import Tree as RichTree
 from .tree import ANSWER, EVALUATE, GENERATE, Tree
 
 SNIPPET = 90  # characters of a thought shown in the tree
+CHECK_MARKS = {True: "✓ ", False: "≠ ", None: "  "}  # the task's own check of a thought (gsm8k: its arithmetic)
+CHECK_LEGEND = "✓ the step's arithmetic holds · ≠ a wrong sum, or an empty or repeated step: ranked before the score"
 
 
 def tree_view(tree: Tree) -> RenderableType:
-    """The tree, one line per state: score (✗ = unparseable), ★ on the chosen path, the thought."""
+    """The tree, one line per state: score (✗ = unparseable), ★ on the chosen path, the task's check (when it
+    has one, CHECK_MARKS), the thought."""
     chosen = set(tree.chosen)
+    checked = any(node.check is not None for node in tree.nodes)
     root = RichTree(Text(f"{tree.task}: {_snip(tree.problem.text, 2 * SNIPPET)}", style="bold"))
     branches = {0: root}
     for node in tree.nodes[1:]:
         score = "  ?" if node.score is None else f"{node.score:>3g}" + ("" if node.score_ok else "✗")
         style = "bold green" if node.id in chosen else ("" if node.kept else "dim")
         mark = "★" if node.id in chosen else " "
-        label = Text(f"{mark} [{score}] {_snip(node.thought, SNIPPET)}", style=style)
+        check = CHECK_MARKS[node.check] if checked else ""
+        label = Text(f"{mark} [{score}] {check}{_snip(node.thought, SNIPPET)}", style=style)
         branches[node.id] = branches[node.parent].add(label)
     return root
 
@@ -51,7 +56,10 @@ def phases_table(tree: Tree) -> Table:
 
 
 def summary(tree: Tree) -> RenderableType:
-    lines = [tree_view(tree), phases_table(tree)]
+    lines = [tree_view(tree)]
+    if any(node.check is not None for node in tree.nodes):
+        lines.append(Text(CHECK_LEGEND, style="dim"))
+    lines.append(phases_table(tree))
     answer = Text()
     answer.append("answer: ", style="bold")
     answer.append(tree.answer if tree.answer is not None else "(none)")
