@@ -40,10 +40,11 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "smollm2": Preset(
         "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft",
-        "SmolLM2-135M-Instruct is a small model: it writes sentences about the question and single steps such as "
-        "48 + 36 = 84, but loses track over several steps, and as its own judge it often answers instead of "
-        "scoring (✗). Expect a tree that reads like reasoning and an answer that is often wrong: what it shows is "
-        "how the search is scheduled.",
+        "SmolLM2-135M-Instruct is a small model: shown a worked example, it writes one calculation a step "
+        "(5 * 6 = 30) and gets two-step problems like the default one right more often than not, but it copies "
+        "the example's shape, picks the wrong numbers on harder problems (the arithmetic check marks a sum that "
+        "does not hold, not a wrong choice of numbers), and as its own judge it often answers instead of scoring "
+        "(✗). What the tree shows is how the search is scheduled.",
     ),
     "tiny": Preset(
         "tiny", "tiny/target", "tiny/draft", "1.8M Llama trained on Shakespeare + 0.3M distilled draft (shipped)",
