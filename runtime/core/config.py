@@ -36,11 +36,9 @@ AUTO_LOOKUP = 4  # --lookup on hf unless set: n-grams of 4, 3, 2 tokens
 # The parts by field name; each part's FLAGS names its settings' flat names.
 PARTS = {"shape": DraftShape, "lanes": BranchLanes, "sim": SimSettings, "supervision": Supervision,
          "network": Network, "sampling": SamplingParams, "beam": BeamShape}
-_SAMPLING_FLAGS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "coupling": "coupling"}
 # flat name -> (part, its field): every setting that lives in a part
 SETTINGS: dict[str, tuple[str, str]] = {
-    flat: (part, leaf) for part, cls in PARTS.items()
-    for flat, leaf in (_SAMPLING_FLAGS if cls is SamplingParams else cls.FLAGS).items()}
+    flat: (part, leaf) for part, cls in PARTS.items() for flat, leaf in cls.FLAGS.items()}
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from .kinds import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
+    FLAGS: ClassVar[dict[str, str]] = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p",
+                                       "coupling": "coupling"}  # flat name -> field, as every part of a RunConfig
+
     temperature: float = 0.0  # 0 = greedy
     top_k: int = 0            # 0 = off
     top_p: float = 1.0        # 1 = off
