@@ -83,6 +83,7 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
     endpoints = Endpoints(**spec["endpoints"])
     if spec["role"] == "verifier":
         target = backend.target()
+        target.warm_up()  # before ready: a job's first verification then costs what the others do
         serve_verifier(target, ctx, endpoints.bind(endpoints.verify), control, telemetry, parent_alive,
               set_threads=target.set_threads, keys=keys, gate=gate, placed=placed(target, config))
     else:
@@ -91,6 +92,8 @@ def _dispatch(spec: dict, config: RunConfig, ctx: zmq.Context, control: zmq.Sock
         # if a later job asks for it (DraftWorker.model); the others load theirs before they say ready
         if model is None and config.drafter != DrafterKind.BRANCHES:
             model = backend.draft()
+        if model is not None:
+            model.warm_up()  # before ready: a job's first draft then costs what the others do
         draft = DraftWorker.connect(model, worker, ctx, endpoints.verify, telemetry, parent_alive, keys,
                                     load=backend.draft, vocab=backend.vocabulary("draft")["size"])
         draft.placed = placed(model, config)
