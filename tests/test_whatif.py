@@ -102,6 +102,33 @@ def test_the_recorded_fcfs_run_is_predicted_under_fcfs(tmp_path):
                for p in table["predicted"].values())
 
 
+def test_several_recordings_of_one_workload_give_the_median_of_their_predictions(tmp_path):
+    flags = ("--prompt", "a b", "--prompt", "c d", "--max-new-tokens", "12", "--sim-draft-ms", "2",
+             "--sim-verify-ms", "4", "--quiet", "--no-live")
+    traces = [tmp_path / f"{i}.trace" for i in range(3)]
+    for t in traces:
+        assert run_cli(*flags, "--trace", str(t)).returncode == 0
+    each = []
+    for t in traces:
+        path = tmp_path / f"{t.stem}.json"
+        assert specsched("whatif", str(t), "--policy", "rr", "--json", str(path)).returncode == 0
+        each.append(json.loads(path.read_text())["predicted"]["rr"])
+    out = specsched("whatif", *map(str, traces), "--policy", "rr", "--json", str(tmp_path / "all.json"))
+    assert out.returncode == 0, out.stderr
+    assert "median of 3 recordings" in out.stdout
+    median = json.loads((tmp_path / "all.json").read_text())["median"]["predicted"]["rr"]
+    assert median["makespan_s"] == pytest.approx(sorted(p["makespan_s"] for p in each)[1])
+    assert median["mean_response_s"] == pytest.approx(sorted(p["os_metrics"]["mean_response_s"] for p in each)[1])
+    rows = {line.split("│")[1].strip(): line for line in out.stdout.splitlines() if "│" in line}
+    assert f"{median['makespan_s']:.3f}" in rows["rr (predicted)"]
+    # recordings of another workload are refused in one line
+    other = tmp_path / "other.trace"
+    assert run_cli(*flags[2:], "--prompt", "e f", "--trace", str(other)).returncode == 0
+    refused = specsched("whatif", str(traces[0]), str(other), "--policy", "rr")
+    assert refused.returncode == 2 and "different sequences or tokens" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
 PLUGIN = "from specsched.policies import Policy\nclass {name}(Policy):\n    def pick(self, ready):\n        {body}\n"
 RAISES = PLUGIN.format(name="Boom", body="raise RuntimeError('no')")
 ANSWER = PLUGIN.format(name="FortyTwo", body="return 42")
