@@ -12,7 +12,13 @@ own trace under its own policy ("self", the median error), and the spread of the
 (largest / smallest - 1). `--arrivals` plays a workload of jobs arriving over time
 instead (`specsched run --arrivals poisson:8 --jobs 8 ... --trace`).
 
-    python benchmarks/whatif_validation.py [--backend sim|hf] [--arrivals] [--repeats 3] [--json PATH]
+`--paired` holds the machine still: before each real run of a policy it records an FCFS run, predicts the
+policy from that trace, and compares the prediction with the run right after it; the error is the median
+over the repeats of prediction / run - 1. A machine whose speed drifts over minutes (a shared host) moves
+the real medians of identical schedules apart by more than the model's error; pairs minutes apart see
+the same machine.
+
+    python benchmarks/whatif_validation.py [--backend sim|hf] [--arrivals] [--repeats 3] [--paired] [--json PATH]
 """
 
 from __future__ import annotations
@@ -99,7 +105,11 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(BUILTIN), help="comma-separated (default: every built-in)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep every trace here")
+    ap.add_argument("--paired", action="store_true",
+                    help="an FCFS recording right before each real run, the prediction from it against that run")
     args = ap.parse_args()
+    if args.paired:
+        return paired(args)
     base, policies = workload(args.backend), args.policies.split(",")
     started = time.time()
     real: dict[str, list[dict[str, float]]] = {p: [] for p in policies}
@@ -135,6 +145,41 @@ def main() -> None:
         result = {"config": base.to_dict(), "arrivals": ARRIVALS if args.arrivals else None,
                   "repeats": args.repeats, "recorded": recorded_row, "rows": rows, "largest_error": worst,
                   "largest_error_from_3": worst3, "load_average": os.getloadavg(),
+                  "minutes": (time.time() - started) / 60, "provenance": provenance(base)}
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def paired(args: argparse.Namespace) -> None:
+    """Each real run of a policy against the prediction from an FCFS recording made just before it."""
+    base, policies = workload(args.backend), args.policies.split(",")
+    started = time.time()
+    pairs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {p: [] for p in policies}
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
+        for i in range(args.repeats):
+            for policy in policies[i % len(policies):] + policies[:i % len(policies)]:
+                before, path = Path(tmp) / f"fcfs-before-{policy}.{i}.trace", Path(tmp) / f"{policy}.{i}.trace"
+                record(as_run(base, "fcfs"), before, args.arrivals)
+                record(as_run(base, policy), path, args.arrivals)
+                pairs[policy].append((predictions(before, [policy])[policy], numbers(path)))
+    rows = []
+    for policy in policies:
+        out = {"policy": policy}
+        for m in METRICS:
+            errors = [p[m] / r[m] - 1 for p, r in pairs[policy] if r[m]]
+            out |= {f"{m}_errors": errors, f"{m}_error": statistics.median(errors) if errors else float("nan"),
+                    f"predicted_{m}_runs_s": [p[m] for p, _ in pairs[policy]],
+                    f"real_{m}_runs_s": [r[m] for _, r in pairs[policy]]}
+        rows.append(out)
+        print(f"{policy:12s} " + " · ".join(f"{m} {100 * out[f'{m}_error']:+.1f} % (pairs "
+                                            + ", ".join(f"{100 * e:+.0f}" for e in out[f"{m}_errors"]) + ")"
+                                            for m in METRICS), flush=True)
+    worst = {m: max(abs(r[f"{m}_error"]) for r in rows) for m in METRICS}
+    print("largest error (median of pairs): " + " · ".join(f"{m} {100 * worst[m]:.1f} %" for m in METRICS))
+    if args.json:
+        result = {"config": base.to_dict(), "arrivals": ARRIVALS if args.arrivals else None, "paired": True,
+                  "repeats": args.repeats, "rows": rows, "largest_error": worst, "load_average": os.getloadavg(),
                   "minutes": (time.time() - started) / 60, "provenance": provenance(base)}
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
