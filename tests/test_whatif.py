@@ -190,6 +190,34 @@ def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
     assert simulate(three, run, "batch", max_batch=1).makespan_s == pytest.approx(0.031)
 
 
+def test_a_batch_pays_each_rows_postprocess_in_turn():
+    # as above, but 3 of each 10 ms verification is its postprocess (acceptance and resampling, row by row): the
+    # batch of two is one 10 - 3 + 2 = 9 ms forward, then 3 + 3 ms of postprocess (11-26 ms)
+    run = Recorded({s: [Round(0, 0.001 * (s + 1), 0.010, 3, post_s=0.003)] for s in range(3)},
+                   cost=CostCurve(0.010, 0.0, 0.002))
+    three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    assert simulate(three, run, "fcfs").makespan_s == pytest.approx(0.031)
+    assert simulate(three, run, "batch").makespan_s == pytest.approx(0.026)
+
+
+def test_a_recorded_batchs_postprocess_is_shared_by_its_rows():
+    # two sequences verified together: a 10 ms forward (8 + 2 for the second row), then 4 ms of postprocess for
+    # both: each row's share of the postprocess is 2 ms
+    ms = 1e-3
+    events = [Event(1, "verifier", VERIFIER, "idle", 0, 5 * ms)]
+    for seq in (0, 1):
+        events += [Event(10 + seq, "draft", seq, "draft", 0, 5 * ms, seq),
+                   Event(10 + seq, "draft", seq, "queued", 5 * ms, 5 * ms, seq, admitted=5 * ms),
+                   Event(10 + seq, "draft", seq, "verify", 5 * ms, 19 * ms, seq)]
+    events += [Event(1, "verifier", VERIFIER, "verify", 5 * ms, 15 * ms, -1),
+               Event(1, "verifier", VERIFIER, "resample", 15 * ms, 19 * ms, -1)]
+    two = RunConfig.of(backend="sim", mode="seed", workers=2, max_new_tokens=4, k=4, max_batch=0, policy="batch")
+    rounds = [recorded(two, events, [(19 * ms, 0, 4), (19 * ms, 1, 4)]).rounds[s][0] for s in (0, 1)]
+    assert [r.post_s for r in rounds] == [pytest.approx(0.002)] * 2
+    # one forward fits no curve (forward_cost.py needs three): each row's forward is then the whole 10 ms
+    assert [r.verify_s for r in rounds] == [pytest.approx(0.012)] * 2
+
+
 def test_a_replayed_policy_stuck_in_pick_is_stopped_by_the_runs_policy_timeout(tmp_path):
     (tmp_path / "stuck.py").write_text(PLUGIN.format(name="Stuck", body="while True: pass"))
     run = Recorded({0: [Round(0, 0.010, 0.020, 4)], 1: [Round(0, 0.011, 0.020, 5)]})

@@ -31,11 +31,13 @@ from .forward_cost import SIGNIFICANT, batch_extra, fit_cost, least_squares
 class Round:
     gap_s: float        # from the previous verdict (round 0: the run's start) to the start of drafting
     draft_s: float      # from the start of drafting to the draft's sending
-    verify_s: float     # its verification, alone in a forward (resample included)
+    verify_s: float     # its verification, alone in a forward, and its own postprocess
     committed: int
+    post_s: float = 0.0  # of verify_s, its postprocess (the verifier's "resample": acceptance, row by row)
 
     def __post_init__(self) -> None:
-        if min(self.gap_s, self.draft_s, self.verify_s) < 0 or self.committed < 0:
+        if min(self.gap_s, self.draft_s, self.verify_s, self.post_s) < 0 or self.post_s > self.verify_s \
+                or self.committed < 0:
             raise ValueError(f"a round's times and tokens are >= 0, got {self}")
 
 
@@ -115,18 +117,24 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
     for seq, evs in by_seq.items():
         for r, v in enumerate(sorted((e for e in evs if e.kind == "verify"), key=lambda e: e.start)):
             rows[v.start].append(lengths.get((seq, r), config.shape.k))
+    # a verification's postprocess ends when its drafts' verify events do: a batch's, shared by its rows
+    post = {e.end: e.duration for e in events if e.role == "verifier" and e.kind == "resample"}
     rounds: dict[int, list[Round]] = {}
     for seq, evs in by_seq.items():
         drafts, verified = ([e for e in sorted(evs, key=lambda e: e.start) if e.kind == k] for k in ("draft", "verify"))
         ready_from, rounds[seq] = t0, []
         for d, v, n in zip(drafts, verified, tokens[seq]):
-            alone = max(v.duration - batch_extra(cost, rows[v.start]), 0.0)  # a batch's: as if alone
-            rounds[seq].append(Round(max(d.start - ready_from, 0.0), d.duration, alone, n))
+            batch_post = min(post.get(v.end, 0.0), v.duration)
+            own_post = batch_post / len(rows[v.start])
+            # a batch's: its forward as if alone, and its own row's share of the postprocess
+            alone = max(v.duration - batch_post - batch_extra(cost, rows[v.start]), 0.0) + own_post
+            rounds[seq].append(Round(max(d.start - ready_from, 0.0), d.duration, alone, n, own_post))
             ready_from = v.end
     dispatch = _dispatch(turns, rounds, t0)
     for w in turns[0][2] if turns else []:  # the start-up is the first turn's, whoever takes it (whatif.py)
         r = rounds[w.seq][0]
-        rounds[w.seq][0] = Round(r.gap_s, r.draft_s, max(r.verify_s - dispatch.first_extra_s, 0.0), r.committed)
+        rounds[w.seq][0] = Round(r.gap_s, r.draft_s, max(r.verify_s - dispatch.first_extra_s, r.post_s), r.committed,
+                                 r.post_s)
     return Recorded(rounds, dispatch, jobs, cost)
 
 

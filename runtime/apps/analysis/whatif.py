@@ -158,12 +158,13 @@ class _Replay:
 
     def _verify(self, picked: list[tuple[_Sent, ReadyDraft]], free: float, start: float, turn: int) -> float:
         rounds = [self.run.rounds[s.seq][self.done[s.seq]] for s, _ in picked]
-        # a batch: its drafts' mean time alone (each holds its own noise: their largest would add it up) and the
-        # fitted cost of the rows beyond one
-        alone = sum(r.verify_s for r in rounds) / len(rounds)
-        end = start + alone + batch_extra(self.run.cost, [i.length for _, i in picked])
-        end += self.run.dispatch.first_extra_s if turn == 0 else 0.0   # the verifier's start-up is its first turn's
-        self.fit.add_forward([i.length + 1 for _, i in picked], end - start)
+        # a batch: its drafts' mean forward alone (each holds its own noise: their largest would add it up) and
+        # the fitted cost of the rows beyond one, then each row's postprocess in turn (acceptance runs row by row)
+        forward = sum(r.verify_s - r.post_s for r in rounds) / len(rounds)
+        forward += batch_extra(self.run.cost, [i.length for _, i in picked])
+        forward += self.run.dispatch.first_extra_s if turn == 0 else 0.0   # the verifier's start-up is its first turn's
+        self.fit.add_forward([i.length + 1 for _, i in picked], forward)  # as the live verifier fits: forwards alone
+        end = start + forward + sum(r.post_s for r in rounds)
         self.rows = len(picked)
         if start > free:
             self.events.append(Event(0, "verifier", VERIFIER, "idle", free, start))
