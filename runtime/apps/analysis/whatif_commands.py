@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from rich.console import Console
@@ -35,9 +35,11 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=f"{title} (recorded under {first.config.policy}), virtual time", title_justify="left")
     for column in ("policy", "makespan", "mean turnaround", "mean response", "mean waiting", "utilisation"):
         table.add_column(column, justify="left" if column == "policy" else "right")
-    table.add_row(f"{first.config.policy} (recorded)", *Cells.median([t.recorded for t in tables]).text())
+    recorded = Cells.median([t.recorded for t in tables])
+    predicted = {name: Cells.median([t.predicted[name] for t in tables]) for name in args.policies}
+    table.add_row(f"{first.config.policy} (recorded)", *recorded.text())
     for name in args.policies:
-        table.add_row(f"{name} (predicted)", *Cells.median([t.predicted[name] for t in tables]).text())
+        table.add_row(f"{name} (predicted)", *predicted[name].text())
         if args.svg:
             _write_chart(Path(args.svg) / f"{_file_name(name)}.svg", first.config, name, first.predictions[name],
                          first.tokens)
@@ -49,9 +51,7 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         out = tables[0].json() if n == 1 else {
             "traces": [str(t.path) for t in tables],
-            "median": {"recorded": Cells.median([t.recorded for t in tables]).json(),
-                       "predicted": {name: Cells.median([t.predicted[name] for t in tables]).json()
-                                     for name in args.policies}},
+            "median": {"recorded": asdict(recorded), "predicted": {n: asdict(c) for n, c in predicted.items()}},
             "each": [t.json() for t in tables]}
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
@@ -85,9 +85,6 @@ class Cells:
 
         return [s(self.makespan_s), s(self.mean_turnaround_s), s(self.mean_response_s), s(self.mean_waiting_s),
                 f"{100 * self.utilisation:.1f} %"]
-
-    def json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(slots=True)
