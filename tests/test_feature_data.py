@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import torch
+from cli_runs import specsched, stderr_lines
 
 from specsched.runtime.apps.drafts.training.feature_data import export_answers, import_answers, manifest_beside
 
@@ -67,3 +68,11 @@ def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_add
     assert set(shards) == {"0", "1"} and all(s["answer_tokens"] > 0 and s["machine"] for s in shards.values())
     make(cfg, log=lambda m: None)
     assert sorted(p.name for p in cfg.out.glob("features_*.pt")) == ["features_00000.pt", "features_00001.pt"]
+
+
+def test_an_unknown_draft_to_evaluate_against_is_one_line_before_any_model_loads(tmp_path):
+    """`--against` names the drafts a trained one is compared with; a typo fails at once, not after training."""
+    proc = specsched("models", "features", str(tmp_path), "--stage", "eval", "--against", "shipped,distiled")
+    assert proc.returncode == 2
+    assert stderr_lines(proc.stderr) == [
+        "specsched: error: --against: unknown draft distiled (choose from distilled, shipped)"]

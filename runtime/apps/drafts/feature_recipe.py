@@ -30,6 +30,7 @@ from safetensors.torch import load_file
 from ...backends.feature import FeatureModel
 from ...backends.hf_model import HFModel
 from ...backends.hf_pair import HFTokenizer
+from ...core.config import ConfigError
 from ...core.sampling import SamplingParams
 from ...models.draft_files import WEIGHTS_FILE
 from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
@@ -45,7 +46,20 @@ from .training.feature_train import FeatureTrainConfig, train
 FEATURE_ASSET = ASSETS / "smollm2-feature"
 
 
+AGAINST = ("distilled", "shipped")  # the drafts a trained one can be evaluated beside
+
+
+def against_names(text: str) -> list[str]:
+    """--against's names, checked before any model loads."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(AGAINST))
+    if unknown:
+        raise ConfigError(f"--against: unknown draft {', '.join(unknown)} (choose from {', '.join(AGAINST)})")
+    return names
+
+
 def run(args: argparse.Namespace, log=print) -> int:
+    against_names(args.against)
     torch.set_num_threads(args.threads)
     target = pull()
     work: Path = args.work
@@ -96,8 +110,9 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
 def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:
     tok = HFTokenizer(str(target))
     model = HFModel(str(target), "fp32")
-    drafts = {"feature": FeatureModel(draft_dir, target),
-              "distilled": HFModel(str(PRESETS["smollm2"].draft_dir), "fp32", target_dir=str(target))}
+    against = {"distilled": lambda: HFModel(str(PRESETS["smollm2"].draft_dir), "fp32", target_dir=str(target)),
+               "shipped": lambda: FeatureModel(FEATURE_ASSET, target)}
+    drafts = {"feature": FeatureModel(draft_dir, target), **{n: against[n]() for n in against_names(args.against)}}
     held = heldout_feature_prompts(args.eval_prompts, gsm8k=args.gsm8k)
     tot = [p for kind, p in heldout_feature_prompts(2 * args.eval_prompts, gsm8k=args.gsm8k, seed=8)
            if kind == "tot"][:args.eval_prompts // 2]

@@ -138,6 +138,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
                     help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
+    ap.add_argument("--against", default="distilled", metavar="NAMES",
+                    help="the drafts the trained one is evaluated beside, comma-separated: distilled (the "
+                         "shipped default draft), shipped (the shipped feature draft); default distilled")
     ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
                     help="the GSM8K test file: evaluation prompts only, never training data")
     ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
