@@ -7,7 +7,7 @@ import json
 import pytest
 from cli_runs import run_cli, specsched
 
-from specsched.runtime.apps.analysis.recorded_run import JobFacts, Recorded, Round, recorded
+from specsched.runtime.apps.analysis.recorded_run import Dispatch, JobFacts, Recorded, Round, recorded
 from specsched.runtime.apps.analysis.whatif import simulate
 from specsched.runtime.core.config import ConfigError, RunConfig
 from specsched.runtime.core.costs import CostCurve
@@ -198,6 +198,35 @@ def test_a_batch_pays_each_rows_postprocess_in_turn():
     three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
     assert simulate(three, run, "fcfs").makespan_s == pytest.approx(0.031)
     assert simulate(three, run, "batch").makespan_s == pytest.approx(0.026)
+
+
+def test_a_draft_sent_less_than_its_transit_before_the_verifiers_read_waits_a_turn():
+    # seq 0 sent at 1 ms and verified alone (1-11); seq 1 sent at 2 ms, seq 2 at 10.8 ms; the verifier reads its
+    # socket as it starts at 11 ms. Instantly delivered, batch verifies seqs 1 and 2 together (11-23); with the
+    # recorded transit of 0.5 ms seq 2 is not there yet (11.3 ms) and waits for the next forward (11-21, 21-31)
+    rounds = {0: [Round(0, 0.001, 0.010, 3)], 1: [Round(0, 0.002, 0.010, 3)], 2: [Round(0, 0.0108, 0.010, 3)]}
+    cost = CostCurve(0.010, 0.0, 0.002)
+    three = RunConfig.of(backend="sim", mode="seed", workers=3, max_new_tokens=10, k=4)
+    instant = simulate(three, Recorded(rounds, cost=cost), "batch")
+    assert verified_order(instant) == [0, -1] and instant.makespan_s == pytest.approx(0.023)
+    dispatch = Dispatch(idle_s=0.001, first_start_s=0.001, transit_s=0.0005)
+    late = simulate(three, Recorded(rounds, dispatch, cost=cost), "batch")
+    assert verified_order(late) == [0, 1, 2] and late.makespan_s == pytest.approx(0.031)
+
+
+def test_the_transit_is_measured_from_drafts_that_found_the_verifier_waiting():
+    # one sequence, two rounds (ms): sent at 5, read at 5.7, verified 6-16; sent again at 30 (the verifier idle
+    # since 16), read at 30.7, verified 31-41. The second wakes the verifier: 0.7 ms in transit, 1 ms to its start
+    ms = 1e-3
+    events = [Event(1, "verifier", VERIFIER, "idle", 0, 6 * ms)]
+    for begin, sent, read, start, end in ((0, 5, 5.7, 6, 16), (20, 30, 30.7, 31, 41)):
+        events += [Event(10, "draft", 0, "draft", begin * ms, sent * ms, 0),
+                   Event(10, "draft", 0, "queued", sent * ms, start * ms, 0, admitted=read * ms),
+                   Event(10, "draft", 0, "verify", start * ms, end * ms, 0),
+                   Event(1, "verifier", VERIFIER, "verify", start * ms, end * ms, 0)]
+    one = RunConfig.of(backend="sim", mode="seed", workers=1, max_new_tokens=8, k=4)
+    dispatch = recorded(one, events, [(16 * ms, 0, 4), (41 * ms, 0, 4)]).dispatch
+    assert dispatch.transit_s == pytest.approx(0.0007) and dispatch.idle_s == pytest.approx(0.001)
 
 
 def test_a_recorded_batchs_postprocess_is_shared_by_its_rows():

@@ -65,9 +65,11 @@ class Dispatch:
     first_start_s: float | None = None     # when the first verification began; None: as soon as a draft is there
     first_seen: frozenset[int] = frozenset()  # the sequences whose first drafts the verifier had read by then
     first_extra_s: float = 0.0             # the first forward's time over its round's typical time
+    transit_s: float = 0.0                 # from a draft's sending to the verifier's read of it, the verifier
+                                           # waiting on its socket: a draft sent less before a read misses it
 
     def __post_init__(self) -> None:
-        if min(self.mean_busy_s, self.idle_s, self.read_s, self.first_extra_s, self.per_message_s,
+        if min(self.mean_busy_s, self.idle_s, self.read_s, self.first_extra_s, self.per_message_s, self.transit_s,
                *(g for g in self.busy_s if g is not None)) < 0:
             raise ValueError(f"dispatch times are >= 0, got {self}")
 
@@ -167,7 +169,8 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
         return Dispatch()
     busy: list[float | None] = [None]
     extra: list[int] = [0]  # messages beyond one in and one out: drafts read in its drain, verdicts sent before
-    idle: list[tuple[float, float]] = []  # (how long after the verification before it was sent, its gap)
+    idle: list[tuple[float, float, float | None]] = []  # (how long after the verification before it was sent,
+    # its gap to the verification, to the verifier's read of it)
     read = []
     stamps = sorted(w.admitted for _, _, waits in turns for w in waits if w.admitted is not None)
     for (_, before, rows), (start, _, waits) in zip(turns, turns[1:]):
@@ -175,7 +178,8 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
         busy.append(start - before if sent <= before else None)
         extra.append(max(bisect.bisect_right(stamps, start) - bisect.bisect_right(stamps, before) + len(rows) - 2, 0))
         if sent > before:
-            idle.append((sent - before, start - sent))
+            woke = min(waits, key=lambda w: w.start)
+            idle.append((sent - before, start - sent, None if woke.admitted is None else woke.admitted - sent))
         mine = [w.admitted for w in waits if w.admitted is not None and before < w.admitted <= start]
         if sent <= before and mine:  # read after the verification before ended: how long before its own start
             read.append(start - max(mine))
@@ -185,14 +189,18 @@ def _dispatch(turns: list[tuple[float, float, list[Event]]], rounds: dict[int, l
     mean_busy = statistics.fmean(known) if known else 0.0
     # a draft sent just after a verification ended met the loop still busy with it: only a draft sent once the
     # loop's usual dispatch was over found it waiting
-    waited = [g for after, g in idle if after > mean_busy] or [g for _, g in idle]
+    found = [i for i in idle if i[0] > mean_busy] or idle
+    waited = [g for _, g, _ in found]
+    transit = [t for _, _, t in found if t is not None and t >= 0]
+    idle_s = statistics.median(waited) if waited else mean_busy
     start, end, waits = turns[0]
     first = {w.seq for w in waits}
     seen = frozenset(w.seq for w in _first_drafts(turns) if w.admitted is not None and w.admitted <= start) or \
         frozenset(first)
-    return Dispatch(tuple(busy), mean_busy, per_message, statistics.median(waited) if waited else mean_busy,
+    return Dispatch(tuple(busy), mean_busy, per_message, idle_s,
                     min(statistics.median(read), mean_busy) if read else 0.0, start - t0, seen,
-                    _first_extra(end - start, first, rounds))
+                    _first_extra(end - start, first, rounds),
+                    min(statistics.median(transit), idle_s) if transit else 0.0)
 
 
 def _per_message(gaps: list[tuple[float, int]]) -> float:

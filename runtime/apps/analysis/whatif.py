@@ -12,9 +12,11 @@ a verification takes its recorded time - a batch its drafts' mean and the fitted
 the events a live run records, so the OS metrics, the summary and the Gantt chart come from the same code
 as `replay`'s.
 
-What the model ignores: contention between processes that another order would change (a worker drafting
-faster because another was idle), and the order the verifier's socket delivers drafts sent during one
-verification (taken as the order they were sent).
+A draft is readable its recorded transit after its sending (a draft sent just before a verification starts
+misses it). What the model ignores: contention between processes that another order would change (a worker
+drafting faster because another was idle; a batch's workers, woken together, starting their drafts later),
+and the order the verifier's socket delivers drafts sent during one verification (taken as the order they
+were sent).
 """
 
 from __future__ import annotations
@@ -107,22 +109,23 @@ class _Replay:
         first = min([s.sent for s, _ in self.queue.values()] + ([self.sent[0][0]] if self.sent else []))
         if turn == 0:
             return max(first, d.first_start_s) if d.first_start_s is not None else first + d.idle_s
-        # its messages: the verdicts it sends, the drafts it will read (those sent by the time its base is spent)
-        reads = sum(1 for t, _, _ in self.sent if t <= free + d.busy(turn))
+        # its messages: the verdicts it sends, the drafts it will read (those there by the time its base is spent)
+        reads = sum(1 for t, _, _ in self.sent if t + d.transit_s <= free + d.busy(turn))
         busy = d.busy(turn, self.rows + reads)
-        return free + busy if first <= free else max(free + busy, first + d.idle_s)
+        return free + busy if first + d.transit_s <= free else max(free + busy, first + d.idle_s)
 
     def _admit(self, start: float, free: float, turn: int) -> None:
         """Into the run queue: the drafts sent by the verifier's last read before `start` (the first turn: those
         the recording's verifier had read by then), stamped when read, after the verification in progress."""
         seen = self.run.dispatch.first_seen if turn == 0 else frozenset()
         read = max(start - self.run.dispatch.read_s, free) if turn else start
-        if not self.queue and self.sent and self.sent[0][0] > read:
-            read = self.sent[0][0]  # it was waiting: it read the draft that woke it
+        transit = self.run.dispatch.transit_s if turn else 0.0  # the first turn's reads are the recording's own
+        if not self.queue and self.sent and self.sent[0][0] + transit > read:
+            read = self.sent[0][0] + transit  # it was waiting: it read the draft that woke it
         if seen and not any(seq in seen and t <= read for t, _, seq in self.sent):
             seen = frozenset()
         kept = []
-        while self.sent and self.sent[0][0] <= read:
+        while self.sent and self.sent[0][0] + transit <= read:
             t, order, seq = heapq.heappop(self.sent)
             if seen and seq not in seen:
                 kept.append((t, order, seq))
