@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from cli_runs import specsched, stderr_lines
 
-from specsched.runtime.apps.drafts.training.feature_data import export_answers, import_answers, manifest_beside
+from specsched.runtime.apps.drafts.training.feature_answers import export_answers, import_answers, manifest_beside
 
 
 def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_path):
@@ -44,22 +45,28 @@ def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0}}
 
 
-def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):
-    """`models features --stage answers --export FILE`: the target's answers, no features, written to FILE with
-    the manifest after every shard; the data stage later makes only the features."""
+def chat_target(tmp_path):
+    """The tiny preset's target with a chat template (the teacher's prompts are chats)."""
     import shutil
 
-    import numpy as np
-
-    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
     from specsched.runtime.models.registry import ASSETS
 
     target = tmp_path / "target"
     shutil.copytree(ASSETS / "tiny" / "target", target)
     config = json.loads((target / "tokenizer_config.json").read_text())
-    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"  # the prompts are chats
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     (target / "tokenizer_config.json").write_text(json.dumps(config))
-    cfg = FeatureDataConfig(target=target, out=tmp_path / "data", shards=2, batch=2, max_new_tokens=4)
+    return target
+
+
+def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):
+    """`models features --stage answers --export FILE`: the target's answers, no features, written to FILE with
+    the manifest after every shard; the data stage later makes only the features."""
+    import numpy as np
+
+    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
+
+    cfg = FeatureDataConfig(target=chat_target(tmp_path), out=tmp_path / "data", shards=2, batch=2, max_new_tokens=4)
     npz = tmp_path / "feature_answers.npz"
     make(cfg, log=lambda m: None, with_features=False, export=npz)
     assert sorted(p.name for p in cfg.out.glob("*.pt")) == ["answers_00000.pt", "answers_00001.pt"]
@@ -76,3 +83,37 @@ def test_an_unknown_draft_to_evaluate_against_is_one_line_before_any_model_loads
     assert proc.returncode == 2
     assert stderr_lines(proc.stderr) == [
         "specsched: error: --against: unknown draft distiled (choose from distilled, shipped)"]
+
+
+def test_shards_answered_in_one_decode_are_the_shards_answered_alone(tmp_path):
+    """--gen-shards: a greedy and a sampled shard in one batched decode (a GPU is idle at 48 rows) are written
+    as two shards of the same prompts, each row greedy or sampled as its shard is; the first answer token
+    comes from each prompt's own prefill, so the greedy rows begin as they do alone."""
+    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
+
+    target = chat_target(tmp_path)
+    alone = FeatureDataConfig(target=target, out=tmp_path / "alone", shards=2, batch=3, max_new_tokens=6)
+    together = FeatureDataConfig(target=target, out=tmp_path / "together", shards=2, batch=3, max_new_tokens=6,
+                                 group=2)
+    for cfg in (alone, together):
+        make(cfg, log=lambda m: None, with_features=False)
+    for s in (0, 1):
+        a, b = (torch.load(c.out / f"answers_{s:05d}.pt", weights_only=True)["records"] for c in (alone, together))
+        assert [r["start"] for r in a] == [r["start"] for r in b]
+        assert all(torch.equal(x["ids"][:x["start"]], y["ids"][:y["start"]]) for x, y in zip(a, b))
+        if s == 0:  # greedy
+            assert [int(x["ids"][x["start"]]) for x in a] == [int(y["ids"][y["start"]]) for y in b]
+    shards = json.loads((together.out / "manifest.json").read_text())["shards"]
+    assert [shards[k]["decoded_with"] for k in ("0", "1")] == [2, 2]
+    assert [shards[k]["sampled"] for k in ("0", "1")] == [False, True]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU this machine has")
+@pytest.mark.parametrize("device, line", [
+    ("cuda", "--device cuda: torch sees no CUDA GPU on this machine (use cpu or auto)"),
+    ("tpu", "--device tpu: choose cpu, cuda, cuda:N or auto"),
+])
+def test_a_device_that_is_not_there_is_one_line_before_any_model_loads(tmp_path, device, line):
+    proc = specsched("models", "features", str(tmp_path), "--device", device)
+    assert proc.returncode == 2
+    assert stderr_lines(proc.stderr) == [f"specsched: error: {line}"]

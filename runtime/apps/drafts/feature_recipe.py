@@ -5,14 +5,15 @@
    `--export FILE` they are written to FILE after every shard, and `--answers FILE` starts from them);
 2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
    fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
-   one); `ckpt.pt` is written every 2
-   minutes and a rerun resumes from it; the result goes to `final/`;
+   one); `ckpt.pt` is written every 2 minutes and a rerun resumes from it; the result goes to `final/`;
 3. eval  (`WORK/eval.json`): feature_eval.py on held-out prompts (greedy chains of k = 4 over held-out
    wordings and GSM8K *test* questions; sampled at T = 1 over ToT thought prompts on GSM8K test
    questions), the shipped draft measured the same way, and the paired cost of one draft step;
 4. --ship copies `final/` into the package (`assets/smollm2-feature/`).
 
---stage picks one stage; the default runs them in order. The same command runs on a CPU or a GPU host.
+--stage picks one stage; the default runs them in order. The same command runs on a CPU or a GPU host:
+--device (default auto: a CUDA GPU where torch sees one) places the data and train stages, and
+--gen-shards G answers G shards in one batched decode, to fill a GPU.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from ...models.pull import pull
 from ...models.registry import ASSETS, PRESETS
 from .evaluation.feature_eval import Tally, cost, speculate
 from .models_cli import add_feature_arguments
-from .training.feature_data import FeatureDataConfig, import_answers, load_shards, make
+from .training.feature_answers import import_answers
+from .training.feature_data import FeatureDataConfig, load_shards, make
 from .training.feature_prompts import heldout_feature_prompts
 from .training.feature_train import FeatureTrainConfig, train
 
@@ -58,8 +60,26 @@ def against_names(text: str) -> list[str]:
     return names
 
 
+def device_of(name: str) -> str:
+    """--device: auto is cuda where torch sees a GPU, else cpu; a GPU asked for and not there is one line."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return name
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device {name}: torch sees no CUDA GPU on this machine (use cpu or auto)")
+        if name != "cuda" and int(name[5:]) >= torch.cuda.device_count():
+            raise ConfigError(f"--device {name}: torch sees {torch.cuda.device_count()} GPU(s)")
+        return name
+    raise ConfigError(f"--device {name}: choose cpu, cuda, cuda:N or auto")
+
+
 def run(args: argparse.Namespace, log=print) -> int:
     against_names(args.against)
+    device = device_of(args.device)
+    if args.gen_shards < 1:
+        raise ConfigError(f"--gen-shards must be at least 1, got {args.gen_shards}")
     torch.set_num_threads(args.threads)
     target = pull()
     work: Path = args.work
@@ -68,10 +88,10 @@ def run(args: argparse.Namespace, log=print) -> int:
         if args.answers is not None:
             log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
         make(FeatureDataConfig(target=target, out=work / "data", shards=args.shards, batch=args.batch,
-                               max_new_tokens=args.max_new_tokens), log=log,
-             with_features="data" in stages, export=args.export)
+                               max_new_tokens=args.max_new_tokens, group=args.gen_shards,
+                               device=device), log=log, with_features="data" in stages, export=args.export)
     if "train" in stages:
-        train_stage(target, work, args, log)
+        train_stage(target, work, args, log, device)
     if "eval" in stages:
         result = evaluate(target, work / "train" / "final", args, log)
         (work / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -84,7 +104,7 @@ def run(args: argparse.Namespace, log=print) -> int:
     return 0
 
 
-def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path:
+def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device: str = "cpu") -> Path:
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
@@ -99,7 +119,8 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log) -> Path
     t0 = time.time()
     tokens = sum(len(r["ids"]) for r in records)
     log(f"training on {len(records)} answers, {tokens} tokens")
-    train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log)
+    log(f"training on {device}")
+    train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log, device=device)
     draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records[:256]])  # for the int8 forward
     final = work / "train" / "final"
     save_feature_draft(draft, final, meta={"records": len(records), "tokens": tokens, **asdict(cfg)})

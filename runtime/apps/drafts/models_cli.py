@@ -144,6 +144,11 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
                     help="the GSM8K test file: evaluation prompts only, never training data")
     ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")
+    ap.add_argument("--device", default="auto", metavar="DEV",
+                    help="where the data and train stages run: cpu, cuda, cuda:N, or auto (default: cuda when torch "
+                         "sees one); the evaluation stays on the CPU, whose cost it measures")
+    ap.add_argument("--gen-shards", type=int, default=1, metavar="G",
+                    help="shards answered in one batched decode (default 1; on a GPU, e.g. 16: 768 rows)")
     ap.add_argument("--answers", type=Path, default=None, metavar="FILE",
                     help="start the data stage from teacher answers saved by an earlier run (an .npz of "
                          "token ids, e.g. benchmarks/teacher/feature_answers.npz): only their features are made")

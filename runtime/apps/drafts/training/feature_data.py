@@ -9,6 +9,9 @@ a rerun of the same command skips what exists and the job resumes after any stop
    target's next-token distribution at position i is softmax(W_lm · f_i), recomputed at training time
    from the LM-head rows (on the draft's vocabulary only).
 
+`group` shards are answered in one batched decode (each row sampled or greedy as its shard is): a GPU is
+idle at 48 rows. The models run on `device` (a CPU or a CUDA GPU); the shards are written the same way.
+
 A record: `ids` int32 [n] (prompt then answer, first EOS kept), `start` (the prompt's length), `feats`
 float16 [n, d] with feats[i] the target's feature after reading ids[:i + 1] (it predicted ids[i + 1]).
 `manifest.json` lists each shard's rows, tokens and seconds, and the machine that made it.
@@ -16,20 +19,18 @@ float16 [n, d] with feats[i] the target's feature after reading ids[:i + 1] (it 
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from ....models.pull import pull
+from .feature_answers import export_answers, manifest_beside, save_atomically
 from .feature_prompts import feature_prompts
 
 
@@ -42,19 +43,15 @@ class FeatureDataConfig:
     max_new_tokens: int = 192
     seed: int = 2026
     forward_rows: int = 8  # rows per stage-2 forward (memory: rows x length x 576 x 30 layers of activations)
+    group: int = 1         # shards answered in one batched decode
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
-        if min(self.shards, self.batch, self.max_new_tokens, self.forward_rows) < 1:
-            raise ValueError("shards, batch, max_new_tokens and forward_rows must be at least 1")
+        if min(self.shards, self.batch, self.max_new_tokens, self.forward_rows, self.group) < 1:
+            raise ValueError("shards, batch, max_new_tokens, forward_rows and group must be at least 1")
 
     def sampled(self, shard: int) -> bool:
         return shard % 2 == 1
-
-
-def _save(obj, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def _chat(tok, prompt: str) -> list[int]:
@@ -63,19 +60,24 @@ def _chat(tok, prompt: str) -> list[int]:
 
 
 @torch.inference_mode()
-def answer(model, tok, prompts: list[str], *, sampled: bool, seed: int, max_new: int) -> list[dict]:
+def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], seed: int, max_new: int) -> list[dict]:
     """The target's answers, batched -> a record {ids, start} per prompt, cut after the first EOS.
 
     Each prompt is prefilled alone (a padded batch prefill took 4x longer on a 2-core CPU: its attention
     mask leaves the fast causal path), the caches are then left-padded into one batch and decoded together;
-    rows that reached EOS leave the batch every 8 steps. Sampling is at T = 1 from the full distribution."""
+    rows that reached EOS leave the batch every 8 steps. `sampled`: for every row, or per row; a sampled row
+    draws at T = 1 from the full distribution, the others take the argmax."""
     eos = tok.eos_token_id
-    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
     rows = [_chat(tok, p) for p in prompts]
+    draws = torch.tensor([sampled] * len(rows) if isinstance(sampled, bool) else list(sampled), device=device)
+    if len(draws) != len(rows):
+        raise ValueError(f"{len(draws)} sampling flags for {len(rows)} prompts")
     caches, first = [], []
     for r in rows:
         c = DynamicCache()
-        out = model(input_ids=torch.tensor([r]), past_key_values=c, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=torch.tensor([r], device=device), past_key_values=c, use_cache=True, logits_to_keep=1)
         caches.append(c)
         first.append(out.logits[0, -1])
     width = max(map(len, rows))
@@ -86,27 +88,30 @@ def answer(model, tok, prompts: list[str], *, sampled: bool, seed: int, max_new:
         values = torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)])
         cache.update(keys, values, li)
     del caches
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    pos = torch.tensor([[len(r)] for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    pos = torch.tensor([[len(r)] for r in rows], device=device)
     live = list(range(len(rows)))            # batch row -> record index
     new: list[list[int]] = [[] for _ in rows]
     logits = torch.stack(first)
     for step in range(max_new):
-        nxt = (torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen) if sampled
-               else logits.argmax(-1, keepdim=True))
-        for b, i in enumerate(live):
+        nxt = logits.argmax(-1, keepdim=True)
+        if bool(draws.any()):  # one draw for the whole batch, kept where the row samples
+            nxt = torch.where(draws[:, None], torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen),
+                              nxt)
+        for i, t in zip(live, nxt[:, 0].tolist()):  # one copy from the device per step
             if not new[i] or new[i][-1] != eos:
-                new[i].append(int(nxt[b]))
+                new[i].append(t)
         if step == max_new - 1 or all(new[i][-1] == eos for i in live):
             break
         if step % 8 == 7:  # drop finished rows from the batch
             keep = [b for b, i in enumerate(live) if new[i][-1] != eos]
             if len(keep) < len(live):
-                idx = torch.tensor(keep)
+                idx = torch.tensor(keep, device=device)
                 for layer in cache.layers:
                     layer.keys, layer.values = layer.keys[idx], layer.values[idx]
-                mask, pos, nxt, live = mask[idx], pos[idx], nxt[idx], [live[b] for b in keep]
-        mask = torch.cat((mask, torch.ones((len(live), 1), dtype=mask.dtype)), 1)
+                mask, pos, nxt, draws = mask[idx], pos[idx], nxt[idx], draws[idx]
+                live = [live[b] for b in keep]
+        mask = torch.cat((mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)), 1)
         logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, past_key_values=cache,
                        use_cache=True).logits[:, -1]
         pos = pos + 1
@@ -115,8 +120,10 @@ def answer(model, tok, prompts: list[str], *, sampled: bool, seed: int, max_new:
 
 @torch.inference_mode()
 def features(model, records: list[dict], *, rows: int = 8) -> list[dict]:
-    """The target's last hidden state at every position of each record (right-padded batches of `rows`)."""
+    """The target's last hidden state at every position of each record (right-padded batches of `rows`),
+    computed where the model is, kept on the CPU."""
     decoder = model.get_decoder()
+    device = next(model.parameters()).device
     out = []
     order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))  # similar lengths together
     feats: dict[int, torch.Tensor] = {}
@@ -129,17 +136,18 @@ def features(model, records: list[dict], *, rows: int = 8) -> list[dict]:
             n = len(records[i]["ids"])
             ids[j, :n] = records[i]["ids"].long()
             mask[j, :n] = 1
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        hidden = decoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+        hidden = hidden.to("cpu", torch.float16)
         for j, i in enumerate(group):
-            feats[i] = hidden[j, :len(records[i]["ids"])].to(torch.float16).clone()
+            feats[i] = hidden[j, :len(records[i]["ids"])].clone()
     for i, rec in enumerate(records):
         out.append({**rec, "feats": feats[i]})
     return out
 
 
-def load_target(target: Path):
+def load_target(target: Path, device: str = "cpu"):
     tok = AutoTokenizer.from_pretrained(target)
-    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).to(device).eval()
     return model, tok
 
 
@@ -153,25 +161,21 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"shards": {}}
     manifest["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
     loaded = None
+    answers = [cfg.out / f"answers_{s:05d}.pt" for s in range(cfg.shards)]
     for s in range(cfg.shards):
-        ans, feat = cfg.out / f"answers_{s:05d}.pt", cfg.out / f"features_{s:05d}.pt"
+        ans, feat = answers[s], cfg.out / f"features_{s:05d}.pt"
         if feat.exists() or (ans.exists() and not with_features):
             continue
-        loaded = loaded or load_target(cfg.target)
+        loaded = loaded or load_target(cfg.target, cfg.device)
         model, tok = loaded
         entry = manifest["shards"].setdefault(str(s), {})
         if not ans.exists():
-            t0 = time.time()
-            recs = answer(model, tok, prompts[s * cfg.batch:(s + 1) * cfg.batch], sampled=cfg.sampled(s),
-                          seed=cfg.seed * 1000 + s, max_new=cfg.max_new_tokens)
-            _save({"records": recs}, ans)
-            entry.update(answer_s=round(time.time() - t0, 1), sampled=cfg.sampled(s),
-                         answer_tokens=sum(len(r["ids"]) - r["start"] for r in recs), rows=len(recs),
-                         machine=machine(), threads=torch.get_num_threads())
+            group = [t for t in range(s, cfg.shards) if not answers[t].exists()][:cfg.group]
+            _answer_group(cfg, group, prompts, model, tok, manifest)
         if with_features:
             t0 = time.time()
             recs = features(model, torch.load(ans, weights_only=True)["records"], rows=cfg.forward_rows)
-            _save({"records": recs}, feat)
+            save_atomically({"records": recs}, feat)
             entry.update(feature_s=round(time.time() - t0, 1), rows=len(recs),
                          tokens=sum(len(r["ids"]) for r in recs), machine=machine(),
                          threads=torch.get_num_threads())
@@ -181,6 +185,24 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
             manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
         log(f"shard {s}: {entry.get('answer_tokens', '?')} answer tokens, {entry.get('tokens', '?')} in all; "
             f"answers {entry.get('answer_s', '?')} s, features {entry.get('feature_s', '-')} s")
+
+
+def _answer_group(cfg: FeatureDataConfig, group: list[int], prompts: list[str], model, tok, manifest: dict) -> None:
+    """The answers of shards `group`, in one batched decode (seeded by its first shard: a group of one is the
+    shard alone), each shard's written apart; each manifest entry gets the group's time shared equally."""
+    t0 = time.time()
+    rows = [prompts[t * cfg.batch:(t + 1) * cfg.batch] for t in group]
+    recs = answer(model, tok, [p for r in rows for p in r],
+                  sampled=[cfg.sampled(t) for t, r in zip(group, rows) for _ in r],
+                  seed=cfg.seed * 1000 + group[0], max_new=cfg.max_new_tokens)
+    seconds = (time.time() - t0) / len(group)
+    for t, r in zip(group, rows):
+        mine, recs = recs[:len(r)], recs[len(r):]
+        save_atomically({"records": mine}, cfg.out / f"answers_{t:05d}.pt")
+        manifest["shards"].setdefault(str(t), {}).update(
+            answer_s=round(seconds, 1), sampled=cfg.sampled(t), rows=len(mine), decoded_with=len(group),
+            answer_tokens=sum(len(x["ids"]) - x["start"] for x in mine), machine=machine(),
+            threads=torch.get_num_threads())
 
 
 def machine() -> str:
@@ -196,76 +218,7 @@ def machine() -> str:
     return platform.processor() or platform.machine()
 
 
-def export_answers(folder: Path, path: Path) -> int:
-    """The answers of every shard in `folder` as one small file (token ids, no features: a forward remakes
-    those in minutes, generation took hours), so that a later machine resumes from them. Returns the shards."""
-    shards = sorted(folder.glob("answers_*.pt"))
-    ids, offsets, starts, shard_of = [], [0], [], []
-    for p in shards:
-        s = int(p.stem.split("_")[1])
-        for r in torch.load(p, weights_only=True)["records"]:
-            ids.append(r["ids"].numpy())
-            offsets.append(offsets[-1] + len(r["ids"]))
-            starts.append(int(r["start"]))
-            shard_of.append(s)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:  # written whole, then renamed: a job stopped mid-write leaves the old file
-        np.savez_compressed(f, ids=np.concatenate(ids).astype(np.int32), offsets=np.asarray(offsets, np.int64),
-                            starts=np.asarray(starts, np.int32), shards=np.asarray(shard_of, np.int32))
-    os.replace(tmp, path)
-    return len(shards)
-
-
-def manifest_beside(answers: Path) -> Path:
-    """The manifest kept beside an exported answers file: feature_answers.npz -> feature_manifest.json."""
-    return answers.parent / (answers.stem.replace("answers", "manifest") + ".json")
-
-
-def import_answers(path: Path, folder: Path) -> int:
-    """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept), and take the
-    manifest beside it into the folder's (entries the folder has are kept); the data stage then only
-    computes their features. Returns the shards written."""
-    data = np.load(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    if manifest_beside(path).exists():
-        mine = folder / "manifest.json"
-        theirs = json.loads(manifest_beside(path).read_text())
-        merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
-        merged["shards"] = {**theirs.get("shards", {}), **merged["shards"]}
-        mine.write_text(json.dumps(merged, indent=1) + "\n")
-    by_shard: dict[int, list[dict]] = {}
-    for i, s in enumerate(data["shards"].tolist()):
-        row = torch.from_numpy(data["ids"][data["offsets"][i]:data["offsets"][i + 1]].copy())
-        by_shard.setdefault(s, []).append({"ids": row, "start": int(data["starts"][i])})
-    written = 0
-    for s, records in by_shard.items():
-        target = folder / f"answers_{s:05d}.pt"
-        if not target.exists():
-            _save({"records": records}, target)
-            written += 1
-    return written
-
-
 def load_shards(folder: Path, limit: int | None = None) -> list[dict]:
     """Every record of the feature shards in `folder` (the first `limit` shards when given)."""
     paths = sorted(folder.glob("features_*.pt"))[:limit]
     return [r for p in paths for r in torch.load(p, weights_only=True)["records"]]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m specsched.runtime.apps.drafts.training.feature_data WORK`: make (or resume) the feature shards."""
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("work", type=Path)
-    ap.add_argument("--shards", type=int, default=40)
-    ap.add_argument("--batch", type=int, default=48)
-    ap.add_argument("--max-new-tokens", type=int, default=192)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    make(FeatureDataConfig(target=pull(), out=args.work, shards=args.shards, batch=args.batch,
-                           max_new_tokens=args.max_new_tokens), log=lambda m: print(m, flush=True))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -90,12 +90,12 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
            gen: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     ids, feats = batch["ids"], batch["feats"]
     weight = batch["answer"] + cfg.prompt_weight * batch["prompt"]
-    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
     with torch.no_grad():
         logp = torch.log_softmax(model.logits(feats), dim=-1)  # the target's p on V', renormalised
     g = shifted(feats)
     if cfg.noise:
-        g = g + (torch.rand(g.shape, generator=gen) * 2 - 1) * cfg.noise * scale
+        g = g + (torch.rand(g.shape, generator=gen, device=g.device) * 2 - 1) * cfg.noise * scale
     total, parts = 0.0, {}
     for k in range(cfg.unroll):
         pred, _ = model.step(g, ids, positions)
@@ -113,14 +113,16 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
 
 
 def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckpt: Path | None = None,
-          log=print) -> FeatureDraft:
-    """`cfg.steps` AdamW steps. Batch `step` is drawn with seed (cfg.seed, step), so a run resumed from
-    `ckpt` (weights, optimiser, step; written every `cfg.ckpt_every_s`) ends where an unbroken one does."""
+          log=print, device: str = "cpu") -> FeatureDraft:
+    """`cfg.steps` AdamW steps on `device` (the records stay on the CPU; each batch goes over). Batch `step` is
+    drawn with seed (cfg.seed, step), so a run resumed from `ckpt` (weights, optimiser, step; written every
+    `cfg.ckpt_every_s`) ends where an unbroken one does. The draft comes back on the CPU."""
+    model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     start = 0
     if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True)
+        state = torch.load(ckpt, weights_only=True, map_location=device)
         model.load_state_dict(state["model"], strict=False)
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
@@ -131,9 +133,10 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
     for step in range(start, cfg.steps):
         rng = random.Random(cfg.seed * 1_000_003 + step)
         batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len, cfg.prompt_keep)
+        batch = {k: v.to(device) for k, v in batch.items()}
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
-        loss, parts = losses(model, batch, cfg, scale, torch.Generator().manual_seed(step))
+        loss, parts = losses(model, batch, cfg, scale, torch.Generator(device=device).manual_seed(step))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -143,7 +146,7 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
         if ckpt is not None and (time.time() - last > cfg.ckpt_every_s or step == cfg.steps - 1):
             _checkpoint(ckpt, model, opt, step + 1, cfg)
             last = time.time()
-    return model.eval()
+    return model.to("cpu").eval()
 
 
 def _checkpoint(path: Path, model: FeatureDraft, opt, step: int, cfg: FeatureTrainConfig) -> None:

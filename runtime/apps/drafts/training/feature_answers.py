@@ -1,0 +1,69 @@
+"""The teacher's answers kept apart from their features: one small file of token ids (and the manifest
+beside it) that a later machine resumes from. Generation took hours on 2 cores; the features are a forward,
+minutes, made again by whichever machine trains."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def save_atomically(obj, path: Path) -> None:
+    """torch.save to a temporary file, then renamed: a job stopped mid-write leaves the old file or none."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def export_answers(folder: Path, path: Path) -> int:
+    """The answers of every shard in `folder` as one small file (token ids, no features: a forward remakes
+    those in minutes, generation took hours), so that a later machine resumes from them. Returns the shards."""
+    shards = sorted(folder.glob("answers_*.pt"))
+    ids, offsets, starts, shard_of = [], [0], [], []
+    for p in shards:
+        s = int(p.stem.split("_")[1])
+        for r in torch.load(p, weights_only=True)["records"]:
+            ids.append(r["ids"].numpy())
+            offsets.append(offsets[-1] + len(r["ids"]))
+            starts.append(int(r["start"]))
+            shard_of.append(s)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:  # written whole, then renamed: a job stopped mid-write leaves the old file
+        np.savez_compressed(f, ids=np.concatenate(ids).astype(np.int32), offsets=np.asarray(offsets, np.int64),
+                            starts=np.asarray(starts, np.int32), shards=np.asarray(shard_of, np.int32))
+    os.replace(tmp, path)
+    return len(shards)
+
+
+def manifest_beside(answers: Path) -> Path:
+    """The manifest kept beside an exported answers file: feature_answers.npz -> feature_manifest.json."""
+    return answers.parent / (answers.stem.replace("answers", "manifest") + ".json")
+
+
+def import_answers(path: Path, folder: Path) -> int:
+    """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept), and take the
+    manifest beside it into the folder's (entries the folder has are kept); the data stage then only
+    computes their features. Returns the shards written."""
+    data = np.load(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    if manifest_beside(path).exists():
+        mine = folder / "manifest.json"
+        theirs = json.loads(manifest_beside(path).read_text())
+        merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
+        merged["shards"] = {**theirs.get("shards", {}), **merged["shards"]}
+        mine.write_text(json.dumps(merged, indent=1) + "\n")
+    by_shard: dict[int, list[dict]] = {}
+    for i, s in enumerate(data["shards"].tolist()):
+        row = torch.from_numpy(data["ids"][data["offsets"][i]:data["offsets"][i + 1]].copy())
+        by_shard.setdefault(s, []).append({"ids": row, "start": int(data["starts"][i])})
+    written = 0
+    for s, records in by_shard.items():
+        target = folder / f"answers_{s:05d}.pt"
+        if not target.exists():
+            save_atomically({"records": records}, target)
+            written += 1
+    return written
