@@ -9,6 +9,7 @@ import torch
 from cli_runs import specsched, stderr_lines
 
 from specsched.runtime.apps.drafts.training.feature_answers import export_answers, import_answers, manifest_beside
+from specsched.runtime.core.device import gpu_device_files
 
 
 def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_path):
@@ -85,10 +86,10 @@ def test_an_unknown_draft_to_evaluate_against_is_one_line_before_any_model_loads
         "specsched: error: --against: unknown draft distiled (choose from distilled, shipped)"]
 
 
-def test_shards_answered_in_one_decode_are_the_shards_answered_alone(tmp_path):
-    """--gen-shards: a greedy and a sampled shard in one batched decode (a GPU is idle at 48 rows) are written
-    as two shards of the same prompts, each row greedy or sampled as its shard is; the first answer token
-    comes from each prompt's own prefill, so the greedy rows begin as they do alone."""
+def test_shards_answered_in_one_decode_keep_their_prompts_and_their_ways(tmp_path):
+    """--gen-shards: a greedy and a sampled shard in one batched decode (a GPU is idle at 48 rows) are written as
+    two shards of the prompts they have alone, the greedy one's rows beginning as they do alone (the first
+    token comes from each prompt's own prefill), the manifest noting how they were made."""
     from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
 
     target = chat_target(tmp_path)
@@ -108,10 +109,27 @@ def test_shards_answered_in_one_decode_are_the_shards_answered_alone(tmp_path):
     assert [shards[k]["sampled"] for k in ("0", "1")] == [False, True]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU this machine has")
+def test_rows_sample_or_take_the_argmax_as_flagged_and_a_batched_prefill_starts_them_alike(tmp_path):
+    """answer(): in one batch, greedy rows are the rows of an all-greedy decode and sampled rows part from
+    them; a prefill of all prompts in one padded forward (a GPU's) gives each row the first token that its
+    own prefill gives (the CPU's). 12 new tokens: finished rows leave the batch after step 8."""
+    from specsched.runtime.apps.drafts.training.feature_data import answer, load_target
+
+    model, tok = load_target(chat_target(tmp_path))
+    prompts = ["To be, or not", "What light through", "Now is the winter", "Friends, Romans"]
+    greedy = answer(model, tok, prompts, sampled=False, seed=1, max_new=12)
+    mixed = answer(model, tok, prompts, sampled=[False, True, False, True], seed=1, max_new=12)
+    assert [torch.equal(g["ids"], m["ids"]) for g, m in zip(greedy, mixed)][0::2] == [True, True]
+    assert not all(torch.equal(g["ids"], m["ids"]) for g, m in zip(greedy[1::2], mixed[1::2]))
+    batched = answer(model, tok, prompts, sampled=False, seed=1, max_new=1, prefill="batch")
+    assert [int(r["ids"][r["start"]]) for r in batched] == [int(r["ids"][r["start"]]) for r in greedy]
+
+
+@pytest.mark.skipif(bool(gpu_device_files()), reason="asks for a GPU this machine may have")
 @pytest.mark.parametrize("device, line", [
-    ("cuda", "--device cuda: torch sees no CUDA GPU on this machine (use cpu or auto)"),
-    ("tpu", "--device tpu: choose cpu, cuda, cuda:N or auto"),
+    ("cuda", "--device cuda: no CUDA GPU on this machine (no GPU device file: /dev/nvidiaN, Jetson's /dev/nvmap, "
+             "/dev/kfd, /dev/dxg); use --device cpu or auto"),
+    ("tpu", "unknown --device 'tpu'; choose auto, cpu, cuda or cuda:N"),
 ])
 def test_a_device_that_is_not_there_is_one_line_before_any_model_loads(tmp_path, device, line):
     proc = specsched("models", "features", str(tmp_path), "--device", device)

@@ -214,19 +214,35 @@ def test_a_draft_sent_less_than_its_transit_before_the_verifiers_read_waits_a_tu
     assert verified_order(late) == [0, 1, 2] and late.makespan_s == pytest.approx(0.031)
 
 
+def test_a_draft_sent_just_before_the_verifier_comes_free_wakes_it_after_its_transit():
+    # seq 0 verified 1-11 ms; seq 1's draft, sent at 10.8, is readable at 11.3 (transit 0.5): the verifier is waiting
+    # by then, and starts its recorded 1 ms after the sending (11.8), never before the draft is there
+    rounds = {0: [Round(0, 0.001, 0.010, 3)], 1: [Round(0, 0.0108, 0.010, 3)]}
+    two = RunConfig.of(backend="sim", mode="seed", workers=2, max_new_tokens=10, k=4)
+    for transit, second in ((0.0, 0.011), (0.0005, 0.0118)):
+        run = Recorded(rounds, Dispatch(idle_s=0.001, first_start_s=0.001, transit_s=transit))
+        p = simulate(two, run, "fcfs")
+        starts = sorted(e.start for e in p.events if e.role == "verifier" and e.kind == "verify")
+        assert starts == [pytest.approx(0.001), pytest.approx(second)]
+        (wait,) = [e for e in p.events if e.kind == "queued" and e.seq == 1]
+        assert wait.admitted <= wait.end and wait.admitted >= 0.0108 + transit - 1e-12
+
+
 def test_the_transit_is_measured_from_drafts_that_found_the_verifier_waiting():
-    # one sequence, two rounds (ms): sent at 5, read at 5.7, verified 6-16; sent again at 30 (the verifier idle
-    # since 16), read at 30.7, verified 31-41. The second wakes the verifier: 0.7 ms in transit, 1 ms to its start
+    # one sequence, three rounds (ms). The first draft (sent 5, read 5.7) met a verifier still starting: not counted.
+    # The next two found it idle since the verification before: read 0.4 and 0.6 ms after their sending, verified
+    # 1 ms after it. Transit: the median of 0.4 and 0.6
     ms = 1e-3
     events = [Event(1, "verifier", VERIFIER, "idle", 0, 6 * ms)]
-    for begin, sent, read, start, end in ((0, 5, 5.7, 6, 16), (20, 30, 30.7, 31, 41)):
+    rounds = ((0, 5, 5.7, 6, 16), (20, 30, 30.4, 31, 41), (50, 60, 60.6, 61, 71))
+    for begin, sent, read, start, end in rounds:
         events += [Event(10, "draft", 0, "draft", begin * ms, sent * ms, 0),
                    Event(10, "draft", 0, "queued", sent * ms, start * ms, 0, admitted=read * ms),
                    Event(10, "draft", 0, "verify", start * ms, end * ms, 0),
                    Event(1, "verifier", VERIFIER, "verify", start * ms, end * ms, 0)]
-    one = RunConfig.of(backend="sim", mode="seed", workers=1, max_new_tokens=8, k=4)
-    dispatch = recorded(one, events, [(16 * ms, 0, 4), (41 * ms, 0, 4)]).dispatch
-    assert dispatch.transit_s == pytest.approx(0.0007) and dispatch.idle_s == pytest.approx(0.001)
+    one = RunConfig.of(backend="sim", mode="seed", workers=1, max_new_tokens=12, k=4)
+    dispatch = recorded(one, events, [(end * ms, 0, 4) for *_, end in rounds]).dispatch
+    assert dispatch.transit_s == pytest.approx(0.0005) and dispatch.idle_s == pytest.approx(0.001)
 
 
 def test_a_recorded_batchs_postprocess_is_shared_by_its_rows():

@@ -6,7 +6,8 @@ before (round 0: from the run's start, so a job's arrival is in it) to the start
 until the draft was sent, the verification's time alone in a forward, and the tokens it committed. Per turn
 of the verifier (its n-th verification), its *dispatch*: from the end of the verification before to the start
 of this one, when a draft was already waiting (scheduler/serve.py sends the verdicts, reads its socket,
-asks the policy). The start-up: when the verifier's first verification began, which first drafts it had
+asks the policy). The transit: from a draft's sending to the verifier's read of it, when the verifier was
+waiting on its socket. The start-up: when the verifier's first verification began, which first drafts it had
 read by then, and how much longer its first forward took than the round's others. The error analysis behind
 each of these is in docs/teaching.md ("Why predictions hold").
 """

@@ -103,8 +103,9 @@ class _Replay:
                           missed)
 
     def _start(self, free: float, turn: int) -> float:
-        """When the verifier starts its next verification: after its dispatch time if a draft was sent while it
-        was busy, else that long after the next sending (the first: when the recording's began)."""
+        """When the verifier starts its next verification: after its dispatch time if a draft was readable (sent,
+        and its transit over) while it was busy, else its recorded wait after the next sending (the first: when
+        the recording's began)."""
         d = self.run.dispatch
         first = min([s.sent for s, _ in self.queue.values()] + ([self.sent[0][0]] if self.sent else []))
         if turn == 0:
@@ -115,8 +116,9 @@ class _Replay:
         return free + busy if first + d.transit_s <= free else max(free + busy, first + d.idle_s)
 
     def _admit(self, start: float, free: float, turn: int) -> None:
-        """Into the run queue: the drafts sent by the verifier's last read before `start` (the first turn: those
-        the recording's verifier had read by then), stamped when read, after the verification in progress."""
+        """Into the run queue: the drafts readable (sent, and their transit over) by the verifier's last read
+        before `start` (the first turn: those the recording's verifier had read by then), stamped when read,
+        after the verification in progress."""
         seen = self.run.dispatch.first_seen if turn == 0 else frozenset()
         read = max(start - self.run.dispatch.read_s, free) if turn else start
         transit = self.run.dispatch.transit_s if turn else 0.0  # the first turn's reads are the recording's own

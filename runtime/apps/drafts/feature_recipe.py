@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 from ...backends.feature import FeatureModel
 from ...backends.hf_model import HFModel
 from ...backends.hf_pair import HFTokenizer
-from ...core.config import ConfigError
+from ...core.device import resolve_device
 from ...core.sampling import SamplingParams
 from ...models.draft_files import WEIGHTS_FILE
 from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
@@ -39,7 +39,7 @@ from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
 from ...models.registry import ASSETS, PRESETS
 from .evaluation.feature_eval import Tally, cost, speculate
-from .models_cli import add_feature_arguments
+from .models_cli import add_feature_arguments, against_names
 from .training.feature_answers import import_answers
 from .training.feature_data import FeatureDataConfig, load_shards, make
 from .training.feature_prompts import heldout_feature_prompts
@@ -48,38 +48,8 @@ from .training.feature_train import FeatureTrainConfig, train
 FEATURE_ASSET = ASSETS / "smollm2-feature"
 
 
-AGAINST = ("distilled", "shipped")  # the drafts a trained one can be evaluated beside
-
-
-def against_names(text: str) -> list[str]:
-    """--against's names, checked before any model loads."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(AGAINST))
-    if unknown:
-        raise ConfigError(f"--against: unknown draft {', '.join(unknown)} (choose from {', '.join(AGAINST)})")
-    return names
-
-
-def device_of(name: str) -> str:
-    """--device: auto is cuda where torch sees a GPU, else cpu; a GPU asked for and not there is one line."""
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cpu":
-        return name
-    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
-        if not torch.cuda.is_available():
-            raise ConfigError(f"--device {name}: torch sees no CUDA GPU on this machine (use cpu or auto)")
-        if name != "cuda" and int(name[5:]) >= torch.cuda.device_count():
-            raise ConfigError(f"--device {name}: torch sees {torch.cuda.device_count()} GPU(s)")
-        return name
-    raise ConfigError(f"--device {name}: choose cpu, cuda, cuda:N or auto")
-
-
 def run(args: argparse.Namespace, log=print) -> int:
-    against_names(args.against)
-    device = device_of(args.device)
-    if args.gen_shards < 1:
-        raise ConfigError(f"--gen-shards must be at least 1, got {args.gen_shards}")
+    device = resolve_device(args.device)  # checked by check_feature_args; a GPU torch cannot see is one line
     torch.set_num_threads(args.threads)
     target = pull()
     work: Path = args.work

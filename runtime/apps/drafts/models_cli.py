@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ...core.config import ConfigError
+from ...core.device import refuse_absent_gpu
 
 GSM8K = Path("/work/shared/data/gsm8k_test.jsonl")  # evaluation prompts only, never training data
 GSM8K_TEST = Path(__file__).resolve().parents[4] / "shared" / "data" / "gsm8k_test.jsonl"
@@ -52,14 +53,28 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     return models
 
 
+AGAINST = ("distilled", "shipped")  # the drafts a trained feature draft can be evaluated beside
+
+
+def against_names(text: str) -> list[str]:
+    """--against's names: distilled, shipped."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(AGAINST))
+    if unknown:
+        raise ConfigError(f"--against: unknown draft {', '.join(unknown)} (choose from {', '.join(AGAINST)})")
+    return names
+
+
 def check_feature_args(args: argparse.Namespace) -> None:
     """Refuse bad `features` input before torch is imported or the target pulled (ConfigError)."""
     for name in ("shards", "batch", "max_new_tokens", "steps", "train_batch", "eval_prompts", "eval_max_new",
-                 "threads"):
+                 "threads", "gen_shards"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
+    against_names(args.against)
+    refuse_absent_gpu(args.device)
 
 
 def add_distill_arguments(ap: argparse.ArgumentParser) -> None:

@@ -60,42 +60,38 @@ def _chat(tok, prompt: str) -> list[int]:
 
 
 @torch.inference_mode()
-def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], seed: int, max_new: int) -> list[dict]:
+def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], seed: int, max_new: int,
+           prefill: str = "auto") -> list[dict]:
     """The target's answers, batched -> a record {ids, start} per prompt, cut after the first EOS.
 
-    Each prompt is prefilled alone (a padded batch prefill took 4x longer on a 2-core CPU: its attention
-    mask leaves the fast causal path), the caches are then left-padded into one batch and decoded together;
-    rows that reached EOS leave the batch every 8 steps. `sampled`: for every row, or per row; a sampled row
-    draws at T = 1 from the full distribution, the others take the argmax."""
+    `prefill` "each" (auto on a CPU) prefills each prompt alone - a padded batch prefill took 4x longer on a
+    2-core CPU: its attention mask leaves the fast causal path - and left-pads the caches into one batch;
+    "batch" (auto on a GPU, where one forward per prompt would leave it idle) prefills them left-padded in one
+    forward. They are decoded together; rows that reached EOS leave the batch every 8 steps. `sampled`: for
+    every row, or per row; a sampled row draws at T = 1 from the full distribution, the others take the argmax."""
     eos = tok.eos_token_id
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     rows = [_chat(tok, p) for p in prompts]
-    draws = torch.tensor([sampled] * len(rows) if isinstance(sampled, bool) else list(sampled), device=device)
-    if len(draws) != len(rows):
-        raise ValueError(f"{len(draws)} sampling flags for {len(rows)} prompts")
-    caches, first = [], []
-    for r in rows:
-        c = DynamicCache()
-        out = model(input_ids=torch.tensor([r], device=device), past_key_values=c, use_cache=True, logits_to_keep=1)
-        caches.append(c)
-        first.append(out.logits[0, -1])
+    flags = [sampled] * len(rows) if isinstance(sampled, bool) else list(sampled)
+    if len(flags) != len(rows):
+        raise ValueError(f"{len(flags)} sampling flags for {len(rows)} prompts")
+    draws = torch.tensor(flags, device=device)
     width = max(map(len, rows))
-    cache = DynamicCache()
-    for li in range(len(caches[0].layers)):
-        pad = [(0, 0, width - len(r), 0) for r in rows]
-        keys = torch.cat([F.pad(c.layers[li].keys, p) for c, p in zip(caches, pad)])
-        values = torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)])
-        cache.update(keys, values, li)
-    del caches
     mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    if prefill == "batch" or (prefill == "auto" and device.type != "cpu"):
+        cache = DynamicCache()
+        ids = torch.tensor([[0] * (width - len(r)) + r for r in rows], device=device)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+    else:
+        cache, logits = _prefill_each(model, rows, width, device)
     pos = torch.tensor([[len(r)] for r in rows], device=device)
     live = list(range(len(rows)))            # batch row -> record index
     new: list[list[int]] = [[] for _ in rows]
-    logits = torch.stack(first)
     for step in range(max_new):
         nxt = logits.argmax(-1, keepdim=True)
-        if bool(draws.any()):  # one draw for the whole batch, kept where the row samples
+        if any(flags[i] for i in live):  # one draw for the whole batch, kept where the row samples
             nxt = torch.where(draws[:, None], torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen),
                               nxt)
         for i, t in zip(live, nxt[:, 0].tolist()):  # one copy from the device per step
@@ -116,6 +112,23 @@ def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], se
                        use_cache=True).logits[:, -1]
         pos = pos + 1
     return [{"ids": torch.tensor(r + n, dtype=torch.int32), "start": len(r)} for r, n in zip(rows, new)]
+
+
+def _prefill_each(model, rows: list[list[int]], width: int, device) -> tuple[DynamicCache, torch.Tensor]:
+    """Each prompt prefilled alone, the caches left-padded to `width` into one; the last logits of each."""
+    caches, first = [], []
+    for r in rows:
+        c = DynamicCache()
+        out = model(input_ids=torch.tensor([r], device=device), past_key_values=c, use_cache=True, logits_to_keep=1)
+        caches.append(c)
+        first.append(out.logits[0, -1])
+    cache = DynamicCache()
+    for li in range(len(caches[0].layers)):
+        pad = [(0, 0, width - len(r), 0) for r in rows]
+        keys = torch.cat([F.pad(c.layers[li].keys, p) for c, p in zip(caches, pad)])
+        values = torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)])
+        cache.update(keys, values, li)
+    return cache, torch.stack(first)
 
 
 @torch.inference_mode()
@@ -153,8 +166,8 @@ def load_target(target: Path, device: str = "cpu"):
 
 def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, export: Path | None = None) -> None:
     """Both stages for every shard not yet on disk (only the answers without `with_features`: for a machine
-    that makes answers for a later one); the manifest is rewritten after each shard, and with `export` the
-    answers of every shard on disk are written to that file (export_answers) after each one too."""
+    that makes answers for a later one); the manifest is rewritten after each step, and with `export` the
+    answers of every shard on disk are written to that file (export_answers) whenever new ones were made."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     prompts = feature_prompts(cfg.shards * cfg.batch, seed=cfg.seed)
     manifest_path = cfg.out / "manifest.json"
@@ -172,6 +185,10 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
         if not ans.exists():
             group = [t for t in range(s, cfg.shards) if not answers[t].exists()][:cfg.group]
             _answer_group(cfg, group, prompts, model, tok, manifest)
+            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+            if export is not None:
+                export_answers(cfg.out, export)
+                manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
         if with_features:
             t0 = time.time()
             recs = features(model, torch.load(ans, weights_only=True)["records"], rows=cfg.forward_rows)
@@ -179,10 +196,7 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
             entry.update(feature_s=round(time.time() - t0, 1), rows=len(recs),
                          tokens=sum(len(r["ids"]) for r in recs), machine=machine(),
                          threads=torch.get_num_threads())
-        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-        if export is not None:
-            export_answers(cfg.out, export)
-            manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
+            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         log(f"shard {s}: {entry.get('answer_tokens', '?')} answer tokens, {entry.get('tokens', '?')} in all; "
             f"answers {entry.get('answer_s', '?')} s, features {entry.get('feature_s', '-')} s")
 

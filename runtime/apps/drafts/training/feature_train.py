@@ -122,7 +122,7 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     start = 0
     if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, weights_only=True, map_location=device)
+        state = torch.load(ckpt, weights_only=True, map_location="cpu")  # load_state_dict places them
         model.load_state_dict(state["model"], strict=False)
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
