@@ -111,9 +111,14 @@ class _Replay:
         if turn == 0:
             return max(first, d.first_start_s) if d.first_start_s is not None else first + d.idle_s
         # its messages: the verdicts it sends, the drafts it will read (those there by the time its base is spent)
-        reads = sum(1 for t, _, _ in self.sent if t + d.transit_s <= free + d.busy(turn))
+        reads = sum(1 for t, _, _ in self.sent if self._readable(t, turn) <= free + d.busy(turn))
         busy = d.busy(turn, self.rows + reads)
-        return free + busy if first + d.transit_s <= free else max(free + busy, first + d.idle_s)
+        return free + busy if self._readable(first, turn) <= free else max(free + busy, first + d.idle_s)
+
+    def _readable(self, sent: float, turn: int) -> float:
+        """When a draft sent at `sent` is there for the verifier to read: its recorded transit later (the first
+        turn's reads are the recording's own)."""
+        return sent + (self.run.dispatch.transit_s if turn else 0.0)
 
     def _admit(self, start: float, free: float, turn: int) -> None:
         """Into the run queue: the drafts readable (sent, and their transit over) by the verifier's last read
@@ -121,13 +126,12 @@ class _Replay:
         after the verification in progress."""
         seen = self.run.dispatch.first_seen if turn == 0 else frozenset()
         read = max(start - self.run.dispatch.read_s, free) if turn else start
-        transit = self.run.dispatch.transit_s if turn else 0.0  # the first turn's reads are the recording's own
-        if not self.queue and self.sent and self.sent[0][0] + transit > read:
-            read = self.sent[0][0] + transit  # it was waiting: it read the draft that woke it
+        if not self.queue and self.sent and self._readable(self.sent[0][0], turn) > read:
+            read = self._readable(self.sent[0][0], turn)  # it was waiting: it read the draft that woke it
         if seen and not any(seq in seen and t <= read for t, _, seq in self.sent):
             seen = frozenset()
         kept = []
-        while self.sent and self.sent[0][0] + transit <= read:
+        while self.sent and self._readable(self.sent[0][0], turn) <= read:
             t, order, seq = heapq.heappop(self.sent)
             if seen and seq not in seen:
                 kept.append((t, order, seq))

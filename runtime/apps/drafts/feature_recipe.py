@@ -88,8 +88,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
     (work / "train").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     tokens = sum(len(r["ids"]) for r in records)
-    log(f"training on {len(records)} answers, {tokens} tokens")
-    log(f"training on {device}")
+    log(f"training on {len(records)} answers, {tokens} tokens, on {device}")
     train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log, device=device)
     draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records[:256]])  # for the int8 forward
     final = work / "train" / "final"

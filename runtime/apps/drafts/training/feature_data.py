@@ -173,6 +173,9 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
     manifest_path = cfg.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"shards": {}}
     manifest["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+
+    def write_manifest() -> None:
+        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     loaded = None
     answers = [cfg.out / f"answers_{s:05d}.pt" for s in range(cfg.shards)]
     for s in range(cfg.shards):
@@ -185,7 +188,7 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
         if not ans.exists():
             group = [t for t in range(s, cfg.shards) if not answers[t].exists()][:cfg.group]
             _answer_group(cfg, group, prompts, model, tok, manifest)
-            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+            write_manifest()
             if export is not None:
                 export_answers(cfg.out, export)
                 manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
@@ -196,7 +199,7 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
             entry.update(feature_s=round(time.time() - t0, 1), rows=len(recs),
                          tokens=sum(len(r["ids"]) for r in recs), machine=machine(),
                          threads=torch.get_num_threads())
-            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+            write_manifest()
         log(f"shard {s}: {entry.get('answer_tokens', '?')} answer tokens, {entry.get('tokens', '?')} in all; "
             f"answers {entry.get('answer_s', '?')} s, features {entry.get('feature_s', '-')} s")
 
