@@ -43,6 +43,12 @@ def _still_running(p: psutil.Process) -> bool:
         return False
 
 
+def with_faulthandler() -> dict[str, str]:
+    """This process's environment as it is now (a test may have set a variable), with faulthandler on: a CLI
+    that hangs can then be asked where its threads are (SIGABRT prints every thread's stack)."""
+    return {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -56,7 +62,7 @@ class Watched:
 
     def __init__(self, *args: str, sigint_ignored: bool = False) -> None:
         self.proc = subprocess.Popen(cli_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True,
+                                     stdin=subprocess.DEVNULL, text=True, env=with_faulthandler(),
                                      preexec_fn=_ignore_sigint if sigint_ignored else None)
         self.seen: dict[int, psutil.Process] = {}
         self.stdout = self.stderr = ""
@@ -80,8 +86,19 @@ class Watched:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None:
             self.poll_children()
-            assert time.monotonic() < deadline, "the CLI did not exit"
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the CLI did not exit in {timeout} s; where its threads were:\n{self.stacks()}")
             time.sleep(0.01)
+
+    def stacks(self) -> str:
+        """Every thread's stack of a CLI that hangs (faulthandler's dump on SIGABRT), and its stderr so far."""
+        self.proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill_all()
+            return "(no dump within 30 s)"
+        return err
 
     def signal(self, signum: int = signal.SIGINT) -> None:
         os.kill(self.proc.pid, signum)
@@ -90,8 +107,8 @@ class Watched:
         try:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.kill_all()
-            raise
+            raise AssertionError(f"the CLI did not exit in {timeout} s; where its threads were:\n{self.stacks()}") \
+                from None
         self.stdout, self.stderr = out, err
         return self.proc.returncode, out, err
 
