@@ -294,6 +294,68 @@ def test_a_feature_draft_is_refused_in_one_line_for_beams_or_a_target_of_another
     assert_one_error_line(out, 2, "it was trained for another target")
 
 
+def test_an_engine_with_a_feature_draft_refuses_a_dsbd_job_in_one_line_and_serves_the_next(pair):
+    """The engine's workers load one draft: a beam job (dsbd) on an engine whose draft reads features is bad
+    input at submit, and the engine stays up for the jobs it can serve."""
+    from specsched.runtime.core.config import ConfigError
+    from specsched.runtime.engine.engine import Engine
+
+    config = RunConfig.of(backend="hf", target=str(pair[0]), draft=str(pair[1]), prompts=PROMPTS[:1], workers=1,
+                          max_new_tokens=4)
+    with Engine(config) as e:
+        assert e.draft_reads_features
+        with pytest.raises(ConfigError, match="--mode dsbd cannot use the feature draft"):
+            e.submit(mode="dsbd")
+        assert e.generate().status == "ok"
+
+
+def test_the_default_pair_drafts_with_its_feature_draft_on_the_cpu_and_its_distilled_one_where_that_cannot():
+    """No --draft: the shipped feature draft, except for beams (dsbd) and on a GPU (not measured there), which
+    get the distilled draft; each stays selectable by name."""
+    from specsched.runtime.backends.hf_pair import default_reads_features
+    from specsched.runtime.models.draft_files import is_distilled_draft, is_feature_draft
+    from specsched.runtime.models.registry import resolve_draft
+
+    assert is_feature_draft(resolve_draft(None))
+    assert is_distilled_draft(resolve_draft(None, features=False))
+    assert is_distilled_draft(resolve_draft("smollm2-distilled")) and is_feature_draft(resolve_draft("smollm2-feature"))
+    assert default_reads_features(RunConfig(backend="hf", device="cpu"))
+    assert not default_reads_features(RunConfig(backend="hf", device="cpu", mode="dsbd"))
+    assert default_reads_features(RunConfig(backend="llamacpp"))
+
+
+def test_bench_measures_dsbd_on_the_distilled_draft_when_its_engine_drafts_with_features():
+    from types import SimpleNamespace
+
+    from specsched.runtime.apps.bench.arms import RuntimeArm, SkippedArm, build_arms
+
+    engine = SimpleNamespace(draft_reads_features=True)
+    base = RunConfig(backend="hf", device="cpu")
+    dsbd, seed = build_arms(["dsbd", "seed-fcfs"], base, engine=engine)
+    assert isinstance(dsbd, RuntimeArm) and dsbd.engine is None  # its own engine, on the default distilled draft
+    assert seed.engine is engine
+    named = build_arms(["dsbd"], base.replace(draft="smollm2-feature"), engine=engine)
+    assert isinstance(named[0], SkippedArm) and "feature draft cannot serve dsbd" in named[0].skipped
+
+
+def test_hf_assisted_drafts_with_the_distilled_draft_in_place_of_the_default_feature_draft():
+    """transformers' generate() gives its assistant no target features: the bench's hf-assisted arm takes the
+    default pair's distilled draft instead, and skips a feature draft named by --draft."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from specsched.runtime.apps.bench.peers import assistant_draft
+    from specsched.runtime.models.draft_files import is_distilled_draft
+    from specsched.runtime.models.registry import resolve_draft
+
+    feature, distilled = str(resolve_draft("smollm2-feature")), str(resolve_draft("smollm2-distilled"))
+    backend = SimpleNamespace(paths=lambda: ("target", feature))
+    assert is_distilled_draft(Path(assistant_draft(backend, RunConfig(backend="hf"))))
+    assert assistant_draft(backend, RunConfig(backend="hf", draft="smollm2-feature")) is None
+    plain = SimpleNamespace(paths=lambda: ("target", distilled))
+    assert assistant_draft(plain, RunConfig(backend="hf", draft="smollm2-distilled")) == distilled
+
+
 def test_a_target_without_features_answers_a_draft_that_asks_as_if_it_had_not():
     """The sim target gives no features: a draft saying held >= 0 (a hostile or confused worker) gets plain
     verdicts, and the target's cache is not thrown away each round."""

@@ -289,13 +289,14 @@ def test_unknown_names_raise_model_unavailable(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.slow
-def test_shipped_draft_is_lossless_on_the_real_target() -> None:
-    """The default pair: greedy SD with the shipped draft reproduces target-only decoding exactly."""
+def test_shipped_distilled_draft_is_lossless_on_the_real_target() -> None:
+    """The default pair: greedy SD with the shipped distilled draft reproduces target-only decoding exactly (the
+    feature draft, the default on the CPU: tests/test_feature_draft.py)."""
     from transformers import AutoTokenizer
 
     from specsched.runtime.models.registry import resolve_pair
 
-    target_dir, draft_dir = resolve_pair(None, None, progress=False)
+    target_dir, draft_dir = resolve_pair(None, None, progress=False, features=False)
     tok = AutoTokenizer.from_pretrained(target_dir)
     target, draft = load_model(target_dir), load_model(draft_dir, target_dir=target_dir)
     chat = [{"role": "user", "content": "Tom has 3 apples and buys 5 more. How many apples does he have?"}]

@@ -189,6 +189,13 @@ class Backend(ABC):
         """The most positions the target reads (a prompt and what is generated after it), where known."""
         return None
 
+    def draft_reads_features(self) -> bool:
+        """Whether the draft its workers load reads the target's features (a feature draft): cheap (no torch)."""
+        return False
+
+    def check_mode(self, mode: str) -> None:
+        """A job's --mode that the draft its workers load can serve (ConfigError otherwise)."""
+
     @abstractmethod
     def tokenizer(self) -> Tokenizer: ...
 

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.config import ConfigError, DrafterKind, Mode
-from ..core.device import device_chains, refuse_absent_gpu
+from ..core.config import BackendKind, ConfigError, DrafterKind, Mode, RunConfig
+from ..core.device import device_chains, gpu_device_files, refuse_absent_gpu
 from ..models.draft_files import (
     FEATURE_CONFIG,
     distilled_vocab,
@@ -61,12 +61,21 @@ class HFTokenizer(Tokenizer):
         return self.tok.get_vocab()
 
 
+def default_reads_features(config: RunConfig) -> bool:
+    """Whether a run that names no draft gets its preset's feature draft (else the distilled one): not under
+    --mode dsbd (beam drafts carry no target features), and not on a GPU, where the feature draft has not been
+    measured yet. `--draft smollm2-feature` asks for it anywhere. No torch: a GPU is judged by its device files."""
+    if config.mode == Mode.DSBD:
+        return False
+    return config.backend != BackendKind.HF or config.device == "cpu" or not gpu_device_files()
+
+
 class HFBackend(Backend):
     def paths(self) -> tuple[str, str]:
         c = self.config
         if c.target and c.draft and not {c.target, c.draft} & PRESETS.keys():
             return c.target, c.draft  # two model directories (or hub ids) as given
-        return resolve_pair(c.target, c.draft)
+        return resolve_pair(c.target, c.draft, features=default_reads_features(c))
 
     def check_paths(self) -> None:
         """The cheap checks: no torch, no transformers."""
@@ -95,12 +104,19 @@ class HFBackend(Backend):
         if is_feature_draft(Path(draft)):
             self.check_feature_draft(target, draft)
 
+    def draft_reads_features(self) -> bool:
+        return is_feature_draft(Path(self.paths()[1]))
+
+    def check_mode(self, mode: str) -> None:
+        """Beams (dsbd) cannot use a feature draft: their drafts carry no target features."""
+        if mode == Mode.DSBD and self.draft_reads_features():
+            raise ConfigError(f"--mode dsbd cannot use the feature draft {self.paths()[1]}: beam drafts carry no "
+                              "target features; use a distilled draft (--draft smollm2-distilled)")
+
     def check_feature_draft(self, target: str, draft: str) -> None:
         """A feature draft reads the target's features: their width must be its own, and beams (dsbd), whose
         drafts carry no features, cannot use it."""
-        if self.config.mode == Mode.DSBD:
-            raise ConfigError(f"--mode dsbd cannot use the feature draft {draft}: beam drafts carry no target "
-                              "features; use a distilled draft (--draft smollm2-distilled)")
+        self.check_mode(self.config.mode)
         width = int(json.loads((Path(draft) / FEATURE_CONFIG).read_text())["hidden"])
         try:
             target_width = int(_model_config(target).hidden_size)

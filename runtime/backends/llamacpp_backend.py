@@ -18,7 +18,7 @@ from ..models.errors import ModelError
 from ..models.gguf_target import is_gguf, resolve_gguf
 from ..models.registry import PRESETS, resolve_draft, resolve_target
 from .backend import same_vocabulary
-from .hf_pair import HFBackend, HFTokenizer
+from .hf_pair import HFBackend, HFTokenizer, default_reads_features
 from .llamacpp import LlamaModel, read_gguf
 
 
@@ -33,7 +33,7 @@ class LlamaCppBackend(HFBackend):
     def paths(self) -> tuple[str, str]:
         c = self.config
         if is_gguf(c.target):  # the draft: as given, else the default preset's (the vocabulary check decides)
-            return str(self.gguf), str(resolve_draft(c.draft, None))
+            return str(self.gguf), str(resolve_draft(c.draft, None, features=default_reads_features(c)))
         return super().paths()
 
     def draft_embeddings(self) -> str | None:

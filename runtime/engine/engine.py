@@ -242,6 +242,11 @@ class Engine:
         return self._dispatcher.broken
 
     @property
+    def draft_reads_features(self) -> bool:
+        """Whether its workers' draft reads the target's features (a feature draft): it runs no --mode dsbd job."""
+        return self._backend.draft_reads_features()
+
+    @property
     def models_loaded(self) -> int:
         table = self._dispatcher.table
         return table.spawned if table is not None else 0

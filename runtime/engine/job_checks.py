@@ -100,6 +100,7 @@ class JobChecks:
         """A policy that does not load, a corpus cache file that is not there, more draft workers than the
         engine runs."""
         load_policy(cfg.policy, cfg.supervision.policy_timeout_s)
+        self.backend.check_mode(cfg.mode)
         if cfg.drafter != DrafterKind.MODEL and cfg.lanes.corpus_cache not in ("auto", "off"):
             corpus_cache.given_file(cfg.lanes.corpus_cache)
         if cfg.draft_workers > self.max_workers:

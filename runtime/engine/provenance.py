@@ -80,7 +80,7 @@ def preset_of(path: Path) -> str | None:
     """The preset that names this directory as its target or draft, if any."""
     for p in PRESETS.values():
         target = p.shipped_target or model_dir(p.target.model_id)
-        if path.resolve() in (target.resolve(), p.draft_dir.resolve()):
+        if path.resolve() in (target.resolve(), *(d.resolve() for d in p.draft_dirs)):
             return p.name
     return None
 

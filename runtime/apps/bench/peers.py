@@ -3,6 +3,8 @@
 - ``hf-assisted``: ``target.generate(..., assistant_model=draft)``. Our distilled draft is a DraftLM (an
   nn.Module over the target's frozen embeddings), which generate() cannot take, so `draft_as_llama`
   rebuilds it as a plain LlamaForCausalLM computing the same logits (see there).
+  A feature draft reads the target's features, which generate() does not give: with the default pair's
+  feature draft, the assistant is the pair's distilled draft; a feature draft named by --draft skips the arm.
 - ``hf-lookup``: ``target.generate(..., prompt_lookup_num_tokens=k)``, model-free prompt lookup.
 
 Both run the sequences one after another (assisted generation supports batch size 1 only), on the
@@ -19,15 +21,19 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import LlamaForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from ...backends.backend import Backend
 from ...backends.hf_model import HFModel
 from ...core.config import RunConfig
+from ...models.draft_files import is_feature_draft
 from ...models.draft_model import DraftLM
+from ...models.registry import resolve_draft
 from ..run.app import prepare
 from ..view.gpu_usage import GpuWatch
 from .arms import PEER_ARMS
@@ -115,15 +121,25 @@ def as_assistant(draft: nn.Module, k: int) -> PreTrainedModel:
     return model
 
 
+def assistant_draft(backend: Backend, base: RunConfig) -> str | None:
+    """The draft generate() drafts with: the run's own, the default pair's distilled draft in place of its feature
+    draft, or None for a feature draft named by --draft (generate() gives it no features)."""
+    draft = backend.paths()[1]
+    if not is_feature_draft(Path(draft)):
+        return draft
+    return str(resolve_draft(None, base.target, features=False)) if base.draft is None else None
+
+
 def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:
     """The hf backend's own target and draft, loaded as `specsched run` loads them."""
     backend, _, prompts = prepare(dataclasses.replace(base))
-    target_path, draft_path = backend.paths()
+    target_path, _ = backend.paths()
     placement = backend.placement()
     target = HFModel(str(target_path), base.model_dtype, placement=placement)
     helper = None
-    if assistant:  # built on the host (draft_as_llama copies weights by index), then placed beside the target
-        draft = HFModel(str(draft_path), base.model_dtype, target_dir=str(target_path)).model
+    if assistant and (draft_path := assistant_draft(backend, base)) is not None:
+        # built on the host (draft_as_llama copies weights by index), then placed beside the target
+        draft = HFModel(draft_path, base.model_dtype, target_dir=str(target_path)).model
         helper = placement.adopt(as_assistant(draft, len(base.shape.widths)))
     return LoadedPeers(base, target.model, helper, target.eos_token_id, prompts, placement.name)
 
@@ -183,4 +199,5 @@ class PeerArm:
 
 def build_peers(names: list[str], base: RunConfig) -> list[PeerArm]:
     peers = load_peers(base, assistant="hf-assisted" in names)
-    return [PeerArm(n, PEER_ARMS[n], peers) for n in names]
+    refused = "generate() gives a feature draft no target features" if peers.assistant is None else None
+    return [PeerArm(n, PEER_ARMS[n], peers, skipped=refused if n == "hf-assisted" else None) for n in names]

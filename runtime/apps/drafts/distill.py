@@ -19,7 +19,7 @@ import torch
 from ...core.config import ConfigError
 from ...models.draft_model import load_draft
 from ...models.pull import pull
-from ...models.registry import default_draft_dir
+from ...models.registry import distilled_draft_dir
 from .evaluation.evaluate import evaluate
 from .models_cli import add_distill_arguments, check_distill_args
 from .training.publish import ship
@@ -88,7 +88,7 @@ def run(args) -> int:
         eval_prompts=args.eval_prompts,
         eval_max_new=args.eval_max_new,
         gsm8k=args.gsm8k,
-        ship_to=default_draft_dir() if args.ship else None,
+        ship_to=distilled_draft_dir() if args.ship else None,
         log=log,
     )
     return 0 if all(result["passes"].values()) else 1

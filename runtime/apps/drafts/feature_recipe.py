@@ -37,7 +37,7 @@ from ...models.draft_files import WEIGHTS_FILE
 from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
 from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
-from ...models.registry import ASSETS, PRESETS
+from ...models.registry import ASSETS, distilled_draft_dir
 from .evaluation.feature_eval import Tally, cost, speculate
 from .models_cli import add_feature_arguments, against_names
 from .training.feature_answers import import_answers
@@ -78,7 +78,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
-    vocab_ids = load_file(str(PRESETS["smollm2"].draft_dir / WEIGHTS_FILE))["vocab_ids"].long()
+    vocab_ids = load_file(str(distilled_draft_dir() / WEIGHTS_FILE))["vocab_ids"].long()
     if args.init is not None:
         draft = load_feature_draft(args.init, target)
         log(f"warm start from {args.init}")
@@ -100,7 +100,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
 def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:
     tok = HFTokenizer(str(target))
     model = HFModel(str(target), "fp32")
-    against = {"distilled": lambda: HFModel(str(PRESETS["smollm2"].draft_dir), "fp32", target_dir=str(target)),
+    against = {"distilled": lambda: HFModel(str(distilled_draft_dir()), "fp32", target_dir=str(target)),
                "shipped": lambda: FeatureModel(FEATURE_ASSET, target)}
     drafts = {"feature": FeatureModel(draft_dir, target), **{n: against[n]() for n in against_names(args.against)}}
     held = heldout_feature_prompts(args.eval_prompts, gsm8k=args.gsm8k)

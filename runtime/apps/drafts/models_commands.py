@@ -16,7 +16,7 @@ from ...models import corpus_cache, pull
 from ...models.cache import cache_root, cached_models, is_complete, model_dir
 from ...models.errors import ChecksumMismatch
 from ...models.progress import pull_with_progress
-from ...models.registry import DEFAULT, PRESETS, is_distilled_draft, resolve_target
+from ...models.registry import ASSETS, DEFAULT, PRESETS, is_distilled_draft, is_feature_draft, resolve_target
 from ..view.console import make_console
 from .models_cli import check_input_file
 from .training.corpus import ngram_cache
@@ -68,9 +68,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             preset_ids.add(p.target.model_id)
             cached = "cached" if is_complete(model_dir(p.target.model_id)) else "not pulled: specsched models pull"
             target = f"{p.target.model_id}: {cached}"
-        shipped = "shipped" if is_distilled_draft(p.draft_dir) or is_complete(p.draft_dir) else "missing"
+        drafts = [f"{d.relative_to(ASSETS)}: "
+                  + ("shipped" if is_distilled_draft(d) or is_feature_draft(d) or is_complete(d) else "missing")
+                  for d in p.draft_dirs]
         label = f"{name} (default)" if name == DEFAULT else name
-        table.add_row(label, target, f"{p.draft}: {shipped}", p.description)
+        table.add_row(label, target, "\n".join(drafts), p.description)
     for path in cached_models():
         if path.name not in preset_ids:
             table.add_row(path.name, "cached", "-", str(path))

@@ -44,7 +44,9 @@ def add_model_flags(p: Flags) -> None:
     p.add_argument("--target", default=None, metavar="NAME|DIR",
                    help=f"preset, directory or .gguf (default: the {DEFAULT_PAIR} preset's target)")
     p.add_argument("--draft", default=None, metavar="NAME|DIR",
-                   help="the draft model (default: the target preset's draft)")
+                   help="the draft model: smollm2-feature, smollm2-distilled, a preset or a directory (default: "
+                        "the target preset's draft; for smollm2 its feature draft, or its distilled draft under "
+                        "--mode dsbd and on a GPU)")
 
 
 def add_sampling_flags(p: Flags) -> None:

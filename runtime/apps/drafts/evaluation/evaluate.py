@@ -34,7 +34,7 @@ from ....core.config import AUTO_LOOKUP
 from ....core.sampling import SamplingParams
 from ....models.draft_model import load_draft
 from ....models.pull import pull
-from ....models.registry import default_draft_dir
+from ....models.registry import distilled_draft_dir
 from ..training.prompts import heldout_tagged
 from .forward_costs import forward_costs
 
@@ -218,7 +218,7 @@ def evaluate(target_dir, draft, *, prompts: int = 24, max_new: int = 128, k: int
 def main() -> None:
     """`python -m specsched.runtime.apps.drafts.evaluation.evaluate [--draft DIR]`: the quality-bar measurements."""
     ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("--draft", type=Path, default=None, help="draft directory (default: the shipped draft)")
+    ap.add_argument("--draft", type=Path, default=None, help="draft directory (default: the shipped distilled draft)")
     ap.add_argument("--prompts", type=int, default=24)
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--k", type=int, default=4)
@@ -228,7 +228,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     target_dir = pull()
-    draft = load_draft(args.draft or default_draft_dir(), torch.float32, target_dir=target_dir)
+    draft = load_draft(args.draft or distilled_draft_dir(), torch.float32, target_dir=target_dir)
     result = evaluate(target_dir, draft, prompts=args.prompts, max_new=args.max_new, k=args.k, gsm8k=args.gsm8k)
     text = json.dumps(result, indent=2)
     print(text)

@@ -21,7 +21,7 @@ import torch
 
 from ....models.draft_model import DraftLM, load_draft, save_draft
 from ....models.pull import pull
-from ....models.registry import default_draft_dir
+from ....models.registry import distilled_draft_dir
 from .distill_data import collate, load_records, to_example
 from .teacher import answer_shards
 from .train import kd_step, save_checkpoint, vocab_lut, warmup_cosine
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="varied teacher shards go to WORK/varied, the draft to WORK/final")
     ap.add_argument("--data", type=Path, required=True, help="the earlier teacher shards (gen_*, corpus_*)")
-    ap.add_argument("--from", dest="source", type=Path, default=None, help="draft to start from (default: shipped)")
+    ap.add_argument("--from", dest="source", type=Path, default=None,
+                    help="draft to start from (default: the shipped distilled draft)")
     ap.add_argument("--shards", type=int, default=8, help="varied-wording teacher shards (96 prompts each)")
     ap.add_argument("--richer-shards", type=int, default=0, metavar="N",
                     help="also N shards of the richer prompts (seed 405), into WORK/richer")
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.richer_shards:
         teacher_varied(target, args.work / "richer", shards=args.richer_shards, seed=405, richer=True, log=log)
         new += _first_shards(args.work / "richer", args.richer_shards)
-    draft = load_draft(args.source or default_draft_dir(), torch.float32, target_dir=target)
+    draft = load_draft(args.source or distilled_draft_dir(), torch.float32, target_dir=target)
     old, corpus = load_records(args.data, "gen_*.pt"), load_records(args.data, "corpus_*.pt")
     cfg = FinetuneConfig(steps=args.steps, hard=args.hard)
     finetune(draft, new, old, corpus, cfg, ckpt=args.work / "finetune_ckpt.pt", log=log)
