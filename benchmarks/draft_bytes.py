@@ -118,6 +118,8 @@ def decode(config: RunConfig, target, draft_model, prompt: list[int], pipe) -> l
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="smollm2")
+    # this loop hands the drafter no verdicts, so no target features: a draft that reads none
+    ap.add_argument("--draft", default="smollm2-distilled")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--temperature", type=float, default=0.8)
@@ -125,7 +127,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    base = RunConfig.of(backend="hf", target=args.target, draft=args.target, mode="seed", lookup=4,
+    base = RunConfig.of(backend="hf", target=args.target, draft=args.draft, mode="seed", lookup=4,
                         temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=0)
     backend = HFBackend(base)
     target, draft_model, tokenizer = backend.target(), backend.draft(), backend.tokenizer()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -321,7 +323,29 @@ def test_the_default_pair_drafts_with_its_feature_draft_on_the_cpu_and_its_disti
     assert is_distilled_draft(resolve_draft("smollm2-distilled")) and is_feature_draft(resolve_draft("smollm2-feature"))
     assert default_reads_features(RunConfig(backend="hf", device="cpu"))
     assert not default_reads_features(RunConfig(backend="hf", device="cpu", mode="dsbd"))
-    assert default_reads_features(RunConfig(backend="llamacpp"))
+
+
+def test_which_draft_a_run_of_the_default_pair_loads_by_mode_device_and_target(monkeypatch, tmp_path):
+    """What the backend resolves (no model loads: the target's folder is stubbed): the feature draft on the CPU;
+    the distilled one for dsbd, on a machine with a GPU, and for a GGUF named by --target; and a worker joining
+    from another host is told the engine's choice by name."""
+    import specsched.runtime.backends.hf_pair as hf_pair
+    import specsched.runtime.models.registry as registry
+    from specsched.runtime.backends.hf_pair import HFBackend, pinned_draft
+    from specsched.runtime.models.draft_files import is_distilled_draft, is_feature_draft
+
+    monkeypatch.setattr(registry, "resolve_target", lambda name, progress=True: tmp_path)
+    monkeypatch.setattr(hf_pair, "gpu_device_files", list)
+    draft = lambda **kw: Path(HFBackend(RunConfig(backend="hf", **kw)).paths()[1])  # noqa: E731
+    assert is_feature_draft(draft()) and is_feature_draft(draft(mode="sd"))
+    assert is_distilled_draft(draft(mode="dsbd"))
+    assert pinned_draft(RunConfig(backend="hf")) == "smollm2-feature"
+    assert pinned_draft(RunConfig(backend="hf", draft="smollm2-distilled")) is None  # named: passed on as it is
+    assert pinned_draft(RunConfig(backend="sim")) is None
+    assert not hf_pair.default_reads_features(RunConfig(backend="llamacpp", target=str(tmp_path / "other.gguf")))
+    monkeypatch.setattr(hf_pair, "gpu_device_files", lambda: ["/dev/nvidia0"])
+    assert is_distilled_draft(draft()) and is_feature_draft(draft(device="cpu"))
+    assert pinned_draft(RunConfig(backend="hf")) == "smollm2-distilled"
 
 
 def test_bench_measures_dsbd_on_the_distilled_draft_when_its_engine_drafts_with_features():

@@ -25,7 +25,8 @@ from ..models.draft_files import (
     is_distilled_draft,
     is_feature_draft,
 )
-from ..models.registry import PRESETS, resolve_pair
+from ..models.gguf_target import is_gguf
+from ..models.registry import PRESETS, default_draft_name, resolve_pair
 from ..models.weights import damaged_weights
 from .backend import Backend, Tokenizer
 
@@ -63,11 +64,21 @@ class HFTokenizer(Tokenizer):
 
 def default_reads_features(config: RunConfig) -> bool:
     """Whether a run that names no draft gets its preset's feature draft (else the distilled one): not under
-    --mode dsbd (beam drafts carry no target features), and not on a GPU, where the feature draft has not been
-    measured yet. `--draft smollm2-feature` asks for it anywhere. No torch: a GPU is judged by its device files."""
-    if config.mode == Mode.DSBD:
+    --mode dsbd (beam drafts carry no target features), not for a GGUF named by --target (another model with
+    the same tokenizer gives features of another width; the distilled draft serves any such target), and not on
+    a GPU, where the feature draft has not been measured yet. `--draft smollm2-feature` asks for it anywhere.
+    No torch: a GPU is judged by its device files."""
+    if config.mode == Mode.DSBD or is_gguf(config.target):
         return False
     return config.backend != BackendKind.HF or config.device == "cpu" or not gpu_device_files()
+
+
+def pinned_draft(config: RunConfig) -> str | None:
+    """The --draft name of the draft this host's rule gives a run naming none (None: it names one, or the preset
+    has no named drafts): what the engine tells a worker joining from another host, whose own rule may differ."""
+    if config.draft is not None or config.backend == BackendKind.SIM:
+        return None
+    return default_draft_name(config.target, default_reads_features(config))
 
 
 class HFBackend(Backend):

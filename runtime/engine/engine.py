@@ -160,7 +160,7 @@ class Engine:
     def _finish(self, run: JobRun) -> None:
         """In the engine's thread: the job's record, then its waiters wake."""
         try:
-            prov = provenance(run.config, run.collected.threads)
+            prov = provenance(run.config, run.collected.threads, engine=self.config)
             record = build_record(run.config, run.collected, run.status, run.error, self.tokenizer.decode, prov)
             queued = (run.admitted or run.submitted) - run.submitted
             record.extra["engine"] = {

@@ -19,6 +19,7 @@ to the supervisor, which restarts its work on a local process from the verified 
 from __future__ import annotations
 
 from ..backends.backend import get_backend, same_vocabulary
+from ..backends.hf_pair import pinned_draft
 from ..core.config import ConfigError, RunConfig
 from ..core.gatekeeper import Gatekeeper
 from ..core.transport import Endpoints, port_of
@@ -66,7 +67,10 @@ class Joining:
         except ConfigError as exc:
             self.orders.reply(identity, "refused_worker", {"why": str(exc)})
             return
-        self.orders.reply(identity, "config", {"config": self.config.to_dict(), "vocabulary": vocabulary})
+        # the draft pinned to the one the engine's own rule chose (hf_pair.default_reads_features): a worker's host
+        # would choose by its own device
+        config = {**self.config.to_dict(), "draft": self.config.draft or pinned_draft(self.config)}
+        self.orders.reply(identity, "config", {"config": config, "vocabulary": vocabulary})
 
     def _target_vocabulary(self) -> dict:
         if self.vocabulary is None:   # read on the first join: an engine without remote workers never pays

@@ -34,9 +34,11 @@ CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp1
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 
 
-def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirty: bool = False) -> dict:
-    """The block for one record; `threads` is what each child process was given (name -> threads)."""
-    block = {"models": models(config), "software": software(dirty=dirty), "machine": machine(),
+def provenance(config: RunConfig, threads: dict[str, int] | None = None, *, dirty: bool = False,
+               engine: RunConfig | None = None) -> dict:
+    """The block for one record; `threads` is what each child process was given (name -> threads). The models are
+    those of `engine` (the engine's settings, whose mode chose its draft) where the job ran on one."""
+    block = {"models": models(engine or config), "software": software(dirty=dirty), "machine": machine(),
              "threads": {"children": dict(threads or {}), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
                          "verifier_threads_flag": config.verifier_threads}}
     if gpu := gpu_of(config):

@@ -74,6 +74,16 @@ DRAFTS: dict[str, str] = {
 }
 
 
+def default_draft_name(target: str | None, features: bool) -> str | None:
+    """The --draft name (DRAFTS) of the draft a run naming none gets from `target`'s preset (``draft_for``);
+    None where the preset has no such name."""
+    preset = PRESETS.get(target or DEFAULT)
+    if preset is None:
+        return None
+    wanted = preset.draft_for(features)
+    return next((name for name, folder in DRAFTS.items() if ASSETS / folder == wanted), None)
+
+
 def distilled_draft_dir() -> Path:
     """The default pair's distilled draft: what `specsched models distill` and its tools make and read."""
     return ASSETS / DRAFTS["smollm2-distilled"]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from ...core.config import MODEL_BACKENDS, BackendKind, ConfigError, Mode, RunConfig
 from ...engine.collected import Interrupted
+from ...models.draft_files import is_feature_draft
+from ...models.registry import resolve_draft
 from ..run.app import RunRecord, run
 from ..view.gpu_usage import mean_busy, mean_total_sm
 from ..view.usage import UsageSampler
@@ -172,8 +174,9 @@ def build_arms(names: list[str], base: RunConfig,
             arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], f"only a --backend llamacpp run measures it "
                                                           f"(on {base.backend} it would repeat ar)"))
         elif config.mode == "dsbd" and engine is not None and engine.draft_reads_features:
-            # beams cannot use a feature draft: the default's distilled draft, on an engine of the arm's own
-            if config.draft is not None:
+            # beams cannot use a feature draft: the distilled draft a dsbd run of the same --draft gets, on an
+            # engine of the arm's own; a feature draft named by --draft cannot serve it
+            if is_feature_draft(resolve_draft(config.draft, config.target, features=False)):
                 arms.append(SkippedArm(n, RUNTIME_ARMS[n][0], "beam drafts carry no target features: the feature "
                                                               "draft cannot serve dsbd"))
             else:

@@ -122,12 +122,13 @@ def as_assistant(draft: nn.Module, k: int) -> PreTrainedModel:
 
 
 def assistant_draft(backend: Backend, base: RunConfig) -> str | None:
-    """The draft generate() drafts with: the run's own, the default pair's distilled draft in place of its feature
+    """The draft generate() drafts with: the run's own, the preset's distilled draft in place of its feature
     draft, or None for a feature draft named by --draft (generate() gives it no features)."""
     draft = backend.paths()[1]
     if not is_feature_draft(Path(draft)):
         return draft
-    return str(resolve_draft(None, base.target, features=False)) if base.draft is None else None
+    distilled = resolve_draft(base.draft, base.target, features=False)
+    return None if is_feature_draft(distilled) else str(distilled)
 
 
 def load_peers(base: RunConfig, *, assistant: bool) -> LoadedPeers:

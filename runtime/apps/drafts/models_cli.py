@@ -31,7 +31,7 @@ def add_models_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     lst = sub.add_parser("list", help="presets, shipped drafts and cached models")
     lst.set_defaults(func=".drafts.models_commands:cmd_list")
 
-    distill = sub.add_parser("distill", help="distil the default draft from the target (resumable)")
+    distill = sub.add_parser("distill", help="distil the distilled draft from the target (resumable)")
     add_distill_arguments(distill)
     # the check comes before importing torch, pulling the target or generating teacher data
     distill.set_defaults(func=".drafts.distill:run", check=check_distill_args)
@@ -155,7 +155,7 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
     ap.add_argument("--against", default="distilled", metavar="NAMES",
                     help="the drafts the trained one is evaluated beside, comma-separated: distilled (the "
-                         "shipped default draft), shipped (the shipped feature draft); default distilled")
+                         "shipped distilled draft), shipped (the shipped feature draft); default distilled")
     ap.add_argument("--gsm8k", type=Path, default=GSM8K_TEST, metavar="FILE",
                     help="the GSM8K test file: evaluation prompts only, never training data")
     ap.add_argument("--threads", type=int, default=2, metavar="N", help="torch threads")

@@ -15,7 +15,7 @@ from ...core.config import BackendKind, ConfigError, RunConfig
 from ...engine.engine import Engine
 from ...engine.provenance import provenance
 from ...models.registry import DEFAULT as DEFAULT_PAIR
-from ...models.registry import PRESETS
+from ...models.registry import PRESETS, default_draft_name
 from ..run.app import run
 from ..run.exits import EXIT_FAILED, EXIT_INTERRUPTED, fail, stopped_status
 from ..run.trace import write_trace
@@ -92,6 +92,10 @@ def build_trees(args: argparse.Namespace, console: Console, task: Task, todo: li
     """A tree per problem on one engine, each printed as it ends, written to --json; with the status the
     command ends with. `args` gives --json, --trace and --no-live; `note` is printed once the input has passed
     the engine's checks (bad input prints its one line alone). `run` and `rerun` both end here."""
+    if cfg.thought_decoding == "dsbd" and base.draft is None and base.backend != BackendKind.SIM:
+        # one engine, one draft: beams carry no target features, so every phase drafts with the preset's
+        # distilled draft (None: the preset's default draft is one already)
+        base = dataclasses.replace(base, draft=default_draft_name(base.target, features=False))
     # policy, models, vocabularies, a phase's workers: checked before any process starts, then one engine
     # for every phase
     try:
