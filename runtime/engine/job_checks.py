@@ -97,8 +97,8 @@ class JobChecks:
         return cfg
 
     def check_plan(self, cfg: RunConfig) -> None:
-        """A policy that does not load, a corpus cache file that is not there, more draft workers than the
-        engine runs."""
+        """A policy that does not load, a mode the engine's draft cannot serve (dsbd on a feature draft), a corpus
+        cache file that is not there, more draft workers than the engine runs."""
         load_policy(cfg.policy, cfg.supervision.policy_timeout_s)
         self.backend.check_mode(cfg.mode)
         if cfg.drafter != DrafterKind.MODEL and cfg.lanes.corpus_cache not in ("auto", "off"):
