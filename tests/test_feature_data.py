@@ -135,3 +135,22 @@ def test_a_device_that_is_not_there_is_one_line_before_any_model_loads(tmp_path,
     proc = specsched("models", "features", str(tmp_path), "--device", device)
     assert proc.returncode == 2
     assert stderr_lines(proc.stderr) == [f"specsched: error: {line}"]
+
+
+def test_greedy_answers_of_a_batch_are_what_generate_gives_each_prompt_alone(tmp_path):
+    """answer() decodes rows of unequal prompts in one preallocated cache, left-padded, rows leaving it as they
+    end: each greedy row is transformers' own generate() of its prompt alone, token for token, over 20 steps
+    (rows that ended leave at steps 8 and 16)."""
+    from specsched.runtime.apps.drafts.training.feature_data import _chat, answer, load_target
+
+    model, tok = load_target(chat_target(tmp_path))
+    prompts = ["be come the a to caesar or made or the now",  # the tiny target ends it after 2 tokens
+               "What light through yonder window breaks", "made not what",  # ... this one after 13
+               "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar"]
+    got = answer(model, tok, prompts, sampled=False, seed=1, max_new=20)
+    for prompt, record in zip(prompts, got):
+        ids = torch.tensor([_chat(tok, prompt)])
+        alone = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=20,
+                               eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0]
+        assert record["ids"].tolist() == alone[:len(record["ids"])].tolist()
+        assert len(record["ids"]) == len(alone) or int(record["ids"][-1]) == tok.eos_token_id
