@@ -84,7 +84,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
         log(f"warm start from {args.init}")
     else:
         draft = new_feature_draft(target, vocab_ids)
-    cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr)
+    cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr, budget_s=args.train_seconds)
     (work / "train").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     tokens = sum(len(r["ids"]) for r in records)

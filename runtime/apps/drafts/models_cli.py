@@ -73,6 +73,8 @@ def check_feature_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
+    if not 0 <= args.train_seconds < float("inf"):
+        raise ConfigError(f"--train-seconds must be 0 (none) or a finite number of seconds, got {args.train_seconds}")
     against_names(args.against)
     refuse_absent_gpu(args.device)
 
@@ -147,6 +149,10 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
     ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
     ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--train-seconds", type=float, default=0.0, metavar="S",
+                    help="fewer steps than --steps where they would not fit in S seconds (timed over the first "
+                         "steps; the learning-rate schedule is planned over the steps that fit): for a lease of "
+                         "GPU time; 0 = none")
     ap.add_argument("--init", type=Path, default=None, metavar="DIR",
                     help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
                          "fresh one: a warm start when more shards arrive")

@@ -45,10 +45,20 @@ class FeatureTrainConfig:
     prompt_keep: int = 128  # prompt tokens kept before the answer (RoPE is relative: a left crop changes nothing else)
     seed: int = 0
     ckpt_every_s: float = 120.0
+    budget_s: float = 0.0  # > 0: fewer steps than `steps` where they would not fit in this many seconds
 
     def __post_init__(self) -> None:
         if min(self.steps, self.batch, self.max_len) < 1 or self.unroll not in (1, 2):
             raise ValueError("steps, batch and max_len must be at least 1, unroll 1 or 2")
+        if not 0 <= self.budget_s < float("inf"):
+            raise ValueError("budget_s must be a finite number of seconds, 0 for none")
+
+
+def fitted_steps(planned: int, done: int, timed: int, elapsed_s: float, budget_s: float) -> int:
+    """The steps a run can make in `budget_s` seconds, after `timed` steps took `elapsed_s` of it and `done`
+    steps are made in all: at most `planned`, at least `done`."""
+    rate = elapsed_s / max(1, timed)
+    return max(done, min(planned, done + int((budget_s - elapsed_s) / max(rate, 1e-9))))
 
 
 def crop(record: dict, keep: int) -> dict:
@@ -113,10 +123,13 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
 
 
 def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckpt: Path | None = None,
-          log=print, device: str = "cpu") -> FeatureDraft:
+          log=print, device: str = "cpu", clock=time.monotonic) -> FeatureDraft:
     """`cfg.steps` AdamW steps on `device` (the records stay on the CPU; each batch goes over). Batch `step` is
     drawn with seed (cfg.seed, step), so a run resumed from `ckpt` (weights, optimiser, step; written every
-    `cfg.ckpt_every_s`) ends where an unbroken one does. The draft comes back on the CPU."""
+    `cfg.ckpt_every_s`) ends where an unbroken one does. With `cfg.budget_s` (a lease of GPU time), the
+    plan shrinks to the steps that fit, timed over the first steps and fixed before the warm-up ends, so the
+    cosine still runs its whole course (`clock`: seconds, for the budget and the checkpoints' spacing). The
+    draft comes back on the CPU."""
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
@@ -129,23 +142,33 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
         log(f"resumed at step {start}")
     scale = feature_scale(records)
     model.train()
-    last = time.time()
+    last = began = clock()
+    steps, timed = cfg.steps, min(20, max(1, cfg.warmup - 1))  # the warm-up does not read `steps`
     for step in range(start, cfg.steps):
+        if step >= steps:
+            break
+        if cfg.budget_s and step == start + timed:
+            steps = fitted_steps(cfg.steps, step, timed, clock() - began, cfg.budget_s)
+            log(f"time budget {cfg.budget_s:.0f} s: {steps} of {cfg.steps} steps")
+            if steps == step:  # nothing more fits: the steps made are the run
+                if ckpt is not None:
+                    _checkpoint(ckpt, model, opt, step, cfg)
+                break
         rng = random.Random(cfg.seed * 1_000_003 + step)
         batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len, cfg.prompt_keep)
         batch = {k: v.to(device) for k, v in batch.items()}
         for group in opt.param_groups:
-            group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=cfg.steps)
+            group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=steps)
         loss, parts = losses(model, batch, cfg, scale, torch.Generator(device=device).manual_seed(step))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        if step % 50 == 0 or step == cfg.steps - 1:
+        if step % 50 == 0 or step == steps - 1:
             log(f"step {step}: loss {loss.item():.3f} " + " ".join(f"{k} {v:.3f}" for k, v in parts.items()))
-        if ckpt is not None and (time.time() - last > cfg.ckpt_every_s or step == cfg.steps - 1):
+        if ckpt is not None and (clock() - last > cfg.ckpt_every_s or step == steps - 1):
             _checkpoint(ckpt, model, opt, step + 1, cfg)
-            last = time.time()
+            last = clock()
     return model.to("cpu").eval()
 
 
