@@ -107,8 +107,9 @@ receive)
   from=${2:?usage: benchmarks/gpu_features.sh receive DIR [WORK]} work=${3:-gpu-work}
   mkdir -p "$work/train/final" benchmarks/teacher
   cp "$from"/feature_config.json "$from"/feature_draft.safetensors "$work/train/final/"
-  cp "$from"/feature_answers.npz benchmarks/teacher/feature_answers.npz
-  cp "$from"/feature_manifest.json benchmarks/teacher/feature_manifest.json
+  if [[ -f $from/feature_answers.npz ]]; then  # exported only where the run made answers
+    cp "$from"/feature_answers.npz "$from"/feature_manifest.json benchmarks/teacher/
+  fi
   echo "gpu_features: the draft is in $work/train/final; evaluate it here:"
   echo "  specsched models features $work --stage eval --against shipped,distilled"
   ;;

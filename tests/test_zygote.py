@@ -26,17 +26,21 @@ def descendants() -> list[psutil.Process]:
 
 
 def kill_zygote_once_committing(e: Engine, job, after: int) -> int:
-    """SIGKILL the zygote once the job has committed `after` tokens more than now; its pid."""
+    """SIGKILL the zygote once the job has committed `after` tokens more than now and the zygote is the parent
+    of every live child of the engine; its pid. After an earlier kill, the dead verifier's last commits can
+    arrive while the new zygote is still being started: the wait is for both."""
     committed = sum(map(len, job.collected.tokens.values()))
     deadline = time.monotonic() + 60
-    while sum(map(len, job.collected.tokens.values())) < committed + after:
+    while True:
         assert time.monotonic() < deadline and not job.done()
+        found = zygotes()
+        live = [p["pid"] for p in e.processes if p["state"] != "exited"]  # a child being started has no pid yet
+        if (sum(map(len, job.collected.tokens.values())) >= committed + after and len(found) == 1
+                and None not in live and sorted(c.pid for c in found[0].children()) == sorted(live)):
+            break
         time.sleep(0.01)
-    (zygote,) = zygotes()
-    assert sorted(c.pid for c in zygote.children()) == sorted(p["pid"] for p in e.processes
-                                                              if p["state"] != "exited")
-    zygote.kill()  # PR_SET_PDEATHSIG: every child dies with it
-    return zygote.pid
+    found[0].kill()  # PR_SET_PDEATHSIG: every child dies with it
+    return found[0].pid
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.9])
