@@ -129,9 +129,9 @@ def _prefill_each(model, rows: list[list[int]], capacity: int, device) -> tuple[
         caches.append(c)
         first.append(out.logits[0, -1])
     width = max(map(len, rows))
+    pad = [(0, 0, width - len(r), 0) for r in rows]  # each row's keys and values left-padded to `width`
     cache = StaticCache(config=model.config, max_cache_len=capacity)
     for li, layer in enumerate(cache.layers):
-        pad = [(0, 0, width - len(r), 0) for r in rows]
         layer.update(torch.cat([F.pad(c.layers[li].keys, p) for c, p in zip(caches, pad)]),
                      torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)]))
     return cache, torch.stack(first)
