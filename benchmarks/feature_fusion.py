@@ -35,7 +35,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from specsched.runtime.apps.drafts.training.feature_data import load_target
+from specsched.runtime.apps.drafts.training.feature_data import load_target, padded_batches
+from specsched.runtime.apps.drafts.training.feature_train import crop
 from specsched.runtime.apps.drafts.training.train import warmup_cosine
 from specsched.runtime.models.draft_files import WEIGHTS_FILE
 from specsched.runtime.models.feature_draft import load_feature_draft, new_feature_draft, shifted
@@ -63,25 +64,17 @@ def features(model, records: list[dict], keep: int) -> list[dict]:
     hooks = [model.model.layers[i].register_forward_hook(lambda m, a, out, i=i: hook(m, a, out, i))
              for i in LAYERS]
     out: dict[int, dict] = {}
-    order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))  # similar lengths together
     try:
-        for b in range(0, len(order), 8):  # right-padded rows: causal attention keeps the real positions exact
-            group = order[b:b + 8]
-            ids = torch.zeros((len(group), max(len(records[i]["ids"]) for i in group)), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for j, i in enumerate(group):
-                ids[j, :len(records[i]["ids"])] = records[i]["ids"].long()
-                mask[j, :len(records[i]["ids"])] = 1
+        for group, ids, mask in padded_batches(records, 8):
             try:
                 model.model(input_ids=ids, attention_mask=mask)
             except Enough:
                 pass
             parts = torch.stack([got[k] for k in LAYERS], 2)
             for j, i in enumerate(group):
-                r, n = records[i], len(records[i]["ids"])
-                cut = max(0, int(r["start"]) - keep)
-                out[i] = {"ids": r["ids"][cut:], "start": int(r["start"]) - cut,
-                          "top": r["feats"][cut:n], "parts": parts[j, cut:n].half()}
+                c = crop(records[i], keep)
+                n, cut = len(records[i]["ids"]), len(records[i]["ids"]) - len(c["ids"])
+                out[i] = {"ids": c["ids"], "start": c["start"], "top": c["feats"], "parts": parts[j, cut:n].half()}
     finally:
         for h in hooks:
             h.remove()

@@ -144,17 +144,8 @@ def features(model, records: list[dict], *, rows: int = 8) -> list[dict]:
     decoder = model.get_decoder()
     device = next(model.parameters()).device
     out = []
-    order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))  # similar lengths together
     feats: dict[int, torch.Tensor] = {}
-    for b in range(0, len(order), rows):
-        group = order[b:b + rows]
-        width = max(len(records[i]["ids"]) for i in group)
-        ids = torch.zeros((len(group), width), dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for j, i in enumerate(group):
-            n = len(records[i]["ids"])
-            ids[j, :n] = records[i]["ids"].long()
-            mask[j, :n] = 1
+    for group, ids, mask in padded_batches(records, rows):
         hidden = decoder(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
         hidden = hidden.to("cpu", torch.float16)
         for j, i in enumerate(group):
@@ -162,6 +153,20 @@ def features(model, records: list[dict], *, rows: int = 8) -> list[dict]:
     for i, rec in enumerate(records):
         out.append({**rec, "feats": feats[i]})
     return out
+
+
+def padded_batches(records: list[dict], rows: int):
+    """(record indices, ids, attention mask) for batches of `rows` records of similar lengths, right-padded:
+    causal attention leaves every real position exactly as in a forward of its record alone."""
+    order = sorted(range(len(records)), key=lambda i: len(records[i]["ids"]))
+    for b in range(0, len(order), rows):
+        group = order[b:b + rows]
+        ids = torch.zeros((len(group), max(len(records[i]["ids"]) for i in group)), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for j, i in enumerate(group):
+            ids[j, :len(records[i]["ids"])] = records[i]["ids"].long()
+            mask[j, :len(records[i]["ids"])] = 1
+        yield group, ids, mask
 
 
 def load_target(target: Path, device: str = "cpu"):
