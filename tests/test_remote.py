@@ -197,8 +197,12 @@ def test_a_remote_worker_killed_mid_run_is_replaced_by_a_local_one_and_the_outpu
     assert record.status == "ok"
     undisturbed = outputs(run_ok(sim_config(prompts=PROMPTS, **{**SETTINGS, "max_new_tokens": 300})))
     assert outputs(record) == undisturbed
-    [restart] = record.collected.restarts
-    assert restart["process"] == "draft-0" and "127.0.0.1" in restart["why"]
+    remote = [r for r in record.collected.restarts if "127.0.0.1" in r["why"]]
+    assert [r["process"] for r in remote] == ["draft-0"]
+    # A 1 s heartbeat limit on a busy 2-core machine can also restart a starved local worker; that is
+    # supervision working (the output above is still the undisturbed one), so it is allowed, and nothing else.
+    others = [r for r in record.collected.restarts if r not in remote]
+    assert all("sent no heartbeat" in r["why"] for r in others), others
 
 
 def test_a_draft_of_another_vocabulary_is_refused_at_hello(tmp_path):
