@@ -18,8 +18,10 @@ distribution (the expected acceptance of a sampled first token).
     python benchmarks/feature_fusion.py WORK_DATA [--train 0:20] [--heldout 78:84] [--steps 500]
         [--variants top,fused,top3] [--reference DRAFT_DIR] [--json F]
 
-WORK_DATA holds `features_*.pt` (feature_data.py: the answers and their top features). The low and middle
-features are computed here (a forward up to the middle layer), kept in memory only.
+WORK_DATA holds `features_*.pt` (feature_data.py: the answers and their top features). `--train` takes
+comma-separated shard ranges, `lo:hi` of WORK_DATA or `DIR:lo:hi` of another folder of the same format
+(benchmarks/draft_text.py: the distilled draft's answers, the target's features). The low and middle
+features are computed here (a forward up to the middle layer, only for `fused`), kept in memory only.
 """
 
 from __future__ import annotations
@@ -51,10 +53,15 @@ class Enough(Exception):
 
 
 @torch.inference_mode()
-def features(model, records: list[dict], keep: int) -> list[dict]:
+def features(model, records: list[dict], keep: int, parts: bool = True) -> list[dict]:
     """Each record (with its top feature `feats`, the last hidden state, from feature_data.py's shards) cropped
     to `keep` prompt tokens before its answer, as `top` [n, d] and `parts` [n, 2, d] (the outputs of LAYERS),
-    fp16. The forward stops after the last of LAYERS."""
+    fp16. The forward stops after the last of LAYERS; without `parts` it is not run and `parts` are zeros."""
+    if not parts:
+        out = [crop(r, keep) for r in records]
+        return [{"ids": c["ids"], "start": c["start"], "top": c["feats"],
+                 "parts": torch.zeros((len(c["ids"]), len(LAYERS), c["feats"].shape[1]), dtype=torch.float16)}
+                for c in out]
     got: dict[int, torch.Tensor] = {}
 
     def hook(module, args, output, i):
@@ -172,9 +179,14 @@ def measure(v: Variant, records: list[dict], head: torch.Tensor) -> dict:
             "accept_T1_pass1": round(overlap / n, 4), "positions": int(n)}
 
 
-def shards(folder: Path, span: str) -> list[dict]:
-    lo, hi = map(int, span.split(":"))
-    return [r for s in range(lo, hi) for r in torch.load(folder / f"features_{s:05d}.pt", weights_only=True)["records"]]
+def shards(folder: Path, spans: str) -> list[dict]:
+    """The records of `spans`: comma-separated `lo:hi` shard ranges of `folder`, or `DIR:lo:hi` of another."""
+    out = []
+    for span in spans.split(","):
+        where, lo, hi = span.rsplit(":", 2) if span.count(":") == 2 else (folder, *span.split(":"))
+        out += [r for s in range(int(lo), int(hi))
+                for r in torch.load(Path(where) / f"features_{s:05d}.pt", weights_only=True)["records"]]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     target = pull()
     model, _ = load_target(target)
     t0 = time.time()
-    train_recs = features(model, shards(args.data, args.train), args.keep)
-    held = features(model, shards(args.data, args.heldout), args.keep)
+    fused = "fused" in args.variants.split(",")
+    train_recs = features(model, shards(args.data, args.train), args.keep, fused)
+    held = features(model, shards(args.data, args.heldout), args.keep, fused)
     head = model.lm_head.weight.detach().float()
     print(f"features of {len(train_recs)} + {len(held)} answers in {time.time() - t0:.0f} s", flush=True)
     del model

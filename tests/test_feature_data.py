@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 
 import pytest
 import torch
@@ -113,7 +115,8 @@ def test_rows_sample_or_take_the_argmax_as_flagged_and_a_batched_prefill_starts_
     """answer(): in one batch, greedy rows are the rows of an all-greedy decode and sampled rows part from
     them; a prefill of all prompts in one padded forward (a GPU's) gives each row the first token that its
     own prefill gives (the CPU's). 12 new tokens: finished rows leave the batch after step 8."""
-    from specsched.runtime.apps.drafts.training.feature_data import answer, load_target
+    from specsched.runtime.apps.drafts.training.feature_data import load_target
+    from specsched.runtime.apps.drafts.training.teacher_decode import answer
 
     model, tok = load_target(chat_target(tmp_path))
     prompts = ["To be, or not", "What light through", "Now is the winter", "Friends, Romans"]
@@ -137,20 +140,47 @@ def test_a_device_that_is_not_there_is_one_line_before_any_model_loads(tmp_path,
     assert stderr_lines(proc.stderr) == [f"specsched: error: {line}"]
 
 
-def test_greedy_answers_of_a_batch_are_what_generate_gives_each_prompt_alone(tmp_path):
+@pytest.mark.parametrize("buckets, overhead", [(1, 0), (4, 0)])
+def test_greedy_answers_of_a_batch_are_what_generate_gives_each_prompt_alone(tmp_path, buckets, overhead):
     """answer() decodes rows of unequal prompts in one preallocated cache, left-padded, rows leaving it as they
-    end: each greedy row is transformers' own generate() of its prompt alone, token for token, over 20 steps
-    (rows that ended leave at steps 8 and 16)."""
-    from specsched.runtime.apps.drafts.training.feature_data import _chat, answer, load_target
+    end (or in batches of similar prompt lengths, one after the other): each greedy row is transformers' own
+    generate() of its prompt alone, token for token, over 20 steps (rows that ended leave at steps 8 and 16)."""
+    from specsched.runtime.apps.drafts.training.feature_data import load_target
+    from specsched.runtime.apps.drafts.training.teacher_decode import answer, chat_ids
 
     model, tok = load_target(chat_target(tmp_path))
     prompts = ["be come the a to caesar or made or the now",  # the tiny target ends it after 2 tokens
                "What light through yonder window breaks", "made not what",  # ... this one after 13
                "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar"]
-    got = answer(model, tok, prompts, sampled=False, seed=1, max_new=20)
+    got = answer(model, tok, prompts, sampled=False, seed=1, max_new=20, buckets=buckets, overhead=overhead)
     for prompt, record in zip(prompts, got):
-        ids = torch.tensor([_chat(tok, prompt)])
+        ids = torch.tensor([chat_ids(tok, prompt)])
         alone = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=20,
                                eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)[0]
         assert record["ids"].tolist() == alone[:len(record["ids"])].tolist()
         assert len(record["ids"]) == len(alone) or int(record["ids"][-1]) == tok.eos_token_id
+
+
+def test_length_buckets_are_the_cheapest_split_of_the_rows_by_prompt_length():
+    """Against every split of the sorted rows into at most `most` runs: the least cache positions read per
+    step (rows x (longest prompt + new tokens), plus the overhead per extra batch); every row once."""
+    from specsched.runtime.apps.drafts.training.teacher_decode import length_buckets
+
+    def cost(groups, lengths, new, overhead):
+        return sum(len(g) * (max(lengths[i] for i in g) + new) for g in groups) + overhead * (len(groups) - 1)
+
+    rng = random.Random(7)
+    for _ in range(200):
+        lengths = [rng.choice((rng.randint(20, 120), rng.randint(300, 700))) for _ in range(rng.randint(1, 9))]
+        new, most, overhead = rng.choice((0, 16, 192)), rng.randint(1, 4), rng.choice((0, 500, 4096))
+        groups = length_buckets(lengths, new, most, overhead)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths))) and 1 <= len(groups) <= most
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        best = min(cost([order[a:b] for a, b in zip((0, *cuts), (*cuts, len(order)))], lengths, new, overhead)
+                   for k in range(min(most, len(order))) for cuts in itertools.combinations(range(1, len(order)), k))
+        assert cost(groups, lengths, new, overhead) == best
+    assert length_buckets([], 5, 3) == []
+    # a shard's shape: 43 prompts under 200 tokens, 5 Blocksworld prompts of ~600 decode apart
+    lengths = [60] * 43 + [598] * 5
+    assert [len(g) for g in length_buckets(lengths, 192, 3)] == [43, 5]
+    assert [len(g) for g in length_buckets(lengths, 192, 1)] == [48]

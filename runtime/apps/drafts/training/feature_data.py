@@ -22,16 +22,15 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, StaticCache
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .feature_answers import export_answers, manifest_beside, save_atomically
 from .feature_prompts import feature_prompts
+from .teacher_decode import answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,89 +51,6 @@ class FeatureDataConfig:
 
     def sampled(self, shard: int) -> bool:
         return shard % 2 == 1
-
-
-def _chat(tok, prompt: str) -> list[int]:
-    out = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)
-    return list(out["input_ids"] if hasattr(out, "keys") else out)
-
-
-@torch.inference_mode()
-def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], seed: int, max_new: int,
-           prefill: str = "auto") -> list[dict]:
-    """The target's answers, batched -> a record {ids, start} per prompt, cut after the first EOS.
-
-    `prefill` "each" (auto on a CPU) prefills each prompt alone - a padded batch prefill took 4x longer on a
-    2-core CPU: its attention mask leaves the fast causal path - and left-pads the caches into one batch;
-    "batch" (auto on a GPU, where one forward per prompt would leave it idle) prefills them left-padded in one
-    forward. They are decoded together; rows that reached EOS leave the batch every 8 steps. `sampled`: for
-    every row, or per row; a sampled row draws at T = 1 from the full distribution, the others take the argmax.
-
-    The KV cache is preallocated for `max_new` tokens (a StaticCache, written in place). A growing cache copies
-    itself at every step: 58 % of a 48-row decode step's time on a 2-core CPU, where a shard's longest prompt
-    (~780 tokens against a median of ~84) sets every row's width. Attention then reads the whole capacity,
-    masked, so the gain is less: a greedy shard in 118 s against 146 s, the same tokens."""
-    eos = tok.eos_token_id
-    device = next(model.parameters()).device
-    gen = torch.Generator(device=device).manual_seed(seed)
-    rows = [_chat(tok, p) for p in prompts]
-    flags = [sampled] * len(rows) if isinstance(sampled, bool) else list(sampled)
-    if len(flags) != len(rows):
-        raise ValueError(f"{len(flags)} sampling flags for {len(rows)} prompts")
-    draws = torch.tensor(flags, device=device)
-    width = max(map(len, rows))
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
-    if prefill == "batch" or (prefill == "auto" and device.type != "cpu"):
-        cache = StaticCache(config=model.config, max_cache_len=width + max_new)
-        ids = torch.tensor([[0] * (width - len(r)) + r for r in rows], device=device)
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
-    else:
-        cache, logits = _prefill_each(model, rows, width + max_new, device)
-    pos = torch.tensor([[len(r)] for r in rows], device=device)
-    live = list(range(len(rows)))            # batch row -> record index
-    new: list[list[int]] = [[] for _ in rows]
-    for step in range(max_new):
-        nxt = logits.argmax(-1, keepdim=True)
-        if any(flags[i] for i in live):  # one draw for the whole batch, kept where the row samples
-            nxt = torch.where(draws[:, None], torch.multinomial(torch.softmax(logits.float(), -1), 1, generator=gen),
-                              nxt)
-        for i, t in zip(live, nxt[:, 0].tolist()):  # one copy from the device per step
-            if not new[i] or new[i][-1] != eos:
-                new[i].append(t)
-        if step == max_new - 1 or all(new[i][-1] == eos for i in live):
-            break
-        if step % 8 == 7:  # drop finished rows from the batch
-            keep = [b for b, i in enumerate(live) if new[i][-1] != eos]
-            if len(keep) < len(live):
-                idx = torch.tensor(keep, device=device)
-                for layer in cache.layers:
-                    layer.keys, layer.values = layer.keys[idx], layer.values[idx]
-                mask, pos, nxt, draws = mask[idx], pos[idx], nxt[idx], draws[idx]
-                live = [live[b] for b in keep]
-        mask = torch.cat((mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)), 1)
-        logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[:, -1]
-        pos = pos + 1
-    return [{"ids": torch.tensor(r + n, dtype=torch.int32), "start": len(r)} for r, n in zip(rows, new)]
-
-
-def _prefill_each(model, rows: list[list[int]], capacity: int, device) -> tuple[StaticCache, torch.Tensor]:
-    """Each prompt prefilled alone, its keys and values left-padded to the longest prompt and written into one
-    cache of `capacity` positions; the last logits of each."""
-    caches, first = [], []
-    for r in rows:
-        c = DynamicCache()
-        out = model(input_ids=torch.tensor([r], device=device), past_key_values=c, use_cache=True, logits_to_keep=1)
-        caches.append(c)
-        first.append(out.logits[0, -1])
-    width = max(map(len, rows))
-    pad = [(0, 0, width - len(r), 0) for r in rows]  # each row's keys and values left-padded to `width`
-    cache = StaticCache(config=model.config, max_cache_len=capacity)
-    for li, layer in enumerate(cache.layers):
-        layer.update(torch.cat([F.pad(c.layers[li].keys, p) for c, p in zip(caches, pad)]),
-                     torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)]))
-    return cache, torch.stack(first)
 
 
 @torch.inference_mode()
