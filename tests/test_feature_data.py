@@ -184,3 +184,38 @@ def test_length_buckets_are_the_cheapest_split_of_the_rows_by_prompt_length():
     lengths = [60] * 43 + [598] * 5
     assert [len(g) for g in length_buckets(lengths, 192, 3)] == [43, 5]
     assert [len(g) for g in length_buckets(lengths, 192, 1)] == [48]
+
+
+@pytest.mark.parametrize("prefill", ["each", "batch"])
+def test_features_kept_from_the_decode_are_a_fresh_forwards_and_the_data_stage_needs_no_second_one(tmp_path, prefill):
+    """answer(keep_features=True): every token's feature comes from the decode's own forwards (the prompt's from
+    its prefill, the last token's from one more step), equal to feature_data.features' fresh forward over the
+    finished record up to float16 storage; greedy rows are unchanged. The data stage of a shard it answers
+    then writes both files at once."""
+    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, features, load_target, make
+    from specsched.runtime.apps.drafts.training.teacher_decode import answer
+
+    target = chat_target(tmp_path)
+    model, tok = load_target(target)
+    prompts = ["be come the a to caesar or made or the now", "What light through yonder window breaks",
+               "made not what", "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar"]
+    flags = [False, True, False, True]
+    plain = answer(model, tok, prompts, sampled=flags, seed=3, max_new=20, buckets=2, overhead=0, prefill=prefill)
+    kept = answer(model, tok, prompts, sampled=flags, seed=3, max_new=20, buckets=2, overhead=0, prefill=prefill,
+                  keep_features=True)
+    assert [r["ids"].tolist() for r in kept][0::2] == [r["ids"].tolist() for r in plain][0::2]
+    fresh = features(model, [{"ids": r["ids"], "start": r["start"]} for r in kept])
+    for k, f in zip(kept, fresh):
+        assert k["feats"].dtype == torch.float16 and k["feats"].shape == f["feats"].shape
+        # float16 keeps 11 significant bits: a relative step of 2**-11 of each value, plus the cached
+        # forward's different float32 summation order (~1e-6 relative), far below it
+        torch.testing.assert_close(k["feats"].float(), f["feats"].float(), rtol=2 ** -10, atol=1e-3)
+    cfg = FeatureDataConfig(target=target, out=tmp_path / "data", shards=2, batch=2, max_new_tokens=6)
+    make(cfg, log=lambda m: None)
+    shards = json.loads((cfg.out / "manifest.json").read_text())["shards"]
+    assert [shards[s]["features_from"] for s in ("0", "1")] == ["the decode"] * 2
+    assert all("feature_s" not in shards[s] for s in ("0", "1"))
+    for s in (0, 1):
+        recs = torch.load(cfg.out / f"features_{s:05d}.pt", weights_only=True)["records"]
+        assert [len(r["feats"]) for r in recs] == [len(r["ids"]) for r in recs]
+        assert "feats" not in torch.load(cfg.out / f"answers_{s:05d}.pt", weights_only=True)["records"][0]

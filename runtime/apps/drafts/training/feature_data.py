@@ -2,12 +2,14 @@
 
 Shard s (of `batch` prompts from feature_prompts.py) is made in two stages, each written atomically, so
 a rerun of the same command skips what exists and the job resumes after any stop:
-1. `answers_s.pt`: the fp32 target answers the chat-templated prompts in one batched generate with a KV
-   cache, greedy on even shards and sampled at T = 1 (no top-k, no top-p) on odd ones;
+1. `answers_s.pt`: the fp32 target answers the chat-templated prompts, batched, with a KV cache
+   (teacher_decode.py), greedy on even shards and sampled at T = 1 (no top-k, no top-p) on odd ones;
 2. `features_s.pt`: one batched fp32 forward over each prompt + answer gives the target's last hidden
    state (the input of its LM head) at every position, stored as float16. Nothing else is needed: the
    target's next-token distribution at position i is softmax(W_lm · f_i), recomputed at training time
    from the LM-head rows (on the draft's vocabulary only).
+   When one run makes both stages of a shard, its decode keeps the features its own forwards read
+   (teacher_decode.decode, `keep_features`) and this second forward is skipped.
 
 `group` shards are answered in one batched decode (each row sampled or greedy as its shard is): a GPU is
 idle at 48 rows. The models run on `device` (a CPU or a CUDA GPU); the shards are written the same way.
@@ -114,12 +116,12 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
         entry = manifest["shards"].setdefault(str(s), {})
         if not ans.exists():
             group = [t for t in range(s, cfg.shards) if not answers[t].exists()][:cfg.group]
-            _answer_group(cfg, group, prompts, model, tok, manifest)
+            _answer_group(cfg, group, prompts, model, tok, manifest, keep_features=with_features)
             write_manifest()
             if export is not None:
                 export_answers(cfg.out, export)
                 manifest_beside(export).write_text(json.dumps(manifest, indent=1) + "\n")
-        if with_features:
+        if with_features and not feat.exists():
             t0 = time.time()
             recs = features(model, torch.load(ans, weights_only=True)["records"], rows=cfg.forward_rows)
             save_atomically({"records": recs}, feat)
@@ -127,23 +129,32 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
                          tokens=sum(len(r["ids"]) for r in recs), machine=machine(),
                          threads=torch.get_num_threads())
             write_manifest()
+        took = f"{entry['feature_s']} s" if "feature_s" in entry else entry.get("features_from", "-")
         log(f"shard {s}: {entry.get('answer_tokens', '?')} answer tokens, {entry.get('tokens', '?')} in all; "
-            f"answers {entry.get('answer_s', '?')} s, features {entry.get('feature_s', '-')} s")
+            f"answers {entry.get('answer_s', '?')} s, features {took}")
 
 
-def _answer_group(cfg: FeatureDataConfig, group: list[int], prompts: list[str], model, tok, manifest: dict) -> None:
+def _answer_group(cfg: FeatureDataConfig, group: list[int], prompts: list[str], model, tok, manifest: dict, *,
+                  keep_features: bool = False) -> None:
     """The answers of shards `group`, in one batched decode (seeded by its first shard: a group of one is the
-    shard alone), each shard's written apart; each manifest entry gets the group's time shared equally."""
+    shard alone), each shard's written apart; each manifest entry gets the group's time shared equally. With
+    `keep_features` the features the decode's own forwards read are written too (`features_s.pt`): no second
+    forward over the shard (~50 s of a ~160 s shard on 2 cores)."""
     t0 = time.time()
     rows = [prompts[t * cfg.batch:(t + 1) * cfg.batch] for t in group]
     recs = answer(model, tok, [p for r in rows for p in r],
                   sampled=[cfg.sampled(t) for t, r in zip(group, rows) for _ in r],
-                  seed=cfg.seed * 1000 + group[0], max_new=cfg.max_new_tokens)
+                  seed=cfg.seed * 1000 + group[0], max_new=cfg.max_new_tokens, keep_features=keep_features)
     seconds = (time.time() - t0) / len(group)
     for t, r in zip(group, rows):
         mine, recs = recs[:len(r)], recs[len(r):]
-        save_atomically({"records": mine}, cfg.out / f"answers_{t:05d}.pt")
-        manifest["shards"].setdefault(str(t), {}).update(
+        save_atomically({"records": [{"ids": x["ids"], "start": x["start"]} for x in mine]},
+                        cfg.out / f"answers_{t:05d}.pt")
+        entry = manifest["shards"].setdefault(str(t), {})
+        if keep_features:
+            save_atomically({"records": mine}, cfg.out / f"features_{t:05d}.pt")
+            entry.update(features_from="the decode", tokens=sum(len(x["ids"]) for x in mine))
+        entry.update(
             answer_s=round(seconds, 1), sampled=cfg.sampled(t), rows=len(mine), decoded_with=len(group),
             answer_tokens=sum(len(x["ids"]) - x["start"] for x in mine), machine=machine(),
             threads=torch.get_num_threads())

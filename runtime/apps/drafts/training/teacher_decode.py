@@ -29,7 +29,8 @@ def chat_ids(tok, prompt: str) -> list[int]:
 
 @torch.inference_mode()
 def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], seed: int, max_new: int,
-           prefill: str = "auto", buckets: int | None = None, overhead: int = BUCKET_OVERHEAD) -> list[dict]:
+           prefill: str = "auto", buckets: int | None = None, overhead: int = BUCKET_OVERHEAD,
+           keep_features: bool = False) -> list[dict]:
     """The target's answers, batched -> a record {ids, start} per prompt, cut after the first EOS.
 
     The prompts are decoded in at most `buckets` batches of similar prompt lengths (length_buckets; default 3
@@ -37,7 +38,7 @@ def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], se
     for its longest prompt + `max_new`, and attention reads all of it at every step, so a few long ToT
     prompts (~600 tokens against a median of ~80) would otherwise set every row's width. `sampled`: for
     every row, or per row; a sampled row draws at T = 1 from the full distribution, the others take the
-    argmax. `prefill`: see decode()."""
+    argmax. `prefill` and `keep_features`: see decode()."""
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     rows = [chat_ids(tok, p) for p in prompts]
@@ -48,7 +49,7 @@ def answer(model, tok, prompts: list[str], *, sampled: bool | Sequence[bool], se
     out: list[dict] = [{} for _ in rows]
     for group in length_buckets([len(r) for r in rows], max_new, most, overhead):
         done = decode(model, [rows[i] for i in group], [flags[i] for i in group], gen=gen, max_new=max_new,
-                      eos=tok.eos_token_id, prefill=prefill)
+                      eos=tok.eos_token_id, prefill=prefill, keep_features=keep_features)
         for i, record in zip(group, done):
             out[i] = record
     return out
@@ -85,13 +86,17 @@ def length_buckets(lengths: list[int], max_new: int, most: int, overhead: int = 
 
 @torch.inference_mode()
 def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Generator, max_new: int, eos: int,
-           prefill: str = "auto") -> list[dict]:
-    """One batch of prompt ids decoded together into a preallocated KV cache -> {ids, start} per row.
+           prefill: str = "auto", keep_features: bool = False) -> list[dict]:
+    """One batch of prompt ids decoded together into a preallocated KV cache -> {ids, start} per row, and with
+    `keep_features` its `feats` (float16 [n, d]: the last hidden state after each of its n tokens, the input of
+    the LM head), taken from the decode's own forwards: its prompt's from the prefill, each new token's from
+    the step that reads it, and one more step reads the last tokens. They are what feature_data.features
+    computes in a forward of its own, up to the rounding of a cached forward.
 
     `prefill` "each" (auto on a CPU) prefills each prompt alone - a padded batch prefill took 4x longer on a
     2-core CPU: its attention mask leaves the fast causal path - and left-pads the caches into one batch;
     "batch" (auto on a GPU, where one forward per prompt would leave it idle) prefills them left-padded in one
-    forward. Rows that reached EOS leave the batch every 8 steps.
+    forward. Rows that are done (EOS, read too when features are kept) leave the batch every 8 steps.
 
     The KV cache is a StaticCache, written in place: a growing cache copies itself at every step, 58 % of a
     48-row decode step's time on a 2-core CPU (a greedy shard in 118 s against 146 s, the same tokens)."""
@@ -102,13 +107,19 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
     if prefill == "batch" or (prefill == "auto" and device.type != "cpu"):
         cache = StaticCache(config=model.config, max_cache_len=width + max_new)
         ids = torch.tensor([[0] * (width - len(r)) + r for r in rows], device=device)
-        logits = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
+        logits, hidden = _forward(model, input_ids=ids, attention_mask=mask, past_key_values=cache,
+                                  position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
+        prompt_feats = [hidden[j, width - len(r):] for j, r in enumerate(rows)]
     else:
-        cache, logits = _prefill_each(model, rows, width + max_new, device)
+        cache, logits, prompt_feats = _prefill_each(model, rows, width + max_new, device)
+    feats: list[list[torch.Tensor]] = [[f.to("cpu", torch.float16)] if keep_features else [] for f in prompt_feats]
+    fed = [len(r) for r in rows]             # tokens of each record read by a forward so far
     pos = torch.tensor([[len(r)] for r in rows], device=device)
     live = list(range(len(rows)))            # batch row -> record index
     new: list[list[int]] = [[] for _ in rows]
+
+    def done(i: int) -> bool:
+        return new[i][-1] == eos and (not keep_features or fed[i] == len(rows[i]) + len(new[i]))
     for step in range(max_new):
         nxt = logits.argmax(-1, keepdim=True)
         if any(flags[i] for i in live):  # one draw for the whole batch, kept where the row samples
@@ -117,10 +128,11 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
         for i, t in zip(live, nxt[:, 0].tolist()):  # one copy from the device per step
             if not new[i] or new[i][-1] != eos:
                 new[i].append(t)
-        if step == max_new - 1 or all(new[i][-1] == eos for i in live):
+        last = step == max_new - 1 or all(new[i][-1] == eos for i in live)
+        if last and not keep_features:
             break
-        if step % 8 == 7:  # drop finished rows from the batch
-            keep = [b for b, i in enumerate(live) if new[i][-1] != eos]
+        if step % 8 == 7:  # drop rows that are done from the batch
+            keep = [b for b, i in enumerate(live) if not done(i)]
             if len(keep) < len(live):
                 idx = torch.tensor(keep, device=device)
                 for layer in cache.layers:
@@ -128,25 +140,45 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
                 mask, pos, nxt, draws = mask[idx], pos[idx], nxt[idx], draws[idx]
                 live = [live[b] for b in keep]
         mask = torch.cat((mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)), 1)
-        logits = model(input_ids=nxt, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                       use_cache=True).logits[:, -1]
+        logits, hidden = _forward(model, input_ids=nxt, attention_mask=mask, position_ids=pos, past_key_values=cache)
         pos = pos + 1
-    return [{"ids": torch.tensor(r + n, dtype=torch.int32), "start": len(r)} for r, n in zip(rows, new)]
+        if keep_features:
+            hidden = hidden[:, 0].to("cpu", torch.float16)
+            for b, i in enumerate(live):
+                if fed[i] < len(rows[i]) + len(new[i]):  # this step read the row's own token, not one after EOS
+                    feats[i].append(hidden[b:b + 1])
+                    fed[i] += 1
+        if last:
+            break
+    out = [{"ids": torch.tensor(r + n, dtype=torch.int32), "start": len(r)} for r, n in zip(rows, new)]
+    if keep_features:
+        for record, f in zip(out, feats):
+            record["feats"] = torch.cat(f)
+            assert len(record["feats"]) == len(record["ids"])
+    return out
 
 
-def _prefill_each(model, rows: list[list[int]], capacity: int, device) -> tuple[StaticCache, torch.Tensor]:
+def _forward(model, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the last position's logits, the last hidden state at every position) of one cached forward: the
+    decoder and the LM head called apart, as the model's own forward calls them."""
+    hidden = model.get_decoder()(use_cache=True, **inputs).last_hidden_state
+    return model.lm_head(hidden[:, -1]), hidden
+
+
+def _prefill_each(model, rows: list[list[int]], capacity: int, device) -> tuple[StaticCache, torch.Tensor, list]:
     """Each prompt prefilled alone, its keys and values left-padded to the longest prompt and written into one
-    cache of `capacity` positions; the last logits of each."""
-    caches, first = [], []
+    cache of `capacity` positions; the last logits of each, and each one's hidden states."""
+    caches, first, hidden = [], [], []
     for r in rows:
         c = DynamicCache()
-        out = model(input_ids=torch.tensor([r], device=device), past_key_values=c, use_cache=True, logits_to_keep=1)
+        logits, h = _forward(model, input_ids=torch.tensor([r], device=device), past_key_values=c)
         caches.append(c)
-        first.append(out.logits[0, -1])
+        first.append(logits[0])
+        hidden.append(h[0])
     width = max(map(len, rows))
     pad = [(0, 0, width - len(r), 0) for r in rows]  # each row's keys and values left-padded to `width`
     cache = StaticCache(config=model.config, max_cache_len=capacity)
     for li, layer in enumerate(cache.layers):
         layer.update(torch.cat([F.pad(c.layers[li].keys, p) for c, p in zip(caches, pad)]),
                      torch.cat([F.pad(c.layers[li].values, p) for c, p in zip(caches, pad)]))
-    return cache, torch.stack(first)
+    return cache, torch.stack(first), hidden
