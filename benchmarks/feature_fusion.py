@@ -183,7 +183,7 @@ def shards(folder: Path, spans: str) -> list[dict]:
     """The records of `spans`: comma-separated `lo:hi` shard ranges of `folder`, or `DIR:lo:hi` of another."""
     out = []
     for span in spans.split(","):
-        where, lo, hi = span.rsplit(":", 2) if span.count(":") == 2 else (folder, *span.split(":"))
+        where, lo, hi = span.rsplit(":", 2) if span.count(":") >= 2 else (folder, *span.split(":"))
         out += [r for s in range(int(lo), int(hi))
                 for r in torch.load(Path(where) / f"features_{s:05d}.pt", weights_only=True)["records"]]
     return out
