@@ -18,7 +18,11 @@ over the repeats of prediction / run - 1. A machine whose speed drifts over minu
 the real medians of identical schedules apart by more than the model's error; pairs minutes apart see
 the same machine.
 
-    python benchmarks/whatif_validation.py [--backend sim|hf] [--arrivals] [--repeats 3] [--paired] [--json PATH]
+`--slower F` multiplies the sim workload's draft and verification costs: a mean response of a few ms (the
+repro's first waits) is as large as the OS's dispatch jitter, so its relative error is mostly the machine's.
+
+    python benchmarks/whatif_validation.py [--backend sim|hf] [--arrivals] [--repeats 3] [--paired] [--slower F]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -49,10 +53,16 @@ ARRIVALS = ["--arrivals", "poisson:8", "--jobs", "8"]  # jobs of one sequence ea
 METRICS = ("makespan", "turnaround", "response")
 
 
-def workload(backend: str) -> RunConfig:
+def sim_costs(slower: float) -> dict:
+    """The sim workload with its draft and verification costs `slower` times the repro's: every wait, mean
+    response included, grows by that factor, while the OS's dispatch jitter (a few ms a round) does not."""
+    return SIM | {"sim_draft_ms": SIM["sim_draft_ms"] * slower, "sim_verify_ms": SIM["sim_verify_ms"] * slower}
+
+
+def workload(backend: str, slower: float = 1.0) -> RunConfig:
     if backend == "sim":
         return RunConfig.of(mode="seed", prompts=PROMPTS, k=4, priorities=[5, 4, 3, 2, 1, 0],
-                            tickets=[100, 100, 200, 200, 400, 400], **SIM)
+                            tickets=[100, 100, 200, 200, 400, 400], **sim_costs(slower))
     return RunConfig.of(backend="hf", mode="seed", workers=3, max_new_tokens=32, temperature=0.0,
                         priorities=[2, 1, 0], tickets=[100, 200, 400])
 
@@ -71,8 +81,9 @@ def record(config: RunConfig, trace: Path, arrivals: bool) -> None:
         assert result.status == "ok", result.error
         write_trace(result, trace)
         return
+    sim = {k: config.to_dict()[k] for k in SIM}
     flags = [a for p in PROMPTS for a in ("--prompt", p)] + [
-        a for k, v in SIM.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+        a for k, v in sim.items() for a in (f"--{k.replace('_', '-')}", str(v))]
     if config.max_batch != 1:
         flags += ["--max-batch", str(config.max_batch)]
     subprocess.run([sys.executable, "-m", "specsched", "run", *ARRIVALS, *flags, "--policy", config.policy,
@@ -107,10 +118,14 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep every trace here")
     ap.add_argument("--paired", action="store_true",
                     help="an FCFS recording right before each real run, the prediction from it against that run")
+    ap.add_argument("--slower", type=float, default=1.0, metavar="F",
+                    help="sim only: draft and verification costs F times the repro's (longer waits, same jitter)")
     args = ap.parse_args()
+    if args.slower <= 0 or (args.slower != 1.0 and args.backend != "sim"):
+        ap.error("--slower takes a positive factor, and only with --backend sim")
     if args.paired:
         return paired(args)
-    base, policies = workload(args.backend), args.policies.split(",")
+    base, policies = workload(args.backend, args.slower), args.policies.split(",")
     started = time.time()
     real: dict[str, list[dict[str, float]]] = {p: [] for p in policies}
     own: dict[str, list[dict[str, float]]] = {p: [] for p in policies}
@@ -151,7 +166,7 @@ def main() -> None:
 
 def paired(args: argparse.Namespace) -> None:
     """Each real run of a policy against the prediction from an FCFS recording made just before it."""
-    base, policies = workload(args.backend), args.policies.split(",")
+    base, policies = workload(args.backend, args.slower), args.policies.split(",")
     started = time.time()
     pairs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {p: [] for p in policies}
     with tempfile.TemporaryDirectory() as scratch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -77,6 +78,19 @@ def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_add
     shards = json.loads(manifest_beside(npz).read_text())["shards"]
     assert set(shards) == {"0", "1"} and all(s["answer_tokens"] > 0 and s["machine"] for s in shards.values())
     make(cfg, log=lambda m: None)
+    assert sorted(p.name for p in cfg.out.glob("features_*.pt")) == ["features_00000.pt", "features_00001.pt"]
+
+
+def test_a_data_stage_begun_from_older_answers_makes_new_answers_before_their_features(tmp_path):
+    """Answers are what a stop would lose (features are remade in minutes), so a run that starts from shard 0's
+    answers writes shard 1's answers, exported, before it makes shard 0's features."""
+    from specsched.runtime.apps.drafts.training.feature_data import FeatureDataConfig, make
+
+    cfg = FeatureDataConfig(target=chat_target(tmp_path), out=tmp_path / "data", shards=2, batch=2, max_new_tokens=4)
+    make(dataclasses.replace(cfg, shards=1), log=lambda m: None, with_features=False)
+    order = []
+    make(cfg, log=lambda m: order.append(m.split(":")[0]), export=tmp_path / "answers.npz")
+    assert order == ["shard 1", "shard 0"]
     assert sorted(p.name for p in cfg.out.glob("features_*.pt")) == ["features_00000.pt", "features_00001.pt"]
 
 

@@ -107,7 +107,9 @@ def make(cfg: FeatureDataConfig, log=print, *, with_features: bool = True, expor
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     loaded = None
     answers = [cfg.out / f"answers_{s:05d}.pt" for s in range(cfg.shards)]
-    for s in range(cfg.shards):
+    # Shards without answers first: answers are the costly part and the part kept (`export`), so a stop loses
+    # none of them to features of older shards, which any later run remakes in under a minute a shard.
+    for s in sorted(range(cfg.shards), key=lambda s: answers[s].exists()):
         ans, feat = answers[s], cfg.out / f"features_{s:05d}.pt"
         if feat.exists() or (ans.exists() and not with_features):
             continue
