@@ -124,6 +124,13 @@ class FeatureDraft(nn.Module):
         """Logits over the draft vocabulary V' [..., draft_vocab] from predicted features."""
         return predicted @ self.lm_rows.T
 
+    def use_vocab(self, vocab_ids: torch.Tensor, head: torch.Tensor) -> None:
+        """Draft over another vocabulary V' (`head`: the target's LM head): no trained weight depends on V', only
+        which of the target's rows the logits read."""
+        self.vocab_ids = vocab_ids.long().to(self.vocab_ids.device)
+        self.lm_rows = head[self.vocab_ids.cpu()].to(self.lm_rows)
+        self.cfg.draft_vocab = len(vocab_ids)
+
     def trainable_state(self) -> dict[str, torch.Tensor]:
         state = {k: v for k, v in self.state_dict().items()}
         state["vocab_ids"] = self.vocab_ids

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from ...backends.feature import FeatureModel
 from ...backends.hf_model import HFModel
@@ -34,12 +35,13 @@ from ...backends.hf_pair import HFTokenizer
 from ...core.device import resolve_device
 from ...core.sampling import SamplingParams
 from ...models.draft_files import WEIGHTS_FILE
-from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft
+from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft, target_parts
 from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
 from ...models.registry import ASSETS, distilled_draft_dir
 from .evaluation.feature_eval import Tally, cost, speculate
 from .models_cli import add_feature_arguments, against_names
+from .training.distill_data import choose_vocab
 from .training.feature_answers import import_answers
 from .training.feature_data import FeatureDataConfig, load_shards, make
 from .training.feature_prompts import heldout_feature_prompts
@@ -78,12 +80,17 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
-    vocab_ids = load_file(str(distilled_draft_dir() / WEIGHTS_FILE))["vocab_ids"].long()
     if args.init is not None:
         draft = load_feature_draft(args.init, target)
         log(f"warm start from {args.init}")
     else:
-        draft = new_feature_draft(target, vocab_ids)
+        draft = new_feature_draft(target, load_file(str(distilled_draft_dir() / WEIGHTS_FILE))["vocab_ids"].long())
+    if args.vocab == "answers":
+        before = set(draft.vocab_ids.tolist())
+        draft.use_vocab(answer_vocab(target, records, draft.cfg.draft_vocab, draft.cfg.target_vocab),
+                        target_parts(target)[1])
+        log(f"draft vocabulary: the {draft.cfg.draft_vocab} ids the target emits most in these answers "
+            f"({len(before & set(draft.vocab_ids.tolist()))} of them in the one before)")
     cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr, budget_s=args.train_seconds)
     (work / "train").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -95,6 +102,15 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
     save_feature_draft(draft, final, meta={"records": len(records), "tokens": tokens, **asdict(cfg)})
     log(f"trained in {time.time() - t0:.0f} s -> {final}")
     return final
+
+
+def answer_vocab(target: Path, records: list[dict], size: int, vocab_size: int) -> torch.Tensor:
+    """V' for the feature draft: the `size` ids the target emits most in the teacher's answers (their prompts
+    count ½; the chat template's markers and EOS always in), ranked as the distilled draft's are."""
+    tok = AutoTokenizer.from_pretrained(target)
+    marks = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "\n"])
+    always = sorted({t for t in (tok.eos_token_id, *marks) if t is not None and t != tok.unk_token_id})
+    return choose_vocab(records, [], [r["ids"][:r["start"]].tolist() for r in records], size, always, vocab_size)
 
 
 def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:

@@ -86,6 +86,9 @@ def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
                     help="teacher batches of 32 prompts (default 10)")
     ap.add_argument("--steps", type=int, default=300, metavar="S", help="training steps (default 300)")
     ap.add_argument("--batch", type=int, default=8, metavar="B", help="sequences per training step (default 8)")
+    ap.add_argument("--vocab", choices=["kept", "answers"], default="kept",
+                    help="the draft's vocabulary V': kept (the --init draft's, or the distilled draft's for a fresh "
+                         "one) or answers (the ids the target emits most in the training answers; same size)")
     ap.add_argument("--eval-prompts", type=int, default=24, metavar="N", help="held-out prompts for the quality bar")
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens generated per held-out prompt")
     ap.add_argument("--gsm8k", type=Path, metavar="FILE", default=GSM8K if GSM8K.is_file() else None,

@@ -1,0 +1,36 @@
+"""The feature draft's vocabulary V': chosen from the teacher's answers, and swapped without retraining."""
+
+from __future__ import annotations
+
+import torch
+from test_feature_data import chat_target
+
+from specsched.runtime.apps.drafts.feature_recipe import answer_vocab
+from specsched.runtime.models.feature_draft import (
+    load_feature_draft,
+    new_feature_draft,
+    save_feature_draft,
+    target_parts,
+)
+
+
+def test_the_answer_vocabulary_holds_the_ids_the_answers_use_most_and_eos(tmp_path):
+    """Answer tokens count 1, prompt tokens ½, EOS is always in (the tiny target's EOS is id 0; it has no chat
+    markers): of 5 slots, EOS, the three ids each answer uses five times, then the prompt's id (3 × ½ an
+    answer) before the ids an answer uses once."""
+    records = [{"ids": torch.tensor([3, 3, 3, *[7, 8, 9] * 5, 40, 41], dtype=torch.int32), "start": 3}] * 4
+    assert answer_vocab(chat_target(tmp_path), records, 5, 64).tolist() == [0, 3, 7, 8, 9]
+
+
+def test_a_draft_over_another_vocabulary_reads_the_targets_rows_and_keeps_it_when_saved(tmp_path):
+    target = chat_target(tmp_path)
+    _, head, _ = target_parts(target)
+    draft = new_feature_draft(target, torch.arange(0, 32))
+    wanted = torch.tensor([1, 5, 9, 60, 61])
+    draft.use_vocab(wanted, head)
+    f = torch.randn(2, 3, draft.cfg.hidden)
+    assert torch.equal(draft.logits(f), f @ head[wanted].T)
+    save_feature_draft(draft, tmp_path / "d")
+    again = load_feature_draft(tmp_path / "d", target)
+    assert again.vocab_ids.tolist() == wanted.tolist() and again.cfg.draft_vocab == 5
+    assert torch.allclose(again.logits(f), draft.logits(f), atol=1e-2)  # the file keeps bf16 weights
