@@ -34,3 +34,12 @@ def test_a_draft_over_another_vocabulary_reads_the_targets_rows_and_keeps_it_whe
     again = load_feature_draft(tmp_path / "d", target)
     assert again.vocab_ids.tolist() == wanted.tolist() and again.cfg.draft_vocab == 5
     assert torch.allclose(again.logits(f), draft.logits(f), atol=1e-2)  # the file keeps bf16 weights
+
+
+def test_models_features_takes_the_vocabulary_choice_and_refuses_another_in_one_line(tmp_path):
+    from cli_runs import specsched, stderr_lines
+
+    proc = specsched("models", "features", str(tmp_path), "--stage", "train", "--vocab", "widest")
+    assert proc.returncode == 2
+    assert stderr_lines(proc.stderr) == ["specsched: error: argument --vocab: invalid choice: 'widest' (choose from "
+                                         "'kept', 'answers') (see `specsched models features --help`)"]

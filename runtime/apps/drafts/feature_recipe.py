@@ -5,7 +5,8 @@
    `--export FILE` they are written to FILE after every shard, and `--answers FILE` starts from them);
 2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
    fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
-   one); `ckpt.pt` is written every 2 minutes and a rerun resumes from it; the result goes to `final/`;
+   one); `--vocab answers` draws V' anew from the ids these answers use most (answer_vocab); `ckpt.pt` is
+   written every 2 minutes and a rerun resumes from it; the result goes to `final/`;
 3. eval  (`WORK/eval.json`): feature_eval.py on held-out prompts (greedy chains of k = 4 over held-out
    wordings and GSM8K *test* questions; sampled at T = 1 over ToT thought prompts on GSM8K test
    questions), the shipped draft measured the same way, and the paired cost of one draft step;

@@ -86,9 +86,6 @@ def add_distill_arguments(ap: argparse.ArgumentParser) -> None:
                     help="teacher batches of 32 prompts (default 10)")
     ap.add_argument("--steps", type=int, default=300, metavar="S", help="training steps (default 300)")
     ap.add_argument("--batch", type=int, default=8, metavar="B", help="sequences per training step (default 8)")
-    ap.add_argument("--vocab", choices=["kept", "answers"], default="kept",
-                    help="the draft's vocabulary V': kept (the --init draft's, or the distilled draft's for a fresh "
-                         "one) or answers (the ids the target emits most in the training answers; same size)")
     ap.add_argument("--eval-prompts", type=int, default=24, metavar="N", help="held-out prompts for the quality bar")
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens generated per held-out prompt")
     ap.add_argument("--gsm8k", type=Path, metavar="FILE", default=GSM8K if GSM8K.is_file() else None,
@@ -159,6 +156,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--init", type=Path, default=None, metavar="DIR",
                     help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
                          "fresh one: a warm start when more shards arrive")
+    ap.add_argument("--vocab", choices=["kept", "answers"], default="kept",
+                    help="the draft's vocabulary V': kept (the --init draft's, or the distilled draft's for a fresh "
+                         "one) or answers (the ids the target emits most in the training answers; same size)")
     ap.add_argument("--eval-prompts", type=int, default=24, metavar="N",
                     help="held-out prompts of the greedy evaluation (half as many ToT prompts, sampled)")
     ap.add_argument("--eval-max-new", type=int, default=128, metavar="M", help="tokens per evaluated answer")
