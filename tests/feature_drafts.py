@@ -1,7 +1,10 @@
-"""A feature draft trained inside the tests, in seconds, for a tiny transformers target."""
+"""A feature draft trained inside the tests, in seconds, for a tiny transformers target; that target with a chat
+template."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -30,3 +33,15 @@ def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 
     draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records], ratio=2.0, most=4)
     save_feature_draft(draft, out)
     return out
+
+
+def chat_target(tmp_path):
+    """The tiny preset's target with a chat template (the teacher's prompts are chats)."""
+    from specsched.runtime.models.registry import ASSETS
+
+    target = tmp_path / "target"
+    shutil.copytree(ASSETS / "tiny" / "target", target)
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    return target

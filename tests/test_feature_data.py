@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 from cli_runs import specsched, stderr_lines
+from feature_drafts import chat_target
 
 from specsched.runtime.apps.drafts.training.feature_answers import export_answers, import_answers, manifest_beside
 from specsched.runtime.core.device import gpu_device_files
@@ -47,20 +48,6 @@ def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     import_answers(npz, again)
     merged = json.loads((again / "manifest.json").read_text())["shards"]
     assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0}}
-
-
-def chat_target(tmp_path):
-    """The tiny preset's target with a chat template (the teacher's prompts are chats)."""
-    import shutil
-
-    from specsched.runtime.models.registry import ASSETS
-
-    target = tmp_path / "target"
-    shutil.copytree(ASSETS / "tiny" / "target", target)
-    config = json.loads((target / "tokenizer_config.json").read_text())
-    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    (target / "tokenizer_config.json").write_text(json.dumps(config))
-    return target
 
 
 def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):

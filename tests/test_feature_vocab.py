@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from test_feature_data import chat_target
+from feature_drafts import chat_target
 
 from specsched.runtime.apps.drafts.feature_recipe import answer_vocab
 from specsched.runtime.models.feature_draft import (
