@@ -26,11 +26,25 @@ def serving(engine: Engine, killed: set[int]) -> list[dict]:
 
 
 def kill(process: dict) -> bool:
+    """SIGKILL to a listed child. A restarted child has no pid until the zygote reports its fork: not killable
+    yet (and psutil.Process(None) would be this process, the test runner)."""
+    if process["pid"] is None:
+        return False
     try:
         psutil.Process(process["pid"]).kill()
         return True
     except psutil.NoSuchProcess:  # killed a moment ago, not reaped yet
         return False
+
+
+def started(engine: Engine, name: str, deadline: float) -> dict:
+    """The live child called `name` once it has a pid."""
+    while True:
+        found = [p for p in engine.processes if p["name"] == name and p["state"] != "exited" and p["pid"]]
+        if found:
+            return found[0]
+        assert time.monotonic() < deadline, f"{name} had no pid before the deadline"
+        time.sleep(0.01)
 
 
 def no_orphans() -> bool:
@@ -91,7 +105,7 @@ def test_on_the_default_pair_worker_verifier_and_zygote_kills_change_nothing(tem
                 (zygote,) = [p for p in psutil.Process().children() if p.cmdline()[:1] == ["specsched: zygote"]]
                 zygote.kill()
             else:
-                assert kill(next(p for p in e.processes if p["name"] == victim and p["state"] != "exited"))
+                assert kill(started(e, victim, deadline))
         record = job.result(timeout=600)
     assert no_orphans()
     assert record.status == "ok", record.error
@@ -129,9 +143,9 @@ def test_on_the_default_pair_twenty_random_kills_of_a_sampled_run_change_nothing
                              and p.cmdline()[:1] == ["specsched: zygote"]]
                 zygote.kill()
             else:  # a worker whose sequence has ended may have been retired: then the verifier instead
-                alive = {p["name"]: p for p in e.processes if p["state"] != "exited"}
+                alive = {p["name"] for p in e.processes if p["state"] != "exited"}
                 victim = victim if victim in alive else "verifier"
-                assert kill(alive[victim])
+                assert kill(started(e, victim, deadline))
             killed.append(victim)
         record = job.result(timeout=900)
     assert no_orphans()
