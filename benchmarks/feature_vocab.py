@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
               "sizes": {}}
     for size in map(int, args.sizes.split(",")):
         draft = load_feature_draft(args.draft, target)
-        draft.vocab_ids = torch.cat([base, extra[:max(0, size - len(base))]])
-        draft.lm_rows = head[draft.vocab_ids]
+        draft.use_vocab(torch.cat([base, extra[:max(0, size - len(base))]]), head)
         row = {**measure(Variant("top", draft, torch.ones(3)), held, head), **outside(held, head, draft.vocab_ids)}
         result["sizes"][len(draft.vocab_ids)] = row
         print(len(draft.vocab_ids), row, flush=True)

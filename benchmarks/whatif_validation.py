@@ -81,7 +81,8 @@ def record(config: RunConfig, trace: Path, arrivals: bool) -> None:
         assert result.status == "ok", result.error
         write_trace(result, trace)
         return
-    sim = {k: config.to_dict()[k] for k in SIM}
+    settings = config.to_dict()
+    sim = {k: settings[k] for k in SIM}
     flags = [a for p in PROMPTS for a in ("--prompt", p)] + [
         a for k, v in sim.items() for a in (f"--{k.replace('_', '-')}", str(v))]
     if config.max_batch != 1:
