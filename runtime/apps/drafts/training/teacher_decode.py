@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, StaticCache
 
+from ....models.growing_cache import cache_keyword
+
 # Cache positions that a decode step's extra batch is taken to cost (length_buckets). Measured on 2 cores of an
 # AMD EPYC (2026-11-29), one step of the fp32 target: 93 ms for 1 row over 385 positions (the weights' pass),
 # 449 ms for 48 rows over 385 and 535 ms over 790. At 4,096 a shard's 5 long ToT prompts decode apart from its
@@ -107,7 +109,7 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
     if prefill == "batch" or (prefill == "auto" and device.type != "cpu"):
         cache = StaticCache(config=model.config, max_cache_len=width + max_new)
         ids = torch.tensor([[0] * (width - len(r)) + r for r in rows], device=device)
-        logits, hidden = _forward(model, input_ids=ids, attention_mask=mask, past_key_values=cache,
+        logits, hidden = _forward(model, cache, input_ids=ids, attention_mask=mask,
                                   position_ids=(mask.cumsum(-1) - 1).clamp(min=0))
         prompt_feats = [hidden[j, width - len(r):] for j, r in enumerate(rows)]
     else:
@@ -140,7 +142,7 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
                 mask, pos, nxt, draws = mask[idx], pos[idx], nxt[idx], draws[idx]
                 live = [live[b] for b in keep]
         mask = torch.cat((mask, torch.ones((len(live), 1), dtype=mask.dtype, device=device)), 1)
-        logits, hidden = _forward(model, input_ids=nxt, attention_mask=mask, position_ids=pos, past_key_values=cache)
+        logits, hidden = _forward(model, cache, input_ids=nxt, attention_mask=mask, position_ids=pos)
         pos = pos + 1
         if keep_features:
             hidden = hidden[:, 0].to("cpu", torch.float16)
@@ -158,10 +160,11 @@ def decode(model, rows: list[list[int]], flags: list[bool], *, gen: torch.Genera
     return out
 
 
-def _forward(model, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the last position's logits, the last hidden state at every position) of one cached forward: the
+def _forward(model, cache, **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the last position's logits, the last hidden state at every position) of one forward into `cache`: the
     decoder and the LM head called apart, as the model's own forward calls them."""
-    hidden = model.get_decoder()(use_cache=True, **inputs).last_hidden_state
+    decoder = model.get_decoder()
+    hidden = decoder(use_cache=True, **{cache_keyword(decoder): cache}, **inputs).last_hidden_state
     return model.lm_head(hidden[:, -1]), hidden
 
 
@@ -171,7 +174,7 @@ def _prefill_each(model, rows: list[list[int]], capacity: int, device) -> tuple[
     caches, first, hidden = [], [], []
     for r in rows:
         c = DynamicCache()
-        logits, h = _forward(model, input_ids=torch.tensor([r], device=device), past_key_values=c)
+        logits, h = _forward(model, c, input_ids=torch.tensor([r], device=device))
         caches.append(c)
         first.append(logits[0])
         hidden.append(h[0])
