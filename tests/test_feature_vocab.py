@@ -14,12 +14,12 @@ from specsched.runtime.models.feature_draft import (
 )
 
 
-def test_the_answer_vocabulary_holds_the_ids_the_answers_use_most_and_eos(tmp_path):
-    """Answer tokens count 1, prompt tokens ½, EOS is always in (the tiny target's EOS is id 0; it has no chat
-    markers): of 5 slots, EOS, the three ids each answer uses five times, then the prompt's id (3 × ½ an
-    answer) before the ids an answer uses once."""
+def test_the_answer_vocabulary_holds_the_ids_the_answers_use_most_eos_and_the_newline(tmp_path):
+    """Answer tokens count 1, prompt tokens ½, EOS and the newline are always in (the tiny target's EOS is id 0,
+    its newline id 199; it has no chat markers): of 6 slots, those two, the three ids each answer uses five
+    times, then the prompt's id (3 × ½ an answer) before the ids an answer uses once."""
     records = [{"ids": torch.tensor([3, 3, 3, *[7, 8, 9] * 5, 40, 41], dtype=torch.int32), "start": 3}] * 4
-    assert answer_vocab(chat_target(tmp_path), records, 5, 64).tolist() == [0, 3, 7, 8, 9]
+    assert answer_vocab(chat_target(tmp_path), records, 6, 256).tolist() == [0, 3, 7, 8, 9, 199]
 
 
 def test_a_draft_over_another_vocabulary_reads_the_targets_rows_and_keeps_it_when_saved(tmp_path):

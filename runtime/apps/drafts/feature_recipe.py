@@ -42,7 +42,7 @@ from ...models.pull import pull
 from ...models.registry import ASSETS, distilled_draft_dir
 from .evaluation.feature_eval import Tally, cost, speculate
 from .models_cli import add_feature_arguments, against_names
-from .training.distill_data import choose_vocab
+from .training.distill_data import always_in, choose_vocab
 from .training.feature_answers import import_answers
 from .training.feature_data import FeatureDataConfig, load_shards, make
 from .training.feature_prompts import heldout_feature_prompts
@@ -107,11 +107,10 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
 
 def answer_vocab(target: Path, records: list[dict], size: int, vocab_size: int) -> torch.Tensor:
     """V' for the feature draft: the `size` ids the target emits most in the teacher's answers (their prompts
-    count ½; the chat template's markers and EOS always in), ranked as the distilled draft's are."""
+    count ½; `always_in` forced in), ranked as the distilled draft's are."""
     tok = AutoTokenizer.from_pretrained(target)
-    marks = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "\n"])
-    always = sorted({t for t in (tok.eos_token_id, *marks) if t is not None and t != tok.unk_token_id})
-    return choose_vocab(records, [], [r["ids"][:r["start"]].tolist() for r in records], size, always, vocab_size)
+    prompts = [r["ids"][:r["start"]].tolist() for r in records]
+    return choose_vocab(records, [], prompts, size, always_in(tok), vocab_size)
 
 
 def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> dict:

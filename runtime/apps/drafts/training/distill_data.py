@@ -45,6 +45,14 @@ def to_example(rec: dict, max_len: int) -> Example:
     return Example(ids, top_ids, top_logp, mask)
 
 
+def always_in(tok) -> list[int]:
+    """The ids every V' holds whatever the data: EOS, the chat template's markers and the newline, which open,
+    shape and end every answer. A marker the tokenizer lacks (it maps it to its unknown id) is left out."""
+    marks = tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+    found = [*marks, *tok.encode("\n", add_special_tokens=False)[-1:]]
+    return sorted({tok.eos_token_id, *(t for t in found if t is not None and t != tok.unk_token_id)} - {None})
+
+
 def choose_vocab(
     gen: list[dict], corpus: list[dict], prompts_ids: list[list[int]], size: int, always: list[int], vocab_size: int
 ) -> torch.Tensor:

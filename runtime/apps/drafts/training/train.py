@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ....models.draft_model import DraftConfig, DraftLM, save_draft
-from .distill_data import Example, choose_vocab, collate, load_records, to_example
+from .distill_data import Example, always_in, choose_vocab, collate, load_records, to_example
 from .draft_init import compress_target, residual_basis
 from .prompts import train_prompts
 from .teacher import PROMPTS
@@ -104,8 +104,7 @@ def _build(cfg: TrainConfig, gen: list[dict], corpus: list[dict]) -> DraftLM:
     tok = AutoTokenizer.from_pretrained(cfg.target)
     target = AutoModelForCausalLM.from_pretrained(cfg.target, dtype=torch.float32).eval()
     prompts = [tok(p, add_special_tokens=False).input_ids for p in train_prompts(PROMPTS)]
-    always = sorted({tok.eos_token_id, *tok.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>", "\n"])})
-    vocab = choose_vocab(gen, corpus, prompts, cfg.draft.draft_vocab, always, cfg.draft.target_vocab)
+    vocab = choose_vocab(gen, corpus, prompts, cfg.draft.draft_vocab, always_in(tok), cfg.draft.target_vocab)
     sample = torch.cat([r["ids"].long() for r in gen[:16]])[None, :2048]
     with torch.no_grad():
         hs = target(sample, output_hidden_states=True).hidden_states
