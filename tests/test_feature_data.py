@@ -112,6 +112,7 @@ def test_shards_answered_in_one_decode_keep_their_prompts_and_their_ways(tmp_pat
     assert [shards[k]["sampled"] for k in ("0", "1")] == [False, True]
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # the cache goes by the name the installed transformers takes
 def test_rows_sample_or_take_the_argmax_as_flagged_and_a_batched_prefill_starts_them_alike(tmp_path):
     """answer(): in one batch, greedy rows are the rows of an all-greedy decode and sampled rows part from
     them; a prefill of all prompts in one padded forward (a GPU's) gives each row the first token that its
