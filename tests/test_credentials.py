@@ -11,7 +11,7 @@ import zmq
 
 from specsched.runtime.core.gatekeeper import Gatekeeper
 from specsched.runtime.core.security import Keys, secure_client, secure_server, speaker
-from specsched.runtime.core.transport import identity_name
+from specsched.runtime.core.transport import end_context, identity_name
 
 RUN = Keys.for_ipc()
 
@@ -59,9 +59,9 @@ def test_every_message_carries_the_name_its_sender_was_admitted_under(tmp_path):
     finally:
         for s in (*clients, server):
             s.close(linger=0)
-        # The forger's socket retries its handshake every 100 ms, each one a ZAP request. term hung here once (a
-        # fresh-clone run, 2026-12-02), most likely on such a request sent as the gatekeeper stopped, which
-        # nobody answers: the gatekeeper keeps answering while the closes settle.
+        # The forger's socket retries its handshake every 100 ms, each one a ZAP request: the gatekeeper keeps
+        # answering while the closes settle, and the context ends as the runtime's processes end theirs, within
+        # a bound (end_context: libzmq's term hung here once, in a fresh-clone run on 2026-12-02).
         time.sleep(0.3)
         gate.stop()
-        ctx.term()
+        end_context(ctx)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from .security import Keys, secure_client
 from .wire import ProtocolError, pack
 
 LINGER_MS = 5000  # on close, keep trying to deliver queued telemetry this long
+END_WITHIN_S = LINGER_MS / 1000 + 5.0  # end_context: the telemetry's linger, then 5 s for the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,3 +162,18 @@ class Telemetry:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def end_context(ctx: zmq.Context, within_s: float = END_WITHIN_S) -> bool:
+    """Terminate `ctx` (every socket closed first), waiting at most `within_s`; False, with one line on stderr,
+    when its term did not end. libzmq can wait forever for a socket that served ZAP handshakes
+    (zeromq/libzmq#2733, open): a term that never returns would keep a finished process alive. The term goes
+    on in a daemon thread, which holds the context, and ends with the process."""
+    ender = threading.Thread(target=ctx.term, name="zmq-term", daemon=True)
+    ender.start()
+    ender.join(within_s)
+    if ender.is_alive():
+        print(f"specsched: ZeroMQ context did not end within {within_s:.0f} s; leaving it to the process exit",
+              file=sys.stderr)
+        return False
+    return True

@@ -24,7 +24,7 @@ from ..core.config import DrafterKind, RunConfig
 from ..core.gatekeeper import Gatekeeper
 from ..core.process import die_with_parent, set_title
 from ..core.security import Keys
-from ..core.transport import Endpoints, Telemetry, connect_control, process_name
+from ..core.transport import Endpoints, Telemetry, connect_control, end_context, process_name
 from .heartbeat import Heartbeat
 
 
@@ -73,7 +73,7 @@ def run(spec: dict, parent_alive, model=None) -> int:
             gate.stop()
         control.close()
         telemetry.close()
-        ctx.term()
+        end_context(ctx)
     return code
 
 

@@ -24,7 +24,7 @@ from ..backends.backend import preload_modules
 from ..core.config import ConfigError, RunConfig
 from ..core.gatekeeper import Gatekeeper
 from ..core.security import Keys, secure_server
-from ..core.transport import make_endpoints, private_dir
+from ..core.transport import end_context, make_endpoints, private_dir
 from .admission import Admission
 from .endings import Endings
 from .inbox import Inbox
@@ -169,7 +169,7 @@ class Dispatcher:
             self.control.close(linger=0)
             if self.gatekeeper is not None:
                 self.gatekeeper.stop()
-            ctx.term()
+            end_context(ctx)
             self.inbox.close_pipe()
             shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -21,7 +21,7 @@ from ..backends.backend import get_backend
 from ..core.config import ConfigError, RunConfig
 from ..core.process import set_title
 from ..core.security import Keys
-from ..core.transport import Endpoints, adopt_wire_pid, connect
+from ..core.transport import Endpoints, adopt_wire_pid, connect, end_context
 from ..core.wire import REFUSED, pack, unpack
 from . import child
 
@@ -63,7 +63,7 @@ def join(endpoint: str, keys: Keys, overrides: dict, *, timeout_s: float = 30.0)
     finally:
         watch.close(linger=0)
         door.close(linger=0)
-        ctx.term()
+        end_context(ctx)
 
 
 def _answer(door: zmq.Socket, endpoint: str, timeout_s: float) -> dict:
