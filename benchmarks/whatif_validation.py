@@ -18,11 +18,15 @@ over the repeats of prediction / run - 1. A machine whose speed drifts over minu
 the real medians of identical schedules apart by more than the model's error; pairs minutes apart see
 the same machine.
 
+`--batch-cost` first records one run under `batch` (another seed, the same prompts) and prices the rows of
+every predicted batch beyond one by its live cost fit, as `whatif --batch-cost` does: an FCFS recording's
+forwards each read one draft, which cannot show what another row costs.
+
 `--slower F` multiplies the sim workload's draft and verification costs: a mean response of a few ms (the
 repro's first waits) is as large as the OS's dispatch jitter, so its relative error is mostly the machine's.
 
     python benchmarks/whatif_validation.py [--backend sim|hf] [--arrivals] [--repeats 3] [--paired] [--slower F]
-        [--json PATH]
+        [--batch-cost] [--json PATH]
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ from pathlib import Path
 from specsched.policies.loader import BUILTIN
 from specsched.runtime.apps.analysis.recorded_run import from_trace
 from specsched.runtime.apps.analysis.whatif import simulate
+from specsched.runtime.apps.analysis.whatif_commands import read_batch_cost
 from specsched.runtime.apps.run.trace import load_events, write_trace
 from specsched.runtime.core.config import RunConfig
+from specsched.runtime.core.costs import CostCurve
 from specsched.runtime.engine.osmetrics import measure
 from specsched.runtime.engine.provenance import provenance
 
@@ -91,6 +97,15 @@ def record(config: RunConfig, trace: Path, arrivals: bool) -> None:
                     "--trace", str(trace)], check=True, capture_output=True, stdin=subprocess.DEVNULL)
 
 
+def calibrate(config: RunConfig, folder: Path, arrivals: bool) -> CostCurve:
+    """The live cost fit of one run under batch, with another seed: what an extra row costs on this machine."""
+    trace = folder / "batch-calibration.trace"
+    record(as_run(dataclasses.replace(config, seed=config.seed + 1), "batch"), trace, arrivals)
+    cost = read_batch_cost(str(trace))
+    print(f"batch cost (from a run under batch): {cost.describe()}", flush=True)
+    return cost
+
+
 def numbers(trace: Path) -> dict[str, float]:
     """The recorded row of whatif's table."""
     data, events = load_events(trace)
@@ -98,9 +113,11 @@ def numbers(trace: Path) -> dict[str, float]:
     return {"makespan": o.window_s, "turnaround": o.mean_turnaround_s, "response": o.mean_response_s}
 
 
-def predictions(trace: Path, policies: list[str]) -> dict[str, dict[str, float]]:
-    """Each policy's predicted row of whatif's table, from `trace`."""
+def predictions(trace: Path, policies: list[str], batch_cost: CostCurve | None = None) -> dict[str, dict[str, float]]:
+    """Each policy's predicted row of whatif's table, from `trace` (a batch's rows priced by `batch_cost`)."""
     _, config, _, rec = from_trace(str(trace))
+    if batch_cost is not None:
+        rec = dataclasses.replace(rec, cost=batch_cost)
     out = {}
     for policy in policies:
         p = simulate(dataclasses.replace(config, policy=policy), rec, policy)
@@ -119,6 +136,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR", help="keep every trace here")
     ap.add_argument("--paired", action="store_true",
                     help="an FCFS recording right before each real run, the prediction from it against that run")
+    ap.add_argument("--batch-cost", action="store_true",
+                    help="price batches by the live fit of one run under batch (another seed), recorded first")
     ap.add_argument("--slower", type=float, default=1.0, metavar="F",
                     help="sim only: draft and verification costs F times the repro's (longer waits, same jitter)")
     args = ap.parse_args()
@@ -134,9 +153,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or Path(scratch)
         tmp.mkdir(parents=True, exist_ok=True)
+        cost = calibrate(base, Path(tmp), args.arrivals) if args.batch_cost else None
         trace = Path(tmp) / "fcfs.trace"
         record(as_run(base, "fcfs"), trace, args.arrivals)
-        recorded_row, predicted = numbers(trace), predictions(trace, policies)
+        recorded_row, predicted = numbers(trace), predictions(trace, policies, cost)
         print("recorded (fcfs): " + " · ".join(f"{m} {recorded_row[m]:.3f} s" for m in METRICS), flush=True)
         for i in range(args.repeats):
             for policy in policies[i % len(policies):] + policies[:i % len(policies)]:
@@ -145,7 +165,7 @@ def main() -> None:
                 real[policy].append(numbers(path))
                 own[policy].append(predictions(path, [policy])[policy])
                 if policy == "fcfs":
-                    from_fcfs.append(predictions(path, policies))
+                    from_fcfs.append(predictions(path, policies, cost))
     rows = [row(policy, predicted[policy], [p[policy] for p in from_fcfs], real[policy], own[policy])
             for policy in policies]
     for r in rows:
@@ -159,6 +179,7 @@ def main() -> None:
                                          for m in METRICS))
     if args.json:
         result = {"config": base.to_dict(), "arrivals": ARRIVALS if args.arrivals else None,
+                  "batch_cost": cost.to_list() if cost is not None else None,
                   "repeats": args.repeats, "recorded": recorded_row, "rows": rows, "largest_error": worst,
                   "largest_error_from_3": worst3, "load_average": os.getloadavg(),
                   "minutes": (time.time() - started) / 60, "provenance": provenance(base)}
@@ -173,12 +194,13 @@ def paired(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or Path(scratch)
         tmp.mkdir(parents=True, exist_ok=True)
+        cost = calibrate(base, Path(tmp), args.arrivals) if args.batch_cost else None
         for i in range(args.repeats):
             for policy in policies[i % len(policies):] + policies[:i % len(policies)]:
                 before, path = Path(tmp) / f"fcfs-before-{policy}.{i}.trace", Path(tmp) / f"{policy}.{i}.trace"
                 record(as_run(base, "fcfs"), before, args.arrivals)
                 record(as_run(base, policy), path, args.arrivals)
-                pairs[policy].append((predictions(before, [policy])[policy], numbers(path)))
+                pairs[policy].append((predictions(before, [policy], cost)[policy], numbers(path)))
     rows = []
     for policy in policies:
         out = {"policy": policy}
@@ -194,7 +216,8 @@ def paired(args: argparse.Namespace) -> None:
     worst = {m: max(abs(r[f"{m}_error"]) for r in rows) for m in METRICS}
     print("largest error (median of pairs): " + " · ".join(f"{m} {100 * worst[m]:.1f} %" for m in METRICS))
     if args.json:
-        result = {"config": base.to_dict(), "arrivals": ARRIVALS if args.arrivals else None, "paired": True,
+        result = {"config": base.to_dict(), "arrivals": ARRIVALS if args.arrivals else None,
+                  "batch_cost": cost.to_list() if cost is not None else None, "paired": True,
                   "repeats": args.repeats, "rows": rows, "largest_error": worst, "load_average": os.getloadavg(),
                   "minutes": (time.time() - started) / 60, "provenance": provenance(base)}
         args.json.write_text(json.dumps(result, indent=1) + "\n")

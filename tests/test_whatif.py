@@ -190,6 +190,34 @@ def test_a_batching_policy_is_re_simulated_with_the_fitted_cost_of_its_rows():
     assert simulate(three, run, "batch", max_batch=1).makespan_s == pytest.approx(0.031)
 
 
+def test_batch_cost_prices_the_rows_an_fcfs_recording_cannot_show(tmp_path):
+    trace = tmp_path / "fcfs.trace"
+    assert run_cli("--prompt", "a b", "--prompt", "c d", "--prompt", "e f", "--max-new-tokens", "16",
+                   "--sim-draft-ms", "2", "--sim-verify-ms", "6", "--quiet", "--no-live",
+                   "--trace", str(trace)).returncode == 0
+
+    def batch_makespan(*extra: str) -> tuple[float, str]:
+        out = specsched("whatif", str(trace), "--policy", "batch", "--json", str(tmp_path / "w.json"), *extra)
+        assert out.returncode == 0, out.stderr
+        return json.loads((tmp_path / "w.json").read_text())["predicted"]["batch"]["makespan_s"], out.stdout
+
+    alone, said = batch_makespan()
+    assert "extra batch row costs (c) is taken as 0" in " ".join(said.split())
+    run = tmp_path / "batched.json"  # a record of a run that batched: its live fit, 40 ms an extra row
+    run.write_text(json.dumps({"cost_curve": [0.006, 0.0, 0.040, 80]}))
+    priced, said = batch_makespan("--batch-cost", str(run))
+    assert "taken as 0" not in said
+    assert priced > alone + 0.040  # at least one batch of two rows paid its 40 ms
+    for body, message in (({"status": "ok"}, "no cost_curve"), ({"cost_curve": [1, 2]}, "no cost_curve"),
+                          (None, "No such file")):
+        path = tmp_path / "c.json"
+        path.unlink(missing_ok=True)
+        if body is not None:
+            path.write_text(json.dumps(body))
+        out = specsched("whatif", str(trace), "--policy", "batch", "--batch-cost", str(path))
+        assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
 def test_a_batch_pays_each_rows_postprocess_in_turn():
     # as above, but 3 of each 10 ms verification is its postprocess (acceptance and resampling, row by row): the
     # batch of two is one 10 - 3 + 2 = 9 ms forward, then 3 + 3 ms of postprocess (11-26 ms)

@@ -14,6 +14,10 @@ def add_whatif_parser(sub) -> None:
     p.add_argument("--max-batch", type=int, default=None, metavar="N",
                    help="drafts one forward may verify (0 = all); default as `run` sets it: all under batch and "
                         "goodput, else the recorded run's")
+    p.add_argument("--batch-cost", default=None, metavar="RUN.json",
+                   help="what a batched forward costs, from another run's record or trace (its `cost_curve`: "
+                        "a + b·tokens + c·(rows - 1), fitted live): a run that verified one draft at a time "
+                        "cannot show c, so record one under batch on the same machine and pair")
     p.add_argument("--svg", default=None, metavar="DIR",
                    help="write each predicted schedule's Gantt chart here (from the first TRACE)")
     p.add_argument("--json", default=None, metavar="PATH",

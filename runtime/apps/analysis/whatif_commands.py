@@ -13,10 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ...core.config import ConfigError, RunConfig
+from ...core.costs import CostCurve
 from ...engine.collected import Collected
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ..commands.export import chart_svg
+from ..run.flag_config import BATCHING
 from .recorded_run import from_trace
 from .whatif import simulate
 
@@ -26,7 +28,8 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("name at least one --policy to re-simulate under")
     if args.max_batch is not None and args.max_batch < 0:
         raise ConfigError(f"--max-batch must be >= 0 (0 = every ready draft), got {args.max_batch}")
-    tables = [_one_trace(path, args.policies, args.max_batch) for path in args.paths]
+    batch_cost = read_batch_cost(args.batch_cost) if args.batch_cost else None
+    tables = [_one_trace(path, args.policies, args.max_batch, batch_cost) for path in args.paths]
     first = tables[0]
     for other in tables[1:]:
         first.same_workload(other)
@@ -48,6 +51,10 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
                   "the timing is predicted. Ignored: contention between processes that another order would "
                   "change." + (f" Each cell: the median over the {n} recordings." if n > 1 else ""),
                   highlight=False)
+    if batch_cost is None and any(name in BATCHING for name in args.policies) and not first.batch_row_cost():
+        console.print("What an extra batch row costs (c) is taken as 0: the recorded forwards each read one draft, "
+                      "which cannot show it (--batch-cost RUN.json takes it from a run under batch on the same "
+                      "machine).", highlight=False)
     if args.json:
         out = tables[0].json() if n == 1 else {
             "traces": [str(t.path) for t in tables],
@@ -96,6 +103,10 @@ class OneTrace:
     measured: OsMetrics
     predictions: dict
     tokens: dict[int, int]
+    cost: CostCurve | None = None  # what the simulator priced a forward by
+
+    def batch_row_cost(self) -> float:
+        return self.cost.c if self.cost is not None else 0.0
 
     @property
     def recorded(self) -> Cells:
@@ -127,11 +138,25 @@ class OneTrace:
                                      "missed": p.missed} for name, p in self.predictions.items()}}
 
 
-def _one_trace(path: str, policies: list[str], max_batch: int | None) -> OneTrace:
+def read_batch_cost(path: str) -> CostCurve:
+    """The live cost fit (`cost_curve`) of a run's record or trace, for --batch-cost; one line if it has none."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--batch-cost {path}: {exc}") from None
+    curve = CostCurve.from_list(data.get("cost_curve") if isinstance(data, dict) else None)
+    if curve is None:
+        raise ConfigError(f"--batch-cost {path}: no cost_curve (a record or trace of a run that verified)")
+    return curve
+
+
+def _one_trace(path: str, policies: list[str], max_batch: int | None, batch_cost: CostCurve | None) -> OneTrace:
     data, config, events, run = from_trace(path)
+    if batch_cost is not None:  # the simulator prices the rows of a batch beyond one by it (forward_cost.batch_extra)
+        run = dataclasses.replace(run, cost=batch_cost)
     tokens = {s["id"]: len(s["tokens"]) for s in data["sequences"]}
     predictions = {name: simulate(config, run, name, max_batch=max_batch) for name in policies}
-    return OneTrace(path, data, config, measure_os(events, tokens), predictions, tokens)
+    return OneTrace(path, data, config, measure_os(events, tokens), predictions, tokens, run.cost)
 
 
 def order(prediction) -> list[int]:
