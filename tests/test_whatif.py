@@ -207,6 +207,7 @@ def test_batch_cost_prices_the_rows_an_fcfs_recording_cannot_show(tmp_path):
     run.write_text(json.dumps({"cost_curve": [0.006, 0.0, 0.040, 80]}))
     priced, said = batch_makespan("--batch-cost", str(run))
     assert "taken as 0" not in said
+    assert json.loads((tmp_path / "w.json").read_text())["forward_cost"] == [0.006, 0.0, 0.040, 80]
     assert priced > alone + 0.040  # at least one batch of two rows paid its 40 ms
     for body, message in (({"status": "ok"}, "no cost_curve"), ({"cost_curve": [1, 2]}, "no cost_curve"),
                           (None, "No such file")):

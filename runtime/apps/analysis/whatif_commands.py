@@ -130,8 +130,10 @@ class OneTrace:
                               "recordings of one workload (the same prompts, seed and settings)")
 
     def json(self) -> dict:
-        """What the table shows, and each prediction's order of verifications and missed deadlines."""
+        """What the table shows, each prediction's order of verifications and missed deadlines, and the curve that
+        priced a batch's rows (the trace's own fit, or --batch-cost's)."""
         return {"trace": str(self.path),
+                "forward_cost": self.cost.to_list() if self.cost is not None else None,  # a, b, c (s), forwards
                 "recorded": {"policy": self.config.policy, "makespan_s": self.measured.window_s,
                              "os_metrics": self.measured.to_json()},
                 "predicted": {name: {"makespan_s": p.makespan_s, "os_metrics": p.os.to_json(), "order": order(p),
