@@ -33,9 +33,10 @@ from specsched.runtime.models.registry import ASSETS
 def emitted(answers: Path, lo: int, hi: int, vocab: int) -> np.ndarray:
     """How often each id is an answer token of shards lo..hi-1 of the committed teacher answers."""
     data = np.load(answers)
+    ids, offsets, starts, shards = (data[k] for k in ("ids", "offsets", "starts", "shards"))  # each read decompresses
     count = np.zeros(vocab, dtype=np.int64)
-    for row in np.nonzero((data["shards"] >= lo) & (data["shards"] < hi))[0]:
-        np.add.at(count, data["ids"][data["offsets"][row] + data["starts"][row]:data["offsets"][row + 1]], 1)
+    for row in np.nonzero((shards >= lo) & (shards < hi))[0]:
+        np.add.at(count, ids[offsets[row] + starts[row]:offsets[row + 1]], 1)
     return count
 
 

@@ -56,10 +56,12 @@ def import_answers(path: Path, folder: Path) -> int:
         merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
         merged["shards"] = {**theirs.get("shards", {}), **merged["shards"]}
         mine.write_text(json.dumps(merged, indent=1) + "\n")
+    # each data[key] of an npz decompresses its array again: read each once
+    ids, offsets, starts = data["ids"], data["offsets"], data["starts"]
     by_shard: dict[int, list[dict]] = {}
     for i, s in enumerate(data["shards"].tolist()):
-        row = torch.from_numpy(data["ids"][data["offsets"][i]:data["offsets"][i + 1]].copy())
-        by_shard.setdefault(s, []).append({"ids": row, "start": int(data["starts"][i])})
+        row = torch.from_numpy(ids[offsets[i]:offsets[i + 1]].copy())
+        by_shard.setdefault(s, []).append({"ids": row, "start": int(starts[i])})
     written = 0
     for s, records in by_shard.items():
         target = folder / f"answers_{s:05d}.pt"
