@@ -43,9 +43,8 @@ import time
 from pathlib import Path
 
 from specsched.policies.loader import BUILTIN
-from specsched.runtime.apps.analysis.recorded_run import from_trace
+from specsched.runtime.apps.analysis.recorded_run import from_trace, read_batch_cost
 from specsched.runtime.apps.analysis.whatif import simulate
-from specsched.runtime.apps.analysis.whatif_commands import read_batch_cost
 from specsched.runtime.apps.run.trace import load_events, write_trace
 from specsched.runtime.core.config import RunConfig
 from specsched.runtime.core.costs import CostCurve
@@ -115,9 +114,7 @@ def numbers(trace: Path) -> dict[str, float]:
 
 def predictions(trace: Path, policies: list[str], batch_cost: CostCurve | None = None) -> dict[str, dict[str, float]]:
     """Each policy's predicted row of whatif's table, from `trace` (a batch's rows priced by `batch_cost`)."""
-    _, config, _, rec = from_trace(str(trace))
-    if batch_cost is not None:
-        rec = dataclasses.replace(rec, cost=batch_cost)
+    _, config, _, rec = from_trace(str(trace), batch_cost)
     out = {}
     for policy in policies:
         p = simulate(dataclasses.replace(config, policy=policy), rec, policy)

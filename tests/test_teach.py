@@ -95,3 +95,22 @@ def test_predict_then_reveal_from_a_recorded_run(tmp_path):
     assert sorted(predicted) == sorted(recorded)  # every round of every job, in srtf's order
     refused = specsched("teach", "--trace", str(trace))
     assert refused.returncode == 2 and "name the policy to ask about: --policy P" in refused.stderr
+
+
+def test_a_batch_cost_prices_the_answers_batches(tmp_path):
+    trace = tmp_path / "fcfs.trace"
+    assert run_cli("--prompt", "a b", "--prompt", "c d", "--prompt", "e f", *FAST_FLAGS, "--max-new-tokens", "16",
+                   "--quiet", "--no-live", "--trace", str(trace)).returncode == 0
+    run = tmp_path / "batched.json"  # a record of a run that batched: its live fit, 40 ms an extra row
+    run.write_text(json.dumps({"cost_curve": [0.006, 0.0, 0.040, 80]}))
+
+    def done_ms(*extra: str) -> int:
+        out = specsched("teach", "--trace", str(trace), "--policy", "batch", "--solve", *extra)
+        assert out.returncode == 0, out.stderr
+        answer = out.stdout[out.stdout.index("Answer"):]
+        return int(re.search(r"everything done at (\d+) ms", answer).group(1))
+
+    assert done_ms("--batch-cost", str(run)) >= done_ms() + 40  # at least one batch of two rows paid its 40 ms
+    alone = specsched("teach", "--seed", "1", "--batch-cost", str(run))
+    assert alone.returncode == 2 and "give it with --trace TRACE" in alone.stderr
+    assert len(alone.stderr.strip().splitlines()) == 1

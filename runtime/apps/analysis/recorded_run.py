@@ -15,9 +15,11 @@ each of these is in docs/teaching.md ("Why predictions hold").
 from __future__ import annotations
 
 import bisect
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -141,15 +143,31 @@ def recorded(config: RunConfig, events: list[Event], commits: list[tuple[float, 
     return Recorded(rounds, dispatch, jobs, cost)
 
 
-def from_trace(path: str) -> tuple[dict, RunConfig, list[Event], Recorded]:
-    """A `specsched run --trace` file (of a run or a workload): its data, config, events and the simulator's input."""
+def from_trace(path: str, batch_cost: CostCurve | None = None) -> tuple[dict, RunConfig, list[Event], Recorded]:
+    """A `specsched run --trace` file (of a run or a workload): its data, config, events and the simulator's input.
+    `batch_cost` (read_batch_cost) replaces the trace's own cost fit: the simulator prices the rows of a batch
+    beyond one by it (forward_cost.batch_extra), which a run that verified one draft at a time cannot show."""
     data, events = load_events(path)
     commits = (data.get("trace") or {}).get("commits")
     if commits is None:
         raise ConfigError(f"{path}: no trace section: record the run with `specsched run --trace PATH`")
     config = RunConfig.from_dict(data["config"])
     run = recorded(config, events, [(float(t), int(s), int(n)) for t, s, n in commits], workload=data.get("workload"))
+    if batch_cost is not None:
+        run.cost = batch_cost
     return data, config, events, run
+
+
+def read_batch_cost(path: str) -> CostCurve:
+    """The live cost fit (`cost_curve`) of a run's record or trace, for --batch-cost; one line if it has none."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--batch-cost {path}: {exc}") from None
+    curve = CostCurve.from_list(data.get("cost_curve") if isinstance(data, dict) else None)
+    if curve is None:
+        raise ConfigError(f"--batch-cost {path}: no cost_curve (a record or trace of a run that verified)")
+    return curve
 
 
 def _turns(events: list[Event]) -> list[tuple[float, float, list[Event]]]:

@@ -17,6 +17,9 @@ def add_teach_parser(sub) -> None:
     p.add_argument("--trace", default=None, metavar="TRACE",
                    help="predict, then reveal, from a real run: a `specsched run --trace` file of a --mode seed "
                         "run (or workload); --policy names the policy asked about")
+    p.add_argument("--batch-cost", default=None, metavar="RUN.json",
+                   help="with --trace: price a batch's rows beyond one in the answer by this run's live cost fit, "
+                        "as `whatif --batch-cost` does (a run under batch on the same machine)")
     p.add_argument("--policy", default=None, help="the policy asked about (default: fcfs, or the exercise's)")
     p.add_argument("--solve", action="store_true", help="reveal the schedule and each job's metrics")
     p.set_defaults(func=".analysis.teach_commands:cmd_teach")

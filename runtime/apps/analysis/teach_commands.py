@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ...core.config import ConfigError
 from ...engine.osmetrics import OsMetrics
+from .recorded_run import read_batch_cost
 from .teach import EXERCISES, VERIFY_S, exercise, workload
 from .trace_exercise import trace_exercise
 from .whatif import Prediction, simulate
@@ -21,6 +22,8 @@ SHOWN = 48  # verifications an order lists before it says how many more
 def cmd_teach(args: argparse.Namespace, console: Console) -> int:
     if args.trace:
         return _from_trace(args, console)
+    if args.batch_cost:
+        raise ConfigError("--batch-cost prices the batches of a recorded run's answer: give it with --trace TRACE")
     random_only = [flag for flag, value in (("--seed", args.seed), ("--jobs", args.jobs),
                                             ("--arrivals", args.arrivals)) if value is not None]
     if args.exercise:
@@ -56,7 +59,7 @@ def _from_trace(args: argparse.Namespace, console: Console) -> int:
                                       ("--arrivals", args.arrivals)) if value is not None]
     if given:
         raise ConfigError(f"{given[0]} makes an exercise; --trace makes one of a recorded run: give one of them")
-    ex = trace_exercise(args.trace)
+    ex = trace_exercise(args.trace, read_batch_cost(args.batch_cost) if args.batch_cost else None)
     if not args.policy:
         raise ConfigError(f"name the policy to ask about: --policy P (the run was recorded under {ex.policy})")
     prediction = simulate(ex.config, ex.run, args.policy)  # validates the policy before the question is asked

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 
 from ...core.config import RunConfig
+from ...core.costs import CostCurve
 from ...core.events import Event
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
@@ -45,9 +46,10 @@ class TraceExercise:
         return self.config.policy
 
 
-def trace_exercise(path: str) -> TraceExercise:
-    """The exercise a trace makes; a trace whatif cannot re-simulate is refused as whatif refuses it."""
-    data, config, events, run = from_trace(path)
+def trace_exercise(path: str, batch_cost: CostCurve | None = None) -> TraceExercise:
+    """The exercise a trace makes; a trace whatif cannot re-simulate is refused as whatif refuses it. `batch_cost`
+    prices the rows of a batch beyond one in the answer, as `whatif --batch-cost` does (recorded_run.from_trace)."""
+    data, config, events, run = from_trace(path, batch_cost)
     jobs = []
     for seq, rounds in sorted(run.rounds.items()):
         worker, job = worker_of(config, seq), run.job(seq)

@@ -19,7 +19,7 @@ from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ..commands.export import chart_svg
 from ..run.flag_config import BATCHING
-from .recorded_run import from_trace
+from .recorded_run import from_trace, read_batch_cost
 from .whatif import simulate
 
 
@@ -140,22 +140,8 @@ class OneTrace:
                                      "missed": p.missed} for name, p in self.predictions.items()}}
 
 
-def read_batch_cost(path: str) -> CostCurve:
-    """The live cost fit (`cost_curve`) of a run's record or trace, for --batch-cost; one line if it has none."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--batch-cost {path}: {exc}") from None
-    curve = CostCurve.from_list(data.get("cost_curve") if isinstance(data, dict) else None)
-    if curve is None:
-        raise ConfigError(f"--batch-cost {path}: no cost_curve (a record or trace of a run that verified)")
-    return curve
-
-
 def _one_trace(path: str, policies: list[str], max_batch: int | None, batch_cost: CostCurve | None) -> OneTrace:
-    data, config, events, run = from_trace(path)
-    if batch_cost is not None:  # the simulator prices the rows of a batch beyond one by it (forward_cost.batch_extra)
-        run = dataclasses.replace(run, cost=batch_cost)
+    data, config, events, run = from_trace(path, batch_cost)
     tokens = {s["id"]: len(s["tokens"]) for s in data["sequences"]}
     predictions = {name: simulate(config, run, name, max_batch=max_batch) for name in policies}
     return OneTrace(path, data, config, measure_os(events, tokens), predictions, tokens, run.cost)
