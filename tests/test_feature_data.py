@@ -33,7 +33,8 @@ def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_p
 
 
 def test_the_manifest_travels_with_the_exported_answers(tmp_path):
-    """What each shard cost, and on which machine, is kept beside the answers and taken in on import."""
+    """What each shard cost, and on which machine, is kept beside the answers and taken in on import, entry by
+    entry: a note added to the committed manifest outlives the folder's own entry for that shard."""
     made = tmp_path / "made"
     made.mkdir()
     torch.save({"records": [{"ids": torch.tensor([1, 2, 3], dtype=torch.int32), "start": 1}]},
@@ -41,13 +42,15 @@ def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     npz = tmp_path / "feature_answers.npz"
     export_answers(made, npz)
     assert manifest_beside(npz).name == "feature_manifest.json"
-    manifest_beside(npz).write_text(json.dumps({"shards": {"0": {"answer_s": 12.5, "machine": "X"}}}))
+    note = "not measured: paused"
+    manifest_beside(npz).write_text(json.dumps({"shards": {"0": {"answer_s": 12.5, "machine": "X"},
+                                                           "1": {"answer_s": 3.0, "answer_s_note": note}}}))
     again = tmp_path / "again"
     (again).mkdir()
     (again / "manifest.json").write_text(json.dumps({"shards": {"1": {"answer_s": 3.0}}}))
     import_answers(npz, again)
     merged = json.loads((again / "manifest.json").read_text())["shards"]
-    assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0}}
+    assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0, "answer_s_note": note}}
 
 
 def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):

@@ -54,7 +54,10 @@ def import_answers(path: Path, folder: Path) -> int:
         mine = folder / "manifest.json"
         theirs = json.loads(manifest_beside(path).read_text())
         merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
-        merged["shards"] = {**theirs.get("shards", {}), **merged["shards"]}
+        # per entry, so a note written into the committed manifest (a paused shard, say) outlives the
+        # folder's own entry for that shard when the folder's manifest is exported again
+        ours, kept = merged["shards"], theirs.get("shards", {})
+        merged["shards"] = {k: {**kept.get(k, {}), **ours.get(k, {})} for k in {**kept, **ours}}
         mine.write_text(json.dumps(merged, indent=1) + "\n")
     # each data[key] of an npz decompresses its array again: read each once
     ids, offsets, starts = data["ids"], data["offsets"], data["starts"]
