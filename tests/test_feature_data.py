@@ -34,7 +34,8 @@ def test_teacher_answers_saved_by_one_run_resume_the_data_stage_of_another(tmp_p
 
 def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     """What each shard cost, and on which machine, is kept beside the answers and taken in on import, entry by
-    entry: a note added to the committed manifest outlives the folder's own entry for that shard."""
+    entry: the folder's entry wins, and a note added to the committed manifest stays beside the value it
+    annotates, never beside another machine's."""
     made = tmp_path / "made"
     made.mkdir()
     torch.save({"records": [{"ids": torch.tensor([1, 2, 3], dtype=torch.int32), "start": 1}]},
@@ -43,14 +44,18 @@ def test_the_manifest_travels_with_the_exported_answers(tmp_path):
     export_answers(made, npz)
     assert manifest_beside(npz).name == "feature_manifest.json"
     note = "not measured: paused"
-    manifest_beside(npz).write_text(json.dumps({"shards": {"0": {"answer_s": 12.5, "machine": "X"},
-                                                           "1": {"answer_s": 3.0, "answer_s_note": note}}}))
+    manifest_beside(npz).write_text(json.dumps({"shards": {
+        "0": {"answer_s": 12.5, "machine": "X"},
+        "1": {"answer_s": 3.0, "answer_s_note": note},                     # the folder's own measurement
+        "2": {"answer_s": 9.0, "answer_s_note": note, "machine": "X"}}}))  # another machine's
     again = tmp_path / "again"
     (again).mkdir()
-    (again / "manifest.json").write_text(json.dumps({"shards": {"1": {"answer_s": 3.0}}}))
+    (again / "manifest.json").write_text(json.dumps({"shards": {"1": {"answer_s": 3.0},
+                                                                "2": {"answer_s": 4.0, "machine": "Y"}}}))
     import_answers(npz, again)
     merged = json.loads((again / "manifest.json").read_text())["shards"]
-    assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0, "answer_s_note": note}}
+    assert merged == {"0": {"answer_s": 12.5, "machine": "X"}, "1": {"answer_s": 3.0, "answer_s_note": note},
+                      "2": {"answer_s": 4.0, "machine": "Y"}}
 
 
 def test_the_answers_stage_makes_and_exports_answers_only_and_the_data_stage_adds_their_features(tmp_path):

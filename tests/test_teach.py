@@ -104,13 +104,18 @@ def test_a_batch_cost_prices_the_answers_batches(tmp_path):
     run = tmp_path / "batched.json"  # a record of a run that batched: its live fit, 40 ms an extra row
     run.write_text(json.dumps({"cost_curve": [0.006, 0.0, 0.040, 80]}))
 
+    said: dict[bool, str] = {}
+
     def done_ms(*extra: str) -> int:
         out = specsched("teach", "--trace", str(trace), "--policy", "batch", "--solve", *extra)
         assert out.returncode == 0, out.stderr
+        said[bool(extra)] = " ".join(out.stdout.split())
         answer = out.stdout[out.stdout.index("Answer"):]
         return int(re.search(r"everything done at (\d+) ms", answer).group(1))
 
     assert done_ms("--batch-cost", str(run)) >= done_ms() + 40  # at least one batch of two rows paid its 40 ms
+    assert "extra batch row costs (c) is taken as 0" in said[False]  # as whatif says it, unpriced
+    assert "taken as 0" not in said[True]
     alone = specsched("teach", "--seed", "1", "--batch-cost", str(run))
     assert alone.returncode == 2 and "give it with --trace TRACE" in alone.stderr
     assert len(alone.stderr.strip().splitlines()) == 1

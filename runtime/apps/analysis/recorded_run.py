@@ -26,6 +26,7 @@ import numpy as np
 from ...core.config import ConfigError, Mode, RunConfig
 from ...core.costs import CostCurve
 from ...core.events import Event
+from ..run.flag_config import BATCHING
 from ..run.trace import load_events
 from .forward_cost import SIGNIFICANT, batch_extra, fit_cost, least_squares
 
@@ -156,6 +157,15 @@ def from_trace(path: str, batch_cost: CostCurve | None = None) -> tuple[dict, Ru
     if batch_cost is not None:
         run.cost = batch_cost
     return data, config, events, run
+
+
+def unpriced_rows(policies: list[str], cost: CostCurve | None, batch_cost: CostCurve | None) -> str | None:
+    """The line said when a batching policy is predicted with an extra batch row priced at 0: the recording's
+    own fit (`cost`) has no c and no --batch-cost gave one (whatif and teach --trace say it alike)."""
+    if batch_cost is not None or not any(name in BATCHING for name in policies) or (cost is not None and cost.c):
+        return None
+    return ("What an extra batch row costs (c) is taken as 0: the recorded forwards each read one draft, which "
+            "cannot show it (--batch-cost RUN.json takes it from a run under batch on the same machine).")
 
 
 def read_batch_cost(path: str) -> CostCurve:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ...core.config import ConfigError
 from ...engine.osmetrics import OsMetrics
-from .recorded_run import read_batch_cost
+from .recorded_run import read_batch_cost, unpriced_rows
 from .teach import EXERCISES, VERIFY_S, exercise, workload
 from .trace_exercise import trace_exercise
 from .whatif import Prediction, simulate
@@ -59,7 +59,8 @@ def _from_trace(args: argparse.Namespace, console: Console) -> int:
                                       ("--arrivals", args.arrivals)) if value is not None]
     if given:
         raise ConfigError(f"{given[0]} makes an exercise; --trace makes one of a recorded run: give one of them")
-    ex = trace_exercise(args.trace, read_batch_cost(args.batch_cost) if args.batch_cost else None)
+    batch_cost = read_batch_cost(args.batch_cost) if args.batch_cost else None
+    ex = trace_exercise(args.trace, batch_cost)
     if not args.policy:
         raise ConfigError(f"name the policy to ask about: --policy P (the run was recorded under {ex.policy})")
     prediction = simulate(ex.config, ex.run, args.policy)  # validates the policy before the question is asked
@@ -76,6 +77,8 @@ def _from_trace(args: argparse.Namespace, console: Console) -> int:
     _answer(console, f"Under {ex.policy}, as recorded", names, Prediction(ex.policy, ex.events, ex.os.window_s, ex.os),
             ex.os.window_s)
     _question(console, args.policy, args.solve)
+    if notice := unpriced_rows([args.policy], ex.run.cost, batch_cost):
+        console.print(notice, highlight=False)
     if args.solve:
         _answer(console, f"Answer (whatif's prediction from this trace, {args.policy})", names, prediction,
                 prediction.makespan_s)

@@ -18,8 +18,7 @@ from ...engine.collected import Collected
 from ...engine.osmetrics import OsMetrics
 from ...engine.osmetrics import measure as measure_os
 from ..commands.export import chart_svg
-from ..run.flag_config import BATCHING
-from .recorded_run import from_trace, read_batch_cost
+from .recorded_run import from_trace, read_batch_cost, unpriced_rows
 from .whatif import simulate
 
 
@@ -51,10 +50,8 @@ def cmd_whatif(args: argparse.Namespace, console: Console) -> int:
                   "the timing is predicted. Ignored: contention between processes that another order would "
                   "change." + (f" Each cell: the median over the {n} recordings." if n > 1 else ""),
                   highlight=False)
-    if batch_cost is None and any(name in BATCHING for name in args.policies) and not first.batch_row_cost():
-        console.print("What an extra batch row costs (c) is taken as 0: the recorded forwards each read one draft, "
-                      "which cannot show it (--batch-cost RUN.json takes it from a run under batch on the same "
-                      "machine).", highlight=False)
+    if notice := unpriced_rows(args.policies, first.cost, batch_cost):
+        console.print(notice, highlight=False)
     if args.json:
         out = tables[0].json() if n == 1 else {
             "traces": [str(t.path) for t in tables],
@@ -104,9 +101,6 @@ class OneTrace:
     predictions: dict
     tokens: dict[int, int]
     cost: CostCurve | None = None  # what the simulator priced a forward by
-
-    def batch_row_cost(self) -> float:
-        return self.cost.c if self.cost is not None else 0.0
 
     @property
     def recorded(self) -> Cells:

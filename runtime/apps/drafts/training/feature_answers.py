@@ -44,20 +44,30 @@ def manifest_beside(answers: Path) -> Path:
     return answers.parent / (answers.stem.replace("answers", "manifest") + ".json")
 
 
+def _merged_entry(ours: dict | None, theirs: dict) -> dict:
+    """A shard's manifest entry: the folder's own where it has one, plus each note of the committed entry
+    (`X_note`, written there by hand: "paused during this shard") whose `X` both entries record alike, so the
+    note survives the folder's next export yet never sits beside another machine's measurement."""
+    if ours is None:
+        return theirs
+    notes = {k: v for k, v in theirs.items()
+             if k.endswith("_note") and k[:-5] in ours and ours[k[:-5]] == theirs.get(k[:-5])}
+    return {**ours, **notes}
+
+
 def import_answers(path: Path, folder: Path) -> int:
     """Write `answers_*.pt` shards from an `export_answers` file (an existing shard is kept), and take the
-    manifest beside it into the folder's (entries the folder has are kept); the data stage then only
-    computes their features. Returns the shards written."""
+    manifest beside it into the folder's (entries the folder has are kept, with the notes of theirs that
+    annotate a value both record: _merged_entry); the data stage then only computes their features. Returns
+    the shards written."""
     data = np.load(path)
     folder.mkdir(parents=True, exist_ok=True)
     if manifest_beside(path).exists():
         mine = folder / "manifest.json"
         theirs = json.loads(manifest_beside(path).read_text())
         merged = json.loads(mine.read_text()) if mine.exists() else {"shards": {}}
-        # per entry, so a note written into the committed manifest (a paused shard, say) outlives the
-        # folder's own entry for that shard when the folder's manifest is exported again
         ours, kept = merged["shards"], theirs.get("shards", {})
-        merged["shards"] = {k: {**kept.get(k, {}), **ours.get(k, {})} for k in {**kept, **ours}}
+        merged["shards"] = {k: _merged_entry(ours.get(k), kept.get(k, {})) for k in {**kept, **ours}}
         mine.write_text(json.dumps(merged, indent=1) + "\n")
     # each data[key] of an npz decompresses its array again: read each once
     ids, offsets, starts = data["ids"], data["offsets"], data["starts"]
