@@ -50,8 +50,10 @@ def _merged_entry(ours: dict | None, theirs: dict) -> dict:
     note survives the folder's next export yet never sits beside another machine's measurement."""
     if ours is None:
         return theirs
-    notes = {k: v for k, v in theirs.items()
-             if k.endswith("_note") and k[:-5] in ours and ours[k[:-5]] == theirs.get(k[:-5])}
+    def annotates_ours(key: str) -> bool:
+        value = key.removesuffix("_note")
+        return key != value and value in ours and ours[value] == theirs.get(value)
+    notes = {k: v for k, v in theirs.items() if annotates_ours(k)}
     return {**ours, **notes}
 
 
