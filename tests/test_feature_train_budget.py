@@ -61,3 +61,27 @@ def test_a_budget_that_is_not_a_finite_number_of_seconds_is_one_line(tmp_path, v
     assert proc.returncode == 2
     assert stderr_lines(proc.stderr) == [
         f"specsched: error: --train-seconds must be 0 (none) or a finite number of seconds, got {float(value)}"]
+
+
+def _trained_weights(tmp_path, seed: int) -> dict[str, torch.Tensor]:
+    target, _ = make_pair(tmp_path)
+    draft = new_feature_draft(target, torch.arange(64))
+    gen = torch.Generator().manual_seed(0)
+    records = [{"ids": torch.randint(2, 64, (16,), generator=gen, dtype=torch.int32), "start": 4,
+                "feats": torch.randn(16, draft.cfg.hidden, generator=gen).half()} for _ in range(8)]
+    cfg = FeatureTrainConfig(steps=3, batch=2, max_len=16, warmup=2, seed=seed)
+    return {k: v.clone() for k, v in train(draft, records, cfg, log=lambda _: None).state_dict().items()}
+
+
+def test_the_training_seed_picks_the_order_the_shards_are_read_in(tmp_path):
+    """--train-seed: one seed makes one draft, bit for bit; another reads other batches, so a second epoch
+    over shards a run has read is a different run."""
+    one, again, other = (_trained_weights(tmp_path / str(i), s) for i, s in enumerate((0, 0, 1)))
+    assert all(torch.equal(one[k], again[k]) for k in one)
+    assert not all(torch.equal(one[k], other[k]) for k in one)
+
+
+def test_a_negative_training_seed_is_one_line(tmp_path):
+    proc = specsched("models", "features", str(tmp_path), "--stage", "train", "--train-seed", "-1")
+    assert proc.returncode == 2
+    assert stderr_lines(proc.stderr) == ["specsched: error: --train-seed must be 0 or more, got -1"]

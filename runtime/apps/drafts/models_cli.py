@@ -71,6 +71,8 @@ def check_feature_args(args: argparse.Namespace) -> None:
                  "threads", "gen_shards"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.train_seed < 0:
+        raise ConfigError(f"--train-seed must be 0 or more, got {args.train_seed}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
     if not 0 <= args.train_seconds < float("inf"):
@@ -149,6 +151,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--steps", type=int, default=3000, metavar="S", help="training steps")
     ap.add_argument("--train-batch", type=int, default=8, metavar="B", help="sequences per training step")
     ap.add_argument("--lr", type=float, default=1e-3, metavar="LR", help="peak learning rate")
+    ap.add_argument("--train-seed", type=int, default=0, metavar="N",
+                    help="seed of the training batches and input noise: another seed reads the shards in "
+                         "another order (a second epoch over shards a run has read)")
     ap.add_argument("--train-seconds", type=float, default=0.0, metavar="S",
                     help="fewer steps than --steps where they would not fit in S seconds (timed over the first "
                          "steps; the learning-rate schedule is planned over the steps that fit): for a lease of "

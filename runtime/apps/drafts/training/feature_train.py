@@ -50,6 +50,8 @@ class FeatureTrainConfig:
     def __post_init__(self) -> None:
         if min(self.steps, self.batch, self.max_len) < 1 or self.unroll not in (1, 2):
             raise ValueError("steps, batch and max_len must be at least 1, unroll 1 or 2")
+        if self.seed < 0:
+            raise ValueError("seed must be 0 or more")
         if not 0 <= self.budget_s < float("inf"):
             raise ValueError("budget_s must be a finite number of seconds, 0 for none")
 
@@ -124,9 +126,10 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
 
 def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckpt: Path | None = None,
           log=print, device: str = "cpu", clock=time.monotonic) -> FeatureDraft:
-    """`cfg.steps` AdamW steps on `device` (the records stay on the CPU; each batch goes over). Batch `step` is
-    drawn with seed (cfg.seed, step), so a run resumed from `ckpt` (weights, optimiser, step; written every
-    `cfg.ckpt_every_s`) ends where an unbroken one does. With `cfg.budget_s` (a lease of GPU time), the
+    """`cfg.steps` AdamW steps on `device` (the records stay on the CPU; each batch goes over). Batch `step` and
+    its input noise are drawn with seed (cfg.seed, step), so a run resumed from `ckpt` (weights, optimiser, step;
+    written every `cfg.ckpt_every_s`) ends where an unbroken one does, and another seed reads the shards in
+    another order. With `cfg.budget_s` (a lease of GPU time), the
     plan shrinks to the steps that fit, timed over the first steps and fixed before the warm-up ends, so the
     cosine still runs its whole course (`clock`: seconds, for the budget and the checkpoints' spacing). The
     draft comes back on the CPU."""
@@ -154,12 +157,13 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
                 if ckpt is not None:
                     _checkpoint(ckpt, model, opt, step, cfg)
                 break
-        rng = random.Random(cfg.seed * 1_000_003 + step)
+        seed = cfg.seed * 1_000_003 + step
+        rng = random.Random(seed)
         batch = collate(rng.sample(records, min(cfg.batch, len(records))), cfg.max_len, cfg.prompt_keep)
         batch = {k: v.to(device) for k, v in batch.items()}
         for group in opt.param_groups:
             group["lr"] = warmup_cosine(step, lr=cfg.lr, warmup=cfg.warmup, steps=steps)
-        loss, parts = losses(model, batch, cfg, scale, torch.Generator(device=device).manual_seed(step))
+        loss, parts = losses(model, batch, cfg, scale, torch.Generator(device=device).manual_seed(seed))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
