@@ -20,15 +20,20 @@ def test_the_steps_that_fit_are_the_time_left_over_the_time_a_step_took():
     assert fitted_steps(6000, 25, 5, 1.0, 2.0) == 30       # a resumed run counts the steps it had made
 
 
-def _train(tmp_path, budget_s: float, steps: int, clock=None) -> tuple[int, list[str]]:
-    """A fresh draft on random records, warm-up 5 (the plan is fixed after 4 timed steps, before the schedule
-    reads it): the step its checkpoint holds, and the budget's log line."""
+def _draft_and_records(tmp_path):
+    """A fresh draft over the tiny target, and 8 records of random ids and features (seeded)."""
     target, _ = make_pair(tmp_path)
     draft = new_feature_draft(target, torch.arange(64))
     gen = torch.Generator().manual_seed(0)
-    d = draft.cfg.hidden
     records = [{"ids": torch.randint(2, 64, (16,), generator=gen, dtype=torch.int32), "start": 4,
-                "feats": torch.randn(16, d, generator=gen).half()} for _ in range(8)]
+                "feats": torch.randn(16, draft.cfg.hidden, generator=gen).half()} for _ in range(8)]
+    return draft, records
+
+
+def _train(tmp_path, budget_s: float, steps: int, clock=None) -> tuple[int, list[str]]:
+    """A fresh draft on random records, warm-up 5 (the plan is fixed after 4 timed steps, before the schedule
+    reads it): the step its checkpoint holds, and the budget's log line."""
+    draft, records = _draft_and_records(tmp_path)
     lines: list[str] = []
     cfg = FeatureTrainConfig(steps=steps, batch=4, max_len=16, warmup=5, budget_s=budget_s)
     trained = train(draft, records, cfg, ckpt=tmp_path / "ckpt.pt", log=lines.append,
@@ -64,11 +69,7 @@ def test_a_budget_that_is_not_a_finite_number_of_seconds_is_one_line(tmp_path, v
 
 
 def _trained_weights(tmp_path, seed: int) -> dict[str, torch.Tensor]:
-    target, _ = make_pair(tmp_path)
-    draft = new_feature_draft(target, torch.arange(64))
-    gen = torch.Generator().manual_seed(0)
-    records = [{"ids": torch.randint(2, 64, (16,), generator=gen, dtype=torch.int32), "start": 4,
-                "feats": torch.randn(16, draft.cfg.hidden, generator=gen).half()} for _ in range(8)]
+    draft, records = _draft_and_records(tmp_path)
     cfg = FeatureTrainConfig(steps=3, batch=2, max_len=16, warmup=2, seed=seed)
     return {k: v.clone() for k, v in train(draft, records, cfg, log=lambda _: None).state_dict().items()}
 

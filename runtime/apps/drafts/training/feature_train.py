@@ -129,10 +129,9 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
     """`cfg.steps` AdamW steps on `device` (the records stay on the CPU; each batch goes over). Batch `step` and
     its input noise are drawn with seed (cfg.seed, step), so a run resumed from `ckpt` (weights, optimiser, step;
     written every `cfg.ckpt_every_s`) ends where an unbroken one does, and another seed reads the shards in
-    another order. With `cfg.budget_s` (a lease of GPU time), the
-    plan shrinks to the steps that fit, timed over the first steps and fixed before the warm-up ends, so the
-    cosine still runs its whole course (`clock`: seconds, for the budget and the checkpoints' spacing). The
-    draft comes back on the CPU."""
+    another order. With `cfg.budget_s` (a lease of GPU time), the plan shrinks to the steps that fit, timed over
+    the first steps and fixed before the warm-up ends, so the cosine still runs its whole course (`clock`:
+    seconds, for the budget and the checkpoints' spacing). The draft comes back on the CPU."""
     model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
