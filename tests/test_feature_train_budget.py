@@ -86,3 +86,19 @@ def test_a_negative_training_seed_is_one_line(tmp_path):
     proc = specsched("models", "features", str(tmp_path), "--stage", "train", "--train-seed", "-1")
     assert proc.returncode == 2
     assert stderr_lines(proc.stderr) == ["specsched: error: --train-seed must be 0 or more, got -1"]
+
+
+def test_a_run_resumed_under_other_settings_says_which(tmp_path):
+    """A checkpoint made with one lr and seed, resumed with others: the log names each changed setting, and a
+    resume under the same settings (a longer --steps aside) names none."""
+    draft, records = _draft_and_records(tmp_path)
+    cfg = FeatureTrainConfig(steps=2, batch=2, max_len=16, warmup=1, lr=5e-4)
+    train(draft, records, cfg, ckpt=tmp_path / "ckpt.pt", log=lambda _: None)
+    lines: list[str] = []
+    later = FeatureTrainConfig(steps=3, batch=2, max_len=16, warmup=1, lr=2e-4, seed=2)
+    train(draft, records, later, ckpt=tmp_path / "ckpt.pt", log=lines.append)
+    assert lines[:2] == ["resumed at step 2", "the checkpoint was made with steps 2 (now 3), lr 0.0005 (now 0.0002), "
+                         "seed 0 (now 2): the run goes on under the new settings"]
+    lines.clear()
+    train(draft, records, later, ckpt=tmp_path / "ckpt.pt", log=lines.append)
+    assert lines == ["resumed at step 3"]

@@ -142,6 +142,9 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
         log(f"resumed at step {start}")
+        changed = changed_settings(state.get("config", {}), asdict(cfg))
+        if changed:
+            log(f"the checkpoint was made with {changed}: the run goes on under the new settings")
     scale = feature_scale(records)
     model.train()
     last = began = clock()
@@ -173,6 +176,15 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
             _checkpoint(ckpt, model, opt, step + 1, cfg)
             last = clock()
     return model.to("cpu").eval()
+
+
+def changed_settings(saved: dict, now: dict) -> str:
+    """The training settings a checkpoint was made with that differ from this run's ("lr 0.0005 (now 0.0002),
+    ..."), or "": a resumed run ends as an unbroken one only under the same ones. The checkpoint spacing and
+    the time budget are how a run is made, not what it makes, and are left out."""
+    skip = {"ckpt_every_s", "budget_s"}
+    return ", ".join(f"{k} {saved[k]} (now {now[k]})" for k in now
+                     if k not in skip and k in saved and saved[k] != now[k])
 
 
 def _checkpoint(path: Path, model: FeatureDraft, opt, step: int, cfg: FeatureTrainConfig) -> None:
