@@ -7,25 +7,26 @@ prompt i, on the int8 draft forward) on `--prompts` ToT prompts over GSM8K *test
 the same prompts and seeds, and reports per draft:
 
 - α = Σ accepted / Σ drafted and tokens per verification, over all prompts;
-- the standard error of α, from the spread of the prompts' own α (the ratio estimator's delta method:
-  SE² = Σ (a_i − α d_i)² / (Σ d_i)², a_i and d_i prompt i's accepted and drafted tokens): prompts are the
-  independent units, tokens within one are not;
-- for each draft after the first, the paired difference in α against the first draft and its standard
-  error the same way (prompt i's a_i − α d_i differenced between the two drafts).
+- the standard error of α, with the prompts as the independent units (tokens within one are not):
+  feature_eval.alpha_error, the ratio estimator's delta method;
+- for each draft after the first, its α minus the first draft's and that difference's standard error
+  (feature_eval.paired_alpha: prompt by prompt, so what a prompt does to both drafts cancels);
+- each prompt's (drafted, accepted), so the errors can be computed again from the record.
 
     python benchmarks/feature_sampled.py DRAFT_DIR [DRAFT_DIR ...] [--prompts 48] [--max-new 128] [--json F]
 
-A DRAFT_DIR is a feature draft's folder, or `shipped` for the one in the package.
+A DRAFT_DIR is a feature draft's folder, or `shipped` for the one in the package; the record names each by
+the sha256 of its weights.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
 from pathlib import Path
 
-from specsched.runtime.apps.drafts.evaluation.feature_eval import Tally, speculate
+from specsched.runtime.apps.drafts.evaluation.feature_eval import Tally, alpha_error, paired_alpha, pooled, speculate
 from specsched.runtime.apps.drafts.feature_recipe import FEATURE_ASSET
 from specsched.runtime.apps.drafts.models_cli import GSM8K
 from specsched.runtime.apps.drafts.training.feature_prompts import heldout_feature_prompts
@@ -33,33 +34,17 @@ from specsched.runtime.backends.feature import FeatureModel
 from specsched.runtime.backends.hf_model import HFModel
 from specsched.runtime.backends.hf_pair import HFTokenizer
 from specsched.runtime.core.sampling import SamplingParams
+from specsched.runtime.models.draft_files import FEATURE_WEIGHTS
 from specsched.runtime.models.pull import pull
 
 
 def tot_prompts(n: int, gsm8k: Path) -> list[str]:
+    """The first `n` ToT prompts of the recipe's held-out draw (feature_recipe.evaluate's 12 are the first 12)."""
     return [p for kind, p in heldout_feature_prompts(2 * n, gsm8k=gsm8k, seed=8) if kind == "tot"][:n]
 
 
-def spread(tallies: list[Tally], alpha: float) -> list[float]:
-    """Each prompt's a_i − α d_i: the terms whose spread is the ratio estimator's error."""
-    return [t.accepted - alpha * t.drafted for t in tallies]
-
-
-def summary(tallies: list[Tally]) -> dict:
-    total = Tally()
-    for t in tallies:
-        total.add(t)
-    alpha = total.alpha
-    se = math.sqrt(sum(x * x for x in spread(tallies, alpha))) / total.drafted
-    return {**total.row(), "alpha_se": round(se, 4)}
-
-
-def paired(first: list[Tally], other: list[Tally]) -> dict:
-    a0, a1 = summary(first)["alpha"], summary(other)["alpha"]
-    d0, d1 = sum(t.drafted for t in first), sum(t.drafted for t in other)
-    # α1 − α0 ≈ Σ (e1_i / D1 − e0_i / D0), with e_i = a_i − α d_i per prompt: the prompts are the units
-    terms = [x1 / d1 - x0 / d0 for x0, x1 in zip(spread(first, a0), spread(other, a1))]
-    return {"alpha_minus_first": round(a1 - a0, 4), "se": round(math.sqrt(sum(x * x for x in terms)), 4)}
+def weights_sha256(folder: Path) -> str:
+    return hashlib.sha256((folder / FEATURE_WEIGHTS).read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,20 +55,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gsm8k", type=Path, default=GSM8K)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    prompts = tot_prompts(args.prompts, args.gsm8k)
+    if len(prompts) < args.prompts:
+        raise SystemExit(f"feature_sampled: {args.gsm8k} gives {len(prompts)} ToT prompts, not {args.prompts}")
     target = pull()
     tok, model = HFTokenizer(str(target)), HFModel(str(target), "fp32")
-    prompts = [tok.encode(p, chat=True) for p in tot_prompts(args.prompts, args.gsm8k)]
-    result: dict = {"prompts": len(prompts), "k": 4, "temperature": 1.0, "max_new": args.max_new, "drafts": {}}
+    ids = [tok.encode(p, chat=True) for p in prompts]
+    result: dict = {"prompts": len(ids), "k": 4, "temperature": 1.0, "max_new": args.max_new, "drafts": {}}
     per: dict[str, list[Tally]] = {}
     for name in args.drafts:
-        draft = FeatureModel(FEATURE_ASSET if name == "shipped" else Path(name), target)
-        per[name] = [speculate(model, draft, ids, max_new=args.max_new, k=4, params=SamplingParams(1.0), seed=i)[1]
-                     for i, ids in enumerate(prompts)]
-        row = summary(per[name])
+        folder = FEATURE_ASSET if name == "shipped" else Path(name)
+        draft = FeatureModel(folder, target)
+        per[name] = [speculate(model, draft, row, max_new=args.max_new, k=4, params=SamplingParams(1.0), seed=i)[1]
+                     for i, row in enumerate(ids)]
+        row = {**pooled(per[name]).row(), "alpha_se": round(alpha_error(per[name]), 4),
+               "weights_sha256": weights_sha256(folder),
+               "per_prompt_drafted_accepted": [[t.drafted, t.accepted] for t in per[name]]}
         if name != args.drafts[0]:
-            row["paired"] = paired(per[args.drafts[0]], per[name])
+            diff, se = paired_alpha(per[args.drafts[0]], per[name])
+            row["paired"] = {"alpha_minus_first": round(diff, 4), "se": round(se, 4)}
         result["drafts"][name] = row
-        print(name, json.dumps(row), flush=True)
+        print(name, json.dumps({k: v for k, v in row.items() if k != "per_prompt_drafted_accepted"}), flush=True)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0

@@ -90,7 +90,7 @@ def test_a_negative_training_seed_is_one_line(tmp_path):
 
 def test_a_run_resumed_under_other_settings_says_which(tmp_path):
     """A checkpoint made with one lr and seed, resumed with others: the log names each changed setting, and a
-    resume under the same settings (a longer --steps aside) names none."""
+    resume under the same settings names none."""
     draft, records = _draft_and_records(tmp_path)
     cfg = FeatureTrainConfig(steps=2, batch=2, max_len=16, warmup=1, lr=5e-4)
     train(draft, records, cfg, ckpt=tmp_path / "ckpt.pt", log=lambda _: None)

@@ -15,6 +15,7 @@ medians), after `context` tokens: the host's speed drifts, and pairing keeps the
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -62,6 +63,35 @@ class Tally:
         return {"drafted": self.drafted, "accepted": self.accepted, "committed": self.committed,
                 "verifications": self.verifications, "alpha": round(self.alpha, 4),
                 "per_verification": round(self.per_verification, 3), "by_position": self.by_position()}
+
+
+def pooled(tallies: list[Tally]) -> Tally:
+    total = Tally()
+    for t in tallies:
+        total.add(t)
+    return total
+
+
+def _excess(tallies: list[Tally]) -> tuple[list[float], int]:
+    """Each prompt's e_i = a_i − α d_i (accepted, drafted; α pooled over the prompts), and D = Σ d_i."""
+    alpha = pooled(tallies).alpha
+    return [t.accepted - alpha * t.drafted for t in tallies], sum(t.drafted for t in tallies)
+
+
+def alpha_error(tallies: list[Tally]) -> float:
+    """The standard error of the pooled α = Σ a_i / Σ d_i over prompts i, the prompts as the independent units
+    (a prompt's tokens are not): by the ratio estimator's delta method, SE² = Σ e_i² / D²."""
+    excess, total = _excess(tallies)
+    return math.sqrt(sum(e * e for e in excess)) / total if total else 0.0
+
+
+def paired_alpha(first: list[Tally], other: list[Tally]) -> tuple[float, float]:
+    """α(other) − α(first) over the same prompts, and its standard error: linearised as above, the difference
+    is Σ_i (e'_i / D' − e_i / D), each draft's excess over its own total, so what a prompt does to both drafts
+    cancels term by term."""
+    (e0, d0), (e1, d1) = _excess(first), _excess(other)
+    terms = [b / d1 - a / d0 for a, b in zip(e0, e1)]
+    return pooled(other).alpha - pooled(first).alpha, math.sqrt(sum(x * x for x in terms))
 
 
 def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *, max_new: int, k: int = 4,

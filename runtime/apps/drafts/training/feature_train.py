@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from ....models.feature_draft import FeatureDraft, shifted
 from .train import warmup_cosine
 
+NOT_COMPARED = frozenset({"ckpt_every_s", "budget_s"})  # settings a resumed run may change unremarked
+
 
 @dataclass(frozen=True, slots=True)
 class FeatureTrainConfig:
@@ -180,11 +182,10 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
 
 def changed_settings(saved: dict, now: dict) -> str:
     """The training settings a checkpoint was made with that differ from this run's ("lr 0.0005 (now 0.0002),
-    ..."), or "": a resumed run ends as an unbroken one only under the same ones. The checkpoint spacing and
-    the time budget are how a run is made, not what it makes, and are left out."""
-    skip = {"ckpt_every_s", "budget_s"}
+    ..."), or "": a resumed run ends as an unbroken one only under the same ones. Not compared: the checkpoint
+    spacing (how a run is saved, not what it makes) and the time budget (each sitting brings its own lease)."""
     return ", ".join(f"{k} {saved[k]} (now {now[k]})" for k in now
-                     if k not in skip and k in saved and saved[k] != now[k])
+                     if k not in NOT_COMPARED and k in saved and saved[k] != now[k])
 
 
 def _checkpoint(path: Path, model: FeatureDraft, opt, step: int, cfg: FeatureTrainConfig) -> None:
