@@ -4,7 +4,7 @@
 several hundredths between drafts that teacher-forced measures rank clearly. This measures the same thing
 (serial speculative decoding with the runtime's drafter, k = 4 chains, T = 1, no top-k or top-p, seed i for
 prompt i, on the int8 draft forward) on `--prompts` ToT prompts over GSM8K *test* questions, every draft on
-the same prompts and seeds, and reports per draft:
+the same prompts and seeds (the recipe's 12 are the first 12), and reports per draft:
 
 - α = Σ accepted / Σ drafted and tokens per verification, over all prompts;
 - the standard error of α, with the prompts as the independent units (tokens within one are not):
@@ -26,21 +26,16 @@ import hashlib
 import json
 from pathlib import Path
 
-from specsched.runtime.apps.drafts.evaluation.feature_eval import Tally, alpha_error, paired_alpha, pooled, speculate
+from specsched.runtime.apps.drafts.evaluation.feature_eval import Tally, alpha_error, paired_alpha, per_prompt, pooled
 from specsched.runtime.apps.drafts.feature_recipe import FEATURE_ASSET
 from specsched.runtime.apps.drafts.models_cli import GSM8K
-from specsched.runtime.apps.drafts.training.feature_prompts import heldout_feature_prompts
+from specsched.runtime.apps.drafts.training.feature_prompts import heldout_tot_prompts
 from specsched.runtime.backends.feature import FeatureModel
 from specsched.runtime.backends.hf_model import HFModel
 from specsched.runtime.backends.hf_pair import HFTokenizer
 from specsched.runtime.core.sampling import SamplingParams
 from specsched.runtime.models.draft_files import FEATURE_WEIGHTS
 from specsched.runtime.models.pull import pull
-
-
-def tot_prompts(n: int, gsm8k: Path) -> list[str]:
-    """The first `n` ToT prompts of the recipe's held-out draw (feature_recipe.evaluate's 12 are the first 12)."""
-    return [p for kind, p in heldout_feature_prompts(2 * n, gsm8k=gsm8k, seed=8) if kind == "tot"][:n]
 
 
 def weights_sha256(folder: Path) -> str:
@@ -55,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gsm8k", type=Path, default=GSM8K)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    prompts = tot_prompts(args.prompts, args.gsm8k)
+    prompts = heldout_tot_prompts(args.prompts, gsm8k=args.gsm8k)
     if len(prompts) < args.prompts:
         raise SystemExit(f"feature_sampled: {args.gsm8k} gives {len(prompts)} ToT prompts, not {args.prompts}")
     target = pull()
@@ -66,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.drafts:
         folder = FEATURE_ASSET if name == "shipped" else Path(name)
         draft = FeatureModel(folder, target)
-        per[name] = [speculate(model, draft, row, max_new=args.max_new, k=4, params=SamplingParams(1.0), seed=i)[1]
-                     for i, row in enumerate(ids)]
+        per[name] = per_prompt(model, draft, ids, max_new=args.max_new, params=SamplingParams(1.0))
         row = {**pooled(per[name]).row(), "alpha_se": round(alpha_error(per[name]), 4),
                "weights_sha256": weights_sha256(folder),
                "per_prompt_drafted_accepted": [[t.drafted, t.accepted] for t in per[name]]}

@@ -40,12 +40,12 @@ from ...models.feature_draft import load_feature_draft, new_feature_draft, save_
 from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
 from ...models.registry import ASSETS, distilled_draft_dir
-from .evaluation.feature_eval import Tally, cost, speculate
+from .evaluation.feature_eval import cost, per_prompt, pooled
 from .models_cli import add_feature_arguments, against_names
 from .training.distill_data import always_in, choose_vocab
 from .training.feature_answers import import_answers
 from .training.feature_data import FeatureDataConfig, load_shards, make
-from .training.feature_prompts import heldout_feature_prompts
+from .training.feature_prompts import heldout_feature_prompts, heldout_tot_prompts
 from .training.feature_train import FeatureTrainConfig, train
 
 FEATURE_ASSET = ASSETS / "smollm2-feature"
@@ -121,19 +121,14 @@ def evaluate(target: Path, draft_dir: Path, args: argparse.Namespace, log) -> di
                "shipped": lambda: FeatureModel(FEATURE_ASSET, target)}
     drafts = {"feature": FeatureModel(draft_dir, target), **{n: against[n]() for n in against_names(args.against)}}
     held = heldout_feature_prompts(args.eval_prompts, gsm8k=args.gsm8k)
-    tot = [p for kind, p in heldout_feature_prompts(2 * args.eval_prompts, gsm8k=args.gsm8k, seed=8)
-           if kind == "tot"][:args.eval_prompts // 2]
+    tot = heldout_tot_prompts(args.eval_prompts // 2, gsm8k=args.gsm8k)
     result: dict = {"prompts": len(held), "tot_prompts": len(tot), "k": 4, "max_new": args.eval_max_new}
     for name, draft in drafts.items():
         rows = {}
         for label, prompts, params in (("greedy", [p for _, p in held], SamplingParams()),
                                        ("sampled_T1_tot", tot, SamplingParams(1.0))):
-            tally = Tally()
-            for i, text in enumerate(prompts):
-                _, t = speculate(model, draft, tok.encode(text, chat=True), max_new=args.eval_max_new, k=4,
-                                 params=params, seed=i)
-                tally.add(t)
-            rows[label] = tally.row()
+            ids = [tok.encode(text, chat=True) for text in prompts]
+            rows[label] = pooled(per_prompt(model, draft, ids, max_new=args.eval_max_new, params=params)).row()
             log(f"{name} {label}: {rows[label]}")
         t_ms, d_ms = cost(model, draft)
         rows["cost"] = {"target_ms": round(t_ms, 2), "draft_ms": round(d_ms, 3), "ratio": round(d_ms / t_ms, 4)}

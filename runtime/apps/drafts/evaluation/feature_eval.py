@@ -94,6 +94,13 @@ def paired_alpha(first: list[Tally], other: list[Tally]) -> tuple[float, float]:
     return pooled(other).alpha - pooled(first).alpha, math.sqrt(sum(x * x for x in terms))
 
 
+def per_prompt(target: LanguageModel, draft: LanguageModel, prompts: list[list[int]], *, max_new: int,
+               params: SamplingParams = GREEDY) -> list[Tally]:
+    """Each prompt decoded serially with k = 4 chains, seed i for prompt i: its tally."""
+    return [speculate(target, draft, ids, max_new=max_new, k=4, params=params, seed=i)[1]
+            for i, ids in enumerate(prompts)]
+
+
 def speculate(target: LanguageModel, draft: LanguageModel, prompt: list[int], *, max_new: int, k: int = 4,
               params: SamplingParams = GREEDY, seed: int = 0, lookup: int = 0) -> tuple[list[int], Tally]:
     """One prompt, decoded serially with k-token chains: (the tokens, the tally)."""

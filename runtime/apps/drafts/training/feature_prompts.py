@@ -94,3 +94,9 @@ def heldout_feature_prompts(n: int, *, gsm8k: Path | None = None, seed: int = 7)
             out.append(("tot", task.thought_prompt(Problem("t", row["question"].strip()), [])))
     out += P.heldout_tagged(n - len(out), seed=seed)
     return out
+
+
+def heldout_tot_prompts(n: int, *, gsm8k: Path | None) -> list[str]:
+    """The first `n` ToT thought prompts over GSM8K test questions of the held-out draw with seed 8 (the sampled
+    evaluation's): a larger `n` starts with the smaller one's prompts."""
+    return [p for kind, p in heldout_feature_prompts(4 * n, gsm8k=gsm8k, seed=8) if kind == "tot"][:n]
