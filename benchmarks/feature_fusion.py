@@ -136,7 +136,7 @@ class Variant(nn.Module):
         g = shifted(self.entry_features(batch, noise, gen))
         out = []
         for _ in range(2):
-            h, _ = dr.layer(dr.fc(torch.cat((g, dr.embed[ids]), -1)), pos, None, None)
+            h, _ = dr.body(dr.fc(torch.cat((g, dr.embed[ids]), -1)), pos)
             f_hat = dr.out_norm(h)
             out.append((dr.logits(f_hat), f_hat))
             g = shifted(f_hat if self.kind == "top" else h)

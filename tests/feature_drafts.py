@@ -10,9 +10,9 @@ from pathlib import Path
 import torch
 
 
-def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 0) -> Path:
-    """Train a feature draft on the target's own sampled continuations of random prompts (features from
-    one fp32 forward, as `specsched models` makes them) and save it in `out`."""
+def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 0, layers: int = 1) -> Path:
+    """Train a feature draft of `layers` decoder layers on the target's own sampled continuations of random
+    prompts (features from one fp32 forward, as `specsched models` makes them) and save it in `out`."""
     from transformers import AutoModelForCausalLM
 
     from specsched.runtime.apps.drafts.training.feature_data import features
@@ -28,7 +28,7 @@ def make_feature_draft(target: Path, out: Path, *, steps: int = 60, seed: int = 
         out_ids = model.generate(prompts, attention_mask=torch.ones_like(prompts), max_new_tokens=24,
                                  do_sample=True, top_k=0, top_p=1.0, eos_token_id=None, pad_token_id=0)
     records = features(model, [{"ids": row.to(torch.int32), "start": 5} for row in out_ids], rows=8)
-    draft = new_feature_draft(target, torch.arange(vocab), seed=seed)
+    draft = new_feature_draft(target, torch.arange(vocab), seed=seed).grow(layers)
     train(draft, records, FeatureTrainConfig(steps=steps, batch=8, max_len=64, warmup=5, lr=3e-3), log=lambda m: None)
     draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records], ratio=2.0, most=4)
     save_feature_draft(draft, out)

@@ -28,6 +28,12 @@ def pair(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def pair2(pair, tmp_path_factory):
+    """The same target with a feature draft of two decoder layers."""
+    return pair[0], make_feature_draft(pair[0], tmp_path_factory.mktemp("feature2") / "draft", layers=2)
+
+
+@pytest.fixture(scope="module")
 def ar(pair):
     return _tokens(_run(pair, mode="ar"))
 
@@ -51,8 +57,9 @@ def _model(pair):
 
 
 # -- the draft's cache -------------------------------------------------------------------------------
-def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(pair):
-    model = _model(pair)
+@pytest.mark.parametrize("drafts", ["pair", "pair2"])
+def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(drafts, request):
+    model = _model(request.getfixturevalue(drafts))
     model.lean = None  # the fp32 module: exact up to float rounding (the int8 path is tested below)
     rng = np.random.default_rng(0)
     seq = rng.integers(2, 96, 12).tolist()
@@ -84,16 +91,19 @@ def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(pair):
 
 
 @pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")
-def test_the_int8_forward_stays_close_to_the_fp32_module_and_proposes_its_tokens(pair):
+@pytest.mark.parametrize("drafts", ["pair", "pair2"])
+def test_the_int8_forward_stays_close_to_the_fp32_module_and_proposes_its_tokens(drafts, request):
     """The CPU path (models/feature_lean.py) changes q a little, never losslessness (the verifier accepts
     against the q used): its top token is the fp32 module's nearly everywhere, plain reads and drafted chains."""
     from specsched.runtime.models.feature_lean import LeanFeatureDraft
 
+    pair = request.getfixturevalue(drafts)
     fp32, int8, split = _model(pair), _model(pair), _model(pair)
     fp32.lean = None
     split.draft.cfg.outlier_dims = [3, 7, 11]  # these channels in fp32 (SplitLinear), the rest int8
     split.lean = LeanFeatureDraft(split.draft)
-    assert int8.lean is not None and split.lean.qkv.fp32 is not None
+    assert int8.lean is not None and all(layer.qkv.fp32 is not None for layer in split.lean.layers)
+    assert len(split.lean.layers) == split.draft.cfg.layers
     rng = np.random.default_rng(1)
     seq = rng.integers(2, 96, 40).tolist()
     truth = rng.standard_normal((39, int8.hidden)).astype(np.float32)
@@ -199,6 +209,14 @@ def test_greedy_with_the_feature_draft_is_target_only_decoding(pair, ar, setting
     assert_greedy_equal(_tokens(record), ar, logits_after(pair[0], PROMPTS), **SHAPE)
     counters = record.collected.counters
     assert counters["drafted"] > 0 and counters["accepted"] > 0  # it drafted, and the target agreed at times
+
+
+@pytest.mark.parametrize("settings", [dict(mode="seed"), dict(mode="seed", tree="pct", policy="batch", max_batch=0)])
+def test_greedy_with_a_two_layer_feature_draft_is_target_only_decoding(pair2, ar, settings):
+    record = _run(pair2, **settings)
+    assert_greedy_equal(_tokens(record), ar, logits_after(pair2[0], PROMPTS), **SHAPE)
+    counters = record.collected.counters
+    assert counters["drafted"] > 0 and counters["accepted"] > 0
 
 
 @pytest.mark.slow

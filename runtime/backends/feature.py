@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..core.wire import ProtocolError
-from ..models.feature_draft import FeatureDraft, load_feature_draft
+from ..models.feature_draft import FeatureDraft, Past, load_feature_draft
 from ..models.feature_lean import LeanFeatureDraft
 from ..models.lean_forward import int8_available
 from .backend import LanguageModel, common_prefix
@@ -33,7 +33,7 @@ from .cache import Cache
 class FeatureCache(Cache):
     def __init__(self, hidden: int) -> None:
         super().__init__()
-        self.kv: tuple[torch.Tensor, torch.Tensor] | None = None  # [1, kv heads, entries, head_dim] each
+        self.kv: Past | None = None  # per layer (keys, values), [1, kv heads, entries, head_dim] each
         self.outs = torch.zeros((0, hidden))                      # f̂ of each entry
         self.true_in: list[bool] = []
         self.truth = torch.zeros((0, hidden))                     # f_0.. of the verified prefix
@@ -139,7 +139,7 @@ class FeatureModel(LanguageModel):
         indices = list(indices)
         idx = torch.tensor(indices, dtype=torch.long)
         if cache.kv is not None:
-            cache.kv = (cache.kv[0].index_select(2, idx), cache.kv[1].index_select(2, idx))
+            cache.kv = tuple((k.index_select(2, idx), v.index_select(2, idx)) for k, v in cache.kv)
         cache.outs = cache.outs.index_select(0, idx)
         cache.true_in = [cache.true_in[i] for i in indices]
         cache.select(indices)
@@ -147,7 +147,7 @@ class FeatureModel(LanguageModel):
     def crop(self, cache: FeatureCache, length: int) -> None:
         if length < len(cache):
             if cache.kv is not None and cache.linear:
-                cache.kv = (cache.kv[0][:, :, :length], cache.kv[1][:, :, :length])
+                cache.kv = tuple((k[:, :, :length], v[:, :, :length]) for k, v in cache.kv)
                 cache.outs, cache.true_in = cache.outs[:length], cache.true_in[:length]
                 cache.select(range(length))
                 return

@@ -1,4 +1,4 @@
-"""The feature draft: one decoder layer at the target's width that reads the target's own features
+"""The feature draft: a decoder layer (or a few) at the target's width that reads the target's own features
 (EAGLE, Li et al. 2024, arXiv:2401.15077), with the restricted output vocabulary of the distilled draft.
 
 Entry e of a sequence reads the pair (g_e, t_e): the token t_e and the target's feature of the position
@@ -6,13 +6,14 @@ before it, g_e = f_{e-1} (zeros for e = 0), where f_i is the target's last hidde
 t_0..t_i (the input of its LM head). It predicts f̂_e ≈ f_e, and so the next token:
 
     x_e   = W_fc [g_e ; E(t_e)]                (a linear layer, 2d -> d; E: the target's embeddings)
-    h_e   = DecoderLayer(x_0..x_e)             (one Llama layer at width d, causal, RoPE at position e)
+    h_e   = DecoderLayers(x_0..x_e)            (`layers` Llama layers at width d, causal, RoPE at position e;
+                                              feature_layer.py)
     f̂_e   = RMSNorm(h_e) · w                   (w starts as the target's final-norm weight)
     q_e   = softmax(f̂_e · W_lm[V']ᵀ)            (the target's own LM-head rows, on the draft vocabulary V')
 
 Drafting k tokens feeds f̂ back as the next entry's g. Logits outside V' are -inf, so q(v) = 0 there, and
 speculative sampling stays lossless (the residual max(0, p - q) returns their full mass p). Embeddings and
-LM-head rows are the target's, read from its directory and not shipped; the file holds fc, the layer, the
+LM-head rows are the target's, read from its directory and not shipped; the file holds fc, the layers, the
 output norm and the ids of V'.
 """
 
@@ -24,12 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
+from .feature_layer import KV, DecoderLayer, RMSNorm, legacy_names
+
+Past = tuple[KV, ...]  # the draft's cache: one (keys, values) per layer
 
 
 @dataclass(slots=True)
@@ -43,10 +46,13 @@ class FeatureDraftConfig:
     target_vocab: int = 49152
     rope_theta: float = 100000.0
     rms_norm_eps: float = 1e-5
+    layers: int = 1            # decoder layers (a file from before this field holds one)
     int8: bool = True          # inference on the CPU with int8 matrices (feature_lean.py); training is fp32
     outlier_dims: list[int] = field(default_factory=list)  # feature channels the int8 LM head keeps in fp32
 
     def __post_init__(self) -> None:
+        if self.layers < 1:
+            raise ValueError("layers must be at least 1")
         if self.heads % self.kv_heads:
             raise ValueError("heads must be a multiple of kv_heads")
         if not 0 < self.draft_vocab <= self.target_vocab:
@@ -54,22 +60,6 @@ class FeatureDraftConfig:
         if any(not 0 <= d < self.hidden for d in self.outlier_dims) or len(set(self.outlier_dims)) < len(
                 self.outlier_dims):
             raise ValueError(f"outlier_dims must be distinct channels in [0, {self.hidden})")
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, n: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(n))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding, halves convention (Llama's): x·cos + rotate_half(x)·sin."""
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
 class FeatureDraft(nn.Module):
@@ -82,43 +72,44 @@ class FeatureDraft(nn.Module):
         self.register_buffer("lm_rows", lm_rows.float(), persistent=False)     # [draft_vocab, d], frozen
         self.register_buffer("vocab_ids", vocab_ids.long(), persistent=False)  # [draft_vocab]
         self.fc = nn.Linear(2 * d, d, bias=True)
-        self.attn_norm = RMSNorm(d, cfg.rms_norm_eps)
-        self.qkv = nn.Linear(d, (cfg.heads + 2 * cfg.kv_heads) * hd, bias=False)
-        self.o = nn.Linear(cfg.heads * hd, d, bias=False)
-        self.mlp_norm = RMSNorm(d, cfg.rms_norm_eps)
-        self.gate_up = nn.Linear(d, 2 * cfg.intermediate, bias=False)
-        self.down = nn.Linear(cfg.intermediate, d, bias=False)
+        self.layers = nn.ModuleList(self.new_layer() for _ in range(cfg.layers))
         self.out_norm = RMSNorm(d, cfg.rms_norm_eps)
         inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2).float() / hd)
         self.register_buffer("inv_freq", inv, persistent=False)
 
-    # -- the layer -----------------------------------------------------------------------------------
-    def layer(self, x: torch.Tensor, positions: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None,
-              mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """x [B, T, d] at `positions` [B, T]; `past` (keys, values) [B, kv, L, hd]; `mask` [B, 1, T, L + T]
-        bool (True: may attend) or None for causal over the new tokens (after all of `past`)."""
+    def new_layer(self) -> DecoderLayer:
         c = self.cfg
-        b, t, _ = x.shape
-        q, k, v = self.qkv(self.attn_norm(x)).split([c.heads * c.head_dim, c.kv_heads * c.head_dim,
-                                                     c.kv_heads * c.head_dim], dim=-1)
-        q = q.view(b, t, c.heads, c.head_dim).transpose(1, 2)
-        k = k.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
-        v = v.view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+        return DecoderLayer(c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate, c.rms_norm_eps)
+
+    def body(self, x: torch.Tensor, positions: torch.Tensor, past: Past | None = None,
+             mask: torch.Tensor | None = None) -> tuple[torch.Tensor, Past]:
+        """The layers over x [B, T, d] at `positions` [B, T]; `past` one (keys, values) per layer; `mask`
+        [B, 1, T, L + T] bool (True: may attend) or None for causal over the new tokens (after all of `past`)."""
         angle = positions[:, None, :, None].float() * self.inv_freq  # [B, 1, T, hd/2]
         cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        a, (k, v) = attend(q, k, v, past, mask)
-        x = x + self.o(a.transpose(1, 2).reshape(b, t, -1))
-        gate, up = self.gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
-        x = x + self.down(F.silu(gate) * up)
-        return x, (k, v)
+        caches = []
+        for i, layer in enumerate(self.layers):
+            x, kv = layer(x, cos, sin, None if past is None else past[i], mask)
+            caches.append(kv)
+        return x, tuple(caches)
 
     def step(self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             past: tuple[torch.Tensor, torch.Tensor] | None = None, mask: torch.Tensor | None = None):
+             past: Past | None = None, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, Past]:
         """Predicted features f̂ [B, T, d] for entries (g = `features`, t = `tokens`), and the new cache."""
         x = self.fc(torch.cat((features, self.embed[tokens]), dim=-1))
-        h, kv = self.layer(x, positions, past, mask)
+        h, kv = self.body(x, positions, past, mask)
         return self.out_norm(h), kv
+
+    def grow(self, layers: int) -> FeatureDraft:
+        """The draft with identity layers appended up to `layers` (their output matrices at zero, the rest as
+        a fresh draft's): it proposes exactly what it did, and training takes the new layers from there."""
+        if layers < len(self.layers):
+            raise ValueError(f"a draft of {len(self.layers)} layers cannot shrink to {layers}")
+        ref = self.fc.weight
+        while len(self.layers) < layers:
+            self.layers.append(_initialised(self.new_layer(), self.cfg).as_identity().to(ref.device, ref.dtype))
+        self.cfg.layers = layers
+        return self
 
     def logits(self, predicted: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary V' [..., draft_vocab] from predicted features."""
@@ -137,19 +128,15 @@ class FeatureDraft(nn.Module):
         return state
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None,
-           mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """Attention of T new entries (q [B, heads, T, hd]; k, v [B, kv, T, hd]) after the cached `past`, and the
-    cache grown by them. `mask` [B, 1, T, L + T] bool (True: may attend), or None: causal among the new
-    entries, each after all of `past`. Grouped KV heads are shared, not copied."""
-    t = q.shape[2]
-    if past is not None:
-        k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
-    causal = mask is None and past is None and t > 1
-    if mask is None and past is not None and t > 1:
-        n = k.shape[2]
-        mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True), (k, v)
+@torch.no_grad()
+def _initialised(layer: DecoderLayer, cfg: FeatureDraftConfig) -> DecoderLayer:
+    """A fresh layer's weights: inputs at 1/sqrt(fan-in), outputs small (the residual stream starts near x)."""
+    d = cfg.hidden
+    for lin in (layer.qkv, layer.gate_up):
+        nn.init.normal_(lin.weight, std=1 / math.sqrt(d))
+    nn.init.normal_(layer.o.weight, std=0.02 / math.sqrt(d))
+    nn.init.normal_(layer.down.weight, std=0.02 / math.sqrt(cfg.intermediate))
+    return layer
 
 
 def shifted(feats: torch.Tensor) -> torch.Tensor:
@@ -172,17 +159,15 @@ def target_parts(target_dir: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 def new_feature_draft(target_dir: Path, vocab_ids: torch.Tensor, cfg: FeatureDraftConfig | None = None,
                       seed: int = 0) -> FeatureDraft:
     """A fresh draft for the target in `target_dir`: fc starts as [0 ; I]-like mixing of the feature, the
-    layer's output matrices at zero (the layer starts as the identity), the output norm as the target's."""
+    layers' output matrices small (each layer starts near the identity), the output norm as the target's."""
     embed, head, norm = target_parts(target_dir)
     n_vocab, d = embed.shape
     cfg = cfg or FeatureDraftConfig(hidden=d, target_vocab=n_vocab, draft_vocab=len(vocab_ids))
     torch.manual_seed(seed)
     model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
     with torch.no_grad():
-        for lin in (model.qkv, model.gate_up):
-            nn.init.normal_(lin.weight, std=1 / math.sqrt(d))
-        nn.init.normal_(model.o.weight, std=0.02 / math.sqrt(d))
-        nn.init.normal_(model.down.weight, std=0.02 / math.sqrt(cfg.intermediate))
+        for layer in model.layers:
+            _initialised(layer, cfg)
         nn.init.normal_(model.fc.weight, std=0.02 / math.sqrt(2 * d))
         model.fc.weight[:, :d] += torch.eye(d)  # starts by passing the target's feature through
         model.fc.bias.zero_()
@@ -207,6 +192,7 @@ def load_feature_draft(path: Path, target_dir: Path, dtype: torch.dtype = torch.
         raise ValueError(f"{path}: drafts for a target with {cfg.target_vocab} tokens of width {cfg.hidden}, "
                          f"but {target_dir} has {tuple(embed.shape)}")
     model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
+    state = legacy_names(state)
     missing = set(model.state_dict()) - set(state)
     if missing:
         raise KeyError(f"{path}: feature draft weights missing {sorted(missing)}")

@@ -2,8 +2,8 @@
 and `FeatureDraft.logits`, with int8 matrices and fewer calls.
 
 At batch 1 a draft step reads every weight once, so its time follows the weight bytes: the fp32 module
-reads ~27 MB a step (fc 2.6, the layer 13.8, the 4,096 LM-head rows 9.4), the target's forward ~0.5 GB.
-Here the layer's four matrices and the LM-head rows are int8 with one scale per output row
+reads ~27 MB a step (fc 2.6, a layer 13.8, the 4,096 LM-head rows 9.4), the target's forward ~0.5 GB.
+Here each layer's four matrices and the LM-head rows are int8 with one scale per output row
 (`lean_forward.Int8Linear`: activations quantised per token, so a row's result does not depend on the
 other rows of its call, bit for bit, and a restarted draft proposes the same q). What stays fp32, and why:
 
@@ -29,7 +29,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .feature_draft import attend
+from .feature_draft import Past
+from .feature_layer import KV, attend
 from .lean_forward import MAX_ROWS, Dense, Int8Linear
 
 
@@ -51,6 +52,20 @@ class SplitLinear:
         return self.int8(x[..., self.rest]) + self.fp32(x[..., self.wide])
 
 
+class LeanLayer:
+    """One decoder layer's matrices for the int8 forward (feature_layer.DecoderLayer's math)."""
+
+    @torch.no_grad()
+    def __init__(self, layer, root_n: float, wide: list[int]) -> None:  # a DecoderLayer
+        # the residual stream carries the outlier channels: the matrices that read it split them off
+        self.attn_norm = layer.attn_norm.weight.detach().float()
+        self.qkv = SplitLinear(layer.qkv.weight * root_n, wide)
+        self.o = Int8Linear(layer.o.weight)
+        self.mlp_norm = layer.mlp_norm.weight.detach().float()
+        self.gate_up = SplitLinear(layer.gate_up.weight * root_n, wide)
+        self.down = Int8Linear(layer.down.weight)
+
+
 class LeanFeatureDraft:
     """Copies of a FeatureDraft's weights laid out for the int8 forward; rebuild it after training."""
 
@@ -58,7 +73,6 @@ class LeanFeatureDraft:
     def __init__(self, draft) -> None:  # a FeatureDraft
         cfg = self.cfg = draft.cfg
         d = cfg.hidden
-        root_n = d**0.5
         wide = list(cfg.outlier_dims)
         self.embed = draft.embed
         fc = draft.fc.weight.detach().float()
@@ -66,13 +80,7 @@ class LeanFeatureDraft:
         self.fc_embed = Dense(fc[:, d:])
         self.fc_bias = draft.fc.bias.detach().float()
         self.rows: dict[int, torch.Tensor] = {}
-        # the residual stream and f̂ carry the outlier channels: the matrices that read them split them off
-        self.attn_norm = draft.attn_norm.weight.detach().float()
-        self.qkv = SplitLinear(draft.qkv.weight * root_n, wide)
-        self.o = Int8Linear(draft.o.weight)
-        self.mlp_norm = draft.mlp_norm.weight.detach().float()
-        self.gate_up = SplitLinear(draft.gate_up.weight * root_n, wide)
-        self.down = Int8Linear(draft.down.weight)
+        self.layers = [LeanLayer(layer, d**0.5, wide) for layer in draft.layers]
         self.out_norm = draft.out_norm.weight.detach().float()
         self.head = SplitLinear(draft.lm_rows, wide) if wide else Dense(draft.lm_rows.detach().float())
         self.n_eps = d * cfg.rms_norm_eps
@@ -111,24 +119,33 @@ class LeanFeatureDraft:
 
     @torch.inference_mode()
     def step(self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor,
-             past: tuple[torch.Tensor, torch.Tensor] | None = None, mask: torch.Tensor | None = None):
-        """As FeatureDraft.step, for one sequence (B = 1): f̂ [1, T, d] and the new (keys, values)."""
+             past: Past | None = None, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, Past]:
+        """As FeatureDraft.step, for one sequence (B = 1): f̂ [1, T, d] and the new cache, one (keys, values)
+        per layer."""
         c = self.cfg
-        t, hd = tokens.shape[1], c.head_dim
         x = self.fc_feature(features[0].float()) + self._embed_rows(tokens[0])  # [T, d]
-        qkv = self.qkv(self._rms(x, self.attn_norm))
         cos, sin = self._rope(positions[0])
+        caches = []
+        for i, layer in enumerate(self.layers):
+            x, kv = self._layer(layer, x, cos, sin, None if past is None else past[i], mask)
+            caches.append(kv)
+        pred = x * x.pow(2).mean(-1, keepdim=True).add_(c.rms_norm_eps).rsqrt_() * self.out_norm
+        return pred[None], tuple(caches)
+
+    def _layer(self, layer: LeanLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past: KV | None,
+               mask: torch.Tensor | None) -> tuple[torch.Tensor, KV]:
+        c = self.cfg
+        t, hd = x.shape[0], c.head_dim
+        qkv = layer.qkv(self._rms(x, layer.attn_norm))
         qk = qkv[:, :self.q_width + self.kv_width].view(t, -1, hd)  # q heads then k heads, rotated together
         qk = torch.addcmul(qk * cos[:, None], qk.roll(hd // 2, -1), sin[:, None])
         q = qk[:, :c.heads].transpose(0, 1)[None]
         k = qk[:, c.heads:].transpose(0, 1)[None]
         v = qkv[:, self.q_width + self.kv_width:].view(t, c.kv_heads, hd).transpose(0, 1)[None]
-        a, (k, v) = attend(q, k, v, past, mask)
-        x = x + self.o(a[0].transpose(0, 1).reshape(t, -1))
-        gate, up = self.gate_up(self._rms(x, self.mlp_norm)).chunk(2, dim=-1)
-        x = x + self.down(F.silu(gate).mul_(up))
-        pred = x * x.pow(2).mean(-1, keepdim=True).add_(c.rms_norm_eps).rsqrt_() * self.out_norm
-        return pred[None], (k, v)
+        a, kv = attend(q, k, v, past, mask)
+        x = x + layer.o(a[0].transpose(0, 1).reshape(t, -1))
+        gate, up = layer.gate_up(self._rms(x, layer.mlp_norm)).chunk(2, dim=-1)
+        return x + layer.down(F.silu(gate).mul_(up)), kv
 
     def logits(self, predicted: torch.Tensor) -> torch.Tensor:
         """Logits over the draft vocabulary [T, draft_vocab] from predicted features [T, d]."""

@@ -5,8 +5,9 @@
    `--export FILE` they are written to FILE after every shard, and `--answers FILE` starts from them);
 2. train (`WORK/train/`): feature_train.py over every shard on disk (or the first --train-shards), from a
    fresh draft whose vocabulary is the shipped distilled draft's 4,096 ids (or from --init DIR, a trained
-   one); `--vocab answers` draws V' anew from the ids these answers use most (answer_vocab); `ckpt.pt` is
-   written every 2 minutes and a rerun resumes from it; the result goes to `final/`;
+   one, grown by identity layers to --layers N); `--vocab answers` draws V' anew from the ids these answers
+   use most (answer_vocab); `ckpt.pt` is written every 2 minutes and a rerun resumes from it; the result
+   goes to `final/`;
 3. eval  (`WORK/eval.json`): feature_eval.py on held-out prompts (greedy chains of k = 4 over held-out
    wordings and GSM8K *test* questions; sampled at T = 1 over ToT thought prompts on GSM8K test
    questions), the shipped draft measured the same way, and the paired cost of one draft step;
@@ -86,6 +87,9 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
         log(f"warm start from {args.init}")
     else:
         draft = new_feature_draft(target, load_file(str(distilled_draft_dir() / WEIGHTS_FILE))["vocab_ids"].long())
+    if args.layers is not None and args.layers != draft.cfg.layers:
+        log(f"{draft.cfg.layers} decoder layer(s) grown to {args.layers}: the new ones start as the identity")
+        draft.grow(args.layers)
     if args.vocab == "answers":
         before = set(draft.vocab_ids.tolist())
         draft.use_vocab(answer_vocab(target, records, draft.cfg.draft_vocab, draft.cfg.target_vocab),

@@ -73,6 +73,8 @@ def check_feature_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.train_seed < 0:
         raise ConfigError(f"--train-seed must be 0 or more, got {args.train_seed}")
+    if args.layers is not None and args.layers < 1:
+        raise ConfigError(f"--layers must be at least 1, got {args.layers}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
     if not 0 <= args.train_seconds < float("inf"):
@@ -161,6 +163,10 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--init", type=Path, default=None, metavar="DIR",
                     help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
                          "fresh one: a warm start when more shards arrive")
+    ap.add_argument("--layers", type=int, default=None, metavar="N",
+                    help="decoder layers of the trained draft (default: the --init draft's, or 1 for a fresh one); "
+                         "a warm start from fewer layers is grown by identity layers, so it starts as the --init "
+                         "draft")
     ap.add_argument("--vocab", choices=["kept", "answers"], default="kept",
                     help="the draft's vocabulary V': kept (the --init draft's, or the distilled draft's for a fresh "
                          "one) or answers (the ids the target emits most in the training answers; same size)")
