@@ -88,6 +88,9 @@ def test_reading_in_pieces_or_as_a_tree_gives_the_rows_of_one_plain_read(drafts,
     # a drafted entry read a prediction, not the target's feature: accepted, it is read again
     model.keep(tree, [*range(7), 7, 10])
     assert model.sync_to(tree, seq[:10]) == seq[7:10] and len(tree) == 7
+    # ... and the rolled-back cache (every layer's keys and values) reads on as the plain read did
+    again = model.forward(tree, seq[7:10])
+    np.testing.assert_allclose(again[finite[:3]], whole[7:10][finite[:3]], atol=1e-4)
 
 
 @pytest.mark.skipif(not int8_available(), reason="no quantised CPU engine in this torch build")

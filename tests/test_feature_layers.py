@@ -10,6 +10,9 @@ import torch
 from cli_runs import specsched, stderr_lines
 from safetensors.torch import load_file, save_file
 
+from specsched.runtime.apps.drafts.feature_recipe import trained_layers
+from specsched.runtime.apps.drafts.training.feature_train import FeatureTrainConfig, train
+from specsched.runtime.core.config import ConfigError
 from specsched.runtime.models.draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
 from specsched.runtime.models.feature_draft import (
     FeatureDraftConfig,
@@ -109,3 +112,40 @@ def test_layers_are_at_least_one_and_a_draft_never_shrinks(target, tmp_path):
     proc = specsched("models", "features", str(tmp_path), "--stage", "train", "--layers", "0")
     assert proc.returncode == 2
     assert stderr_lines(proc.stderr) == ["specsched: error: --layers must be at least 1, got 0"]
+
+
+def _records(d: int):
+    gen = torch.Generator().manual_seed(0)
+    return [{"ids": torch.randint(2, 60, (16,), generator=gen, dtype=torch.int32), "start": 4,
+             "feats": torch.randn(16, d, generator=gen).half()} for _ in range(4)]
+
+
+def test_a_checkpoint_with_one_layer_names_resumes_with_its_layer(target, tmp_path):
+    """A training checkpoint written before `layers` names the layer's weights at the top level: resumed, the
+    draft has the checkpoint's layer, not its starting one."""
+    cfg = FeatureTrainConfig(steps=2, batch=2, max_len=16, warmup=1, lr=1e-2)
+    draft = new_feature_draft(target, torch.arange(64))
+    records = _records(draft.cfg.hidden)
+    trained = train(draft, records, cfg, ckpt=tmp_path / "ckpt.pt", log=lambda m: None)
+    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    state["model"] = {k.removeprefix("layers.0."): v for k, v in state["model"].items()}
+    torch.save(state, tmp_path / "ckpt.pt")
+    fresh = new_feature_draft(target, torch.arange(64), seed=5)
+    resumed = train(fresh, records, cfg, ckpt=tmp_path / "ckpt.pt", log=lambda m: None)
+    assert torch.equal(resumed.layers[0].qkv.weight, trained.layers[0].qkv.weight)
+
+
+def test_the_layers_a_train_stage_makes_and_the_ones_it_refuses(target, tmp_path):
+    two = tmp_path / "two"
+    save_feature_draft(_trained(target, layers=2), two)
+    ckpt = tmp_path / "ckpt.pt"
+    assert trained_layers(None, None, ckpt) == 1
+    assert trained_layers(None, two, ckpt) == 2 and trained_layers(3, two, ckpt) == 3
+    with pytest.raises(ConfigError, match="only grows"):
+        trained_layers(1, two, ckpt)
+    torch.save({"model": _trained(target, layers=3).state_dict()}, ckpt)
+    assert trained_layers(None, two, ckpt) == 3  # a rerun resumes the checkpoint as it was
+    with pytest.raises(ConfigError, match="holds a draft of 3 layer"):
+        trained_layers(2, two, ckpt)
+    with pytest.raises(ConfigError, match="no feature draft there"):
+        trained_layers(None, tmp_path / "nowhere", ckpt)

@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .draft_files import FEATURE_CONFIG, FEATURE_WEIGHTS
-from .feature_layer import KV, DecoderLayer, RMSNorm, legacy_names
+from .feature_layer import KV, DecoderLayer, RMSNorm
 
 Past = tuple[KV, ...]  # the draft's cache: one (keys, values) per layer
 
@@ -46,7 +46,7 @@ class FeatureDraftConfig:
     target_vocab: int = 49152
     rope_theta: float = 100000.0
     rms_norm_eps: float = 1e-5
-    layers: int = 1            # decoder layers (a file from before this field holds one)
+    layers: int = 1            # decoder layers (a config without the field: one)
     int8: bool = True          # inference on the CPU with int8 matrices (feature_lean.py); training is fp32
     outlier_dims: list[int] = field(default_factory=list)  # feature channels the int8 LM head keeps in fp32
 
@@ -100,14 +100,15 @@ class FeatureDraft(nn.Module):
         h, kv = self.body(x, positions, past, mask)
         return self.out_norm(h), kv
 
-    def grow(self, layers: int) -> FeatureDraft:
-        """The draft with identity layers appended up to `layers` (their output matrices at zero, the rest as
-        a fresh draft's): it proposes exactly what it did, and training takes the new layers from there."""
+    def grow(self, layers: int, seed: int = 0) -> FeatureDraft:
+        """The draft with identity layers appended up to `layers` (their output matrices at zero, the rest drawn
+        as a fresh layer's with `seed`): it proposes exactly what it did, and training takes the new layers
+        from there."""
         if layers < len(self.layers):
             raise ValueError(f"a draft of {len(self.layers)} layers cannot shrink to {layers}")
-        ref = self.fc.weight
+        gen, ref = torch.Generator().manual_seed(seed), self.fc.weight
         while len(self.layers) < layers:
-            self.layers.append(_initialised(self.new_layer(), self.cfg).as_identity().to(ref.device, ref.dtype))
+            self.layers.append(self.new_layer().initialised(gen).as_identity().to(ref.device, ref.dtype))
         self.cfg.layers = layers
         return self
 
@@ -128,15 +129,16 @@ class FeatureDraft(nn.Module):
         return state
 
 
-@torch.no_grad()
-def _initialised(layer: DecoderLayer, cfg: FeatureDraftConfig) -> DecoderLayer:
-    """A fresh layer's weights: inputs at 1/sqrt(fan-in), outputs small (the residual stream starts near x)."""
-    d = cfg.hidden
-    for lin in (layer.qkv, layer.gate_up):
-        nn.init.normal_(lin.weight, std=1 / math.sqrt(d))
-    nn.init.normal_(layer.o.weight, std=0.02 / math.sqrt(d))
-    nn.init.normal_(layer.down.weight, std=0.02 / math.sqrt(cfg.intermediate))
-    return layer
+def file_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Weights named as this draft names them: a one-layer file from before `layers` holds the layer's at the
+    top level (`qkv.weight`), read as `layers.0.qkv.weight`."""
+    ours = ("fc.", "out_norm.", "layers.", "vocab_ids")
+    return {(k if k.startswith(ours) else f"layers.0.{k}"): v for k, v in state.items()}
+
+
+def layers_in(state: dict[str, torch.Tensor]) -> int:
+    """The decoder layers a state dict (file_names') holds weights of."""
+    return 1 + max(int(k.split(".")[1]) for k in state if k.startswith("layers."))
 
 
 def shifted(feats: torch.Tensor) -> torch.Tensor:
@@ -167,7 +169,7 @@ def new_feature_draft(target_dir: Path, vocab_ids: torch.Tensor, cfg: FeatureDra
     model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
     with torch.no_grad():
         for layer in model.layers:
-            _initialised(layer, cfg)
+            layer.initialised()
         nn.init.normal_(model.fc.weight, std=0.02 / math.sqrt(2 * d))
         model.fc.weight[:, :d] += torch.eye(d)  # starts by passing the target's feature through
         model.fc.bias.zero_()
@@ -192,9 +194,10 @@ def load_feature_draft(path: Path, target_dir: Path, dtype: torch.dtype = torch.
         raise ValueError(f"{path}: drafts for a target with {cfg.target_vocab} tokens of width {cfg.hidden}, "
                          f"but {target_dir} has {tuple(embed.shape)}")
     model = FeatureDraft(cfg, embed, head[vocab_ids], vocab_ids)
-    state = legacy_names(state)
-    missing = set(model.state_dict()) - set(state)
-    if missing:
-        raise KeyError(f"{path}: feature draft weights missing {sorted(missing)}")
+    state = file_names(state)
+    missing, extra = set(model.state_dict()) - set(state), set(state) - set(model.state_dict())
+    if missing or extra:
+        raise KeyError(f"{path}: the feature draft's weights do not match its config (layers {cfg.layers}): "
+                       f"missing {sorted(missing)}, unexpected {sorted(extra)}")
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     return model.to(dtype).eval()

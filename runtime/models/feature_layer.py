@@ -10,15 +10,13 @@ proposes exactly what it did before, and training moves it from there.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 KV = tuple[torch.Tensor, torch.Tensor]  # one layer's (keys, values), each [B, kv heads, entries, head_dim]
-
-# the names of one layer's parameters (a one-layer file from before `layers` holds them at the top level)
-LAYER_PARAMETERS = ("attn_norm.weight", "qkv.weight", "o.weight", "mlp_norm.weight", "gate_up.weight",
-                    "down.weight")
 
 
 class RMSNorm(nn.Module):
@@ -66,6 +64,15 @@ class DecoderLayer(nn.Module):
         return x + self.down(F.silu(gate) * up), kv
 
     @torch.no_grad()
+    def initialised(self, generator: torch.Generator | None = None) -> DecoderLayer:
+        """Fresh weights: inputs at 1/sqrt(fan-in), outputs small (the residual stream starts near x)."""
+        for lin in (self.qkv, self.gate_up):
+            nn.init.normal_(lin.weight, std=1 / math.sqrt(lin.in_features), generator=generator)
+        for lin in (self.o, self.down):
+            nn.init.normal_(lin.weight, std=0.02 / math.sqrt(lin.in_features), generator=generator)
+        return self
+
+    @torch.no_grad()
     def as_identity(self) -> DecoderLayer:
         """The layer with its two output matrices at zero: it returns its input (see the module's note)."""
         self.o.weight.zero_()
@@ -84,10 +91,6 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: KV | None,
     causal = mask is None and past is None and t > 1
     if mask is None and past is not None and t > 1:
         n = k.shape[2]
-        mask = torch.ones(t, n, dtype=torch.bool).tril(n - t)[None, None]
+        mask = torch.ones(t, n, dtype=torch.bool, device=k.device).tril(n - t)[None, None]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True), (k, v)
 
-
-def legacy_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A one-layer file's names (`qkv.weight`) as the layer list's (`layers.0.qkv.weight`)."""
-    return {(f"layers.0.{k}" if k in LAYER_PARAMETERS else k): v for k, v in state.items()}

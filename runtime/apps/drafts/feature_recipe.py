@@ -34,10 +34,18 @@ from transformers import AutoTokenizer
 from ...backends.feature import FeatureModel
 from ...backends.hf_model import HFModel
 from ...backends.hf_pair import HFTokenizer
+from ...core.config import ConfigError
 from ...core.device import resolve_device
 from ...core.sampling import SamplingParams
-from ...models.draft_files import WEIGHTS_FILE
-from ...models.feature_draft import load_feature_draft, new_feature_draft, save_feature_draft, target_parts
+from ...models.draft_files import FEATURE_CONFIG, WEIGHTS_FILE
+from ...models.feature_draft import (
+    file_names,
+    layers_in,
+    load_feature_draft,
+    new_feature_draft,
+    save_feature_draft,
+    target_parts,
+)
 from ...models.feature_lean import outlier_channels
 from ...models.pull import pull
 from ...models.registry import ASSETS, distilled_draft_dir
@@ -79,6 +87,8 @@ def run(args: argparse.Namespace, log=print) -> int:
 
 
 def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device: str = "cpu") -> Path:
+    ckpt = work / "train" / "ckpt.pt"
+    layers = trained_layers(args.layers, args.init, ckpt)
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
@@ -87,9 +97,9 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
         log(f"warm start from {args.init}")
     else:
         draft = new_feature_draft(target, load_file(str(distilled_draft_dir() / WEIGHTS_FILE))["vocab_ids"].long())
-    if args.layers is not None and args.layers != draft.cfg.layers:
-        log(f"{draft.cfg.layers} decoder layer(s) grown to {args.layers}: the new ones start as the identity")
-        draft.grow(args.layers)
+    if layers != draft.cfg.layers:
+        log(f"{draft.cfg.layers} decoder layer(s) grown to {layers}: the new ones start as the identity")
+        draft.grow(layers, seed=args.train_seed)
     if args.vocab == "answers":
         before = set(draft.vocab_ids.tolist())
         draft.use_vocab(answer_vocab(target, records, draft.cfg.draft_vocab, draft.cfg.target_vocab),
@@ -102,12 +112,31 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device:
     t0 = time.time()
     tokens = sum(len(r["ids"]) for r in records)
     log(f"training on {len(records)} answers, {tokens} tokens, on {device}")
-    train(draft, records, cfg, ckpt=work / "train" / "ckpt.pt", log=log, device=device)
+    train(draft, records, cfg, ckpt=ckpt, log=log, device=device)
     draft.cfg.outlier_dims = outlier_channels([r["feats"] for r in records[:256]])  # for the int8 forward
     final = work / "train" / "final"
     save_feature_draft(draft, final, meta={"records": len(records), "tokens": tokens, **asdict(cfg)})
     log(f"trained in {time.time() - t0:.0f} s -> {final}")
     return final
+
+
+def trained_layers(asked: int | None, init: Path | None, ckpt: Path) -> int:
+    """The decoder layers of the draft a train stage makes: --layers, else a checkpoint's (a rerun resumes it as
+    it was), else the --init draft's, else 1. Refused in one line: fewer than --init's, other than the
+    checkpoint's."""
+    if init is not None and not (init / FEATURE_CONFIG).is_file():
+        raise ConfigError(f"--init {init}: no feature draft there (no {FEATURE_CONFIG})")
+    start = json.loads((init / FEATURE_CONFIG).read_text()).get("layers", 1) if init is not None else 1
+    saved = None
+    if ckpt.exists():
+        saved = layers_in(file_names(torch.load(ckpt, weights_only=True, map_location="cpu")["model"]))
+    layers = asked or saved or start
+    if layers < start:
+        raise ConfigError(f"--layers {layers}: the --init draft {init} has {start}, and a draft only grows")
+    if saved is not None and layers != saved:
+        raise ConfigError(f"--layers {layers}: {ckpt} holds a draft of {saved} layer(s); resume it with "
+                          f"--layers {saved}, or remove it to start again")
+    return layers
 
 
 def answer_vocab(target: Path, records: list[dict], size: int, vocab_size: int) -> torch.Tensor:

@@ -164,9 +164,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
                     help="start training from this trained feature draft (e.g. an earlier final/) instead of a "
                          "fresh one: a warm start when more shards arrive")
     ap.add_argument("--layers", type=int, default=None, metavar="N",
-                    help="decoder layers of the trained draft (default: the --init draft's, or 1 for a fresh one); "
-                         "a warm start from fewer layers is grown by identity layers, so it starts as the --init "
-                         "draft")
+                    help="decoder layers of the trained draft (default: a checkpoint's, else the --init draft's, "
+                         "else 1); a draft of fewer (fresh or --init) is grown by identity layers, so it starts "
+                         "proposing what it did")
     ap.add_argument("--vocab", choices=["kept", "answers"], default="kept",
                     help="the draft's vocabulary V': kept (the --init draft's, or the distilled draft's for a fresh "
                          "one) or answers (the ids the target emits most in the training answers; same size)")

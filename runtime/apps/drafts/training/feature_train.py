@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ....models.feature_draft import FeatureDraft, shifted
+from ....models.feature_draft import FeatureDraft, file_names, shifted
 from .train import warmup_cosine
 
 NOT_COMPARED = frozenset({"ckpt_every_s", "budget_s"})  # settings a resumed run may change unremarked
@@ -140,7 +140,7 @@ def train(model: FeatureDraft, records: list[dict], cfg: FeatureTrainConfig, ckp
     start = 0
     if ckpt is not None and ckpt.exists():
         state = torch.load(ckpt, weights_only=True, map_location="cpu")  # load_state_dict places them
-        model.load_state_dict(state["model"], strict=False)
+        model.load_state_dict(file_names(state["model"]))  # strict: a draft of other layers is refused
         opt.load_state_dict(state["opt"])
         start = int(state["step"])
         log(f"resumed at step {start}")
