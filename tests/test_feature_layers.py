@@ -104,6 +104,21 @@ def test_a_one_layer_file_from_before_layers_loads_as_it_was(target, tmp_path):
     assert torch.equal(a, b)
 
 
+def test_grown_layers_are_drawn_from_their_seed(target):
+    def grown(seed):
+        return new_feature_draft(target, torch.arange(64)).grow(2, seed=seed).layers[1].qkv.weight
+
+    assert torch.equal(grown(3), grown(3)) and not torch.equal(grown(3), grown(4))
+
+
+def test_a_file_whose_weights_are_not_its_configs_layers_is_refused(target, tmp_path):
+    save_feature_draft(_trained(target, layers=2), tmp_path / "two")
+    config = json.loads((tmp_path / "two" / FEATURE_CONFIG).read_text())
+    (tmp_path / "two" / FEATURE_CONFIG).write_text(json.dumps({**config, "layers": 1}))
+    with pytest.raises(KeyError, match=r"unexpected \['layers\.1\."):
+        load_feature_draft(tmp_path / "two", target)
+
+
 def test_layers_are_at_least_one_and_a_draft_never_shrinks(target, tmp_path):
     with pytest.raises(ValueError, match="layers"):
         FeatureDraftConfig(layers=0)
@@ -141,8 +156,13 @@ def test_the_layers_a_train_stage_makes_and_the_ones_it_refuses(target, tmp_path
     ckpt = tmp_path / "ckpt.pt"
     assert trained_layers(None, None, ckpt) == 1
     assert trained_layers(None, two, ckpt) == 2 and trained_layers(3, two, ckpt) == 3
-    with pytest.raises(ConfigError, match="only grows"):
+    with pytest.raises(ConfigError, match="--layers 1, but the --init draft .* has 2, and a draft only grows"):
         trained_layers(1, two, ckpt)
+    old_names = {k.removeprefix("layers.0."): v for k, v in _trained(target).state_dict().items()}
+    torch.save({"model": old_names}, ckpt)  # a one-layer checkpoint from before `layers`
+    assert trained_layers(None, None, ckpt) == 1
+    with pytest.raises(ConfigError, match="ckpt.pt holds a draft of 1 layer.*, but the --init draft"):
+        trained_layers(None, two, ckpt)
     torch.save({"model": _trained(target, layers=3).state_dict()}, ckpt)
     assert trained_layers(None, two, ckpt) == 3  # a rerun resumes the checkpoint as it was
     with pytest.raises(ConfigError, match="holds a draft of 3 layer"):

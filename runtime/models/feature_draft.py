@@ -129,16 +129,21 @@ class FeatureDraft(nn.Module):
         return state
 
 
+# a layer's weights, which a one-layer file from before `layers` names at the top level
+ONE_LAYER_NAMES = ("attn_norm.weight", "qkv.weight", "o.weight", "mlp_norm.weight", "gate_up.weight", "down.weight")
+
+
 def file_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Weights named as this draft names them: a one-layer file from before `layers` holds the layer's at the
-    top level (`qkv.weight`), read as `layers.0.qkv.weight`."""
-    ours = ("fc.", "out_norm.", "layers.", "vocab_ids")
-    return {(k if k.startswith(ours) else f"layers.0.{k}"): v for k, v in state.items()}
+    """Weights named as this draft names them: a file from before `layers` (no `layers.*` key) holds its one
+    layer's at the top level (`qkv.weight`), read as `layers.0.qkv.weight`; any other state is as it is."""
+    if any(k.startswith("layers.") for k in state):
+        return dict(state)
+    return {(f"layers.0.{k}" if k in ONE_LAYER_NAMES else k): v for k, v in state.items()}
 
 
 def layers_in(state: dict[str, torch.Tensor]) -> int:
-    """The decoder layers a state dict (file_names') holds weights of."""
-    return 1 + max(int(k.split(".")[1]) for k in state if k.startswith("layers."))
+    """The decoder layers a state dict (file_names') holds weights of; 0 for one that holds none."""
+    return 1 + max((int(k.split(".")[1]) for k in state if k.startswith("layers.")), default=-1)
 
 
 def shifted(feats: torch.Tensor) -> torch.Tensor:

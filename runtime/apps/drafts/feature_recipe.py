@@ -66,6 +66,8 @@ def run(args: argparse.Namespace, log=print) -> int:
     target = pull()
     work: Path = args.work
     stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
+    if "train" in stages:  # refused now, not after the data stage's hours
+        trained_layers(args.layers, args.init, work / "train" / "ckpt.pt")
     if "data" in stages or "answers" in stages:
         if args.answers is not None:
             log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
@@ -129,13 +131,16 @@ def trained_layers(asked: int | None, init: Path | None, ckpt: Path) -> int:
     start = json.loads((init / FEATURE_CONFIG).read_text()).get("layers", 1) if init is not None else 1
     saved = None
     if ckpt.exists():
-        saved = layers_in(file_names(torch.load(ckpt, weights_only=True, map_location="cpu")["model"]))
+        saved = layers_in(file_names(torch.load(ckpt, weights_only=True, map_location="cpu", mmap=True)["model"]))
+        if saved == 0:
+            raise ConfigError(f"{ckpt} holds no feature draft's layers: remove it to start again")
     layers = asked or saved or start
-    if layers < start:
-        raise ConfigError(f"--layers {layers}: the --init draft {init} has {start}, and a draft only grows")
     if saved is not None and layers != saved:
         raise ConfigError(f"--layers {layers}: {ckpt} holds a draft of {saved} layer(s); resume it with "
                           f"--layers {saved}, or remove it to start again")
+    if layers < start:
+        which = f"--layers {layers}" if asked else f"{ckpt} holds a draft of {layers} layer(s)"
+        raise ConfigError(f"{which}, but the --init draft {init} has {start}, and a draft only grows")
     return layers
 
 
