@@ -27,6 +27,9 @@ import pytest
 
 from specsched.scheduler.cores import usable_cores
 
+# the feature-draft fixtures (`pair`, `pair2`: a tiny target and drafts trained on it), shared by its test files
+pytest_plugins = ["tests.feature_drafts"]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 HANG_LIMIT_S = float(os.environ.get("SPECSCHED_TEST_HANG_LIMIT_S") or 600)

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -45,3 +46,26 @@ def chat_target(tmp_path):
     config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     (target / "tokenizer_config.json").write_text(json.dumps(config))
     return target
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """The tiny target of the tests and, as its draft, a feature draft trained on it here."""
+    from tests.tiny_hf import make_pair
+
+    root = tmp_path_factory.mktemp("feature")
+    target, _ = make_pair(root)
+    return target, make_feature_draft(target, root / "feature-draft")
+
+
+@pytest.fixture(scope="module")
+def pair2(pair, tmp_path_factory):
+    """The same target with a feature draft of two decoder layers."""
+    return pair[0], make_feature_draft(pair[0], tmp_path_factory.mktemp("feature2") / "draft", layers=2)
+
+
+def feature_model(pair):
+    """The worker's view of a pair's feature draft."""
+    from specsched.runtime.backends.feature import FeatureModel
+
+    return FeatureModel(pair[1], pair[0])

@@ -66,8 +66,8 @@ def run(args: argparse.Namespace, log=print) -> int:
     target = pull()
     work: Path = args.work
     stages = ["data", "train", "eval"] if args.stage == "all" else [args.stage]
-    if "train" in stages:  # refused now, not after the data stage's hours
-        trained_layers(args.layers, args.init, work / "train" / "ckpt.pt")
+    if "train" in stages:  # settled (or refused) now, not after the data stage's hours
+        layers = trained_layers(args.layers, args.init, work / "train" / "ckpt.pt")
     if "data" in stages or "answers" in stages:
         if args.answers is not None:
             log(f"{import_answers(args.answers, work / 'data')} answer shards taken from {args.answers}")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, log=print) -> int:
                                max_new_tokens=args.max_new_tokens, group=args.gen_shards,
                                device=device), log=log, with_features="data" in stages, export=args.export)
     if "train" in stages:
-        train_stage(target, work, args, log, device)
+        train_stage(target, work, args, layers, log, device)
     if "eval" in stages:
         result = evaluate(target, work / "train" / "final", args, log)
         (work / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -88,9 +88,10 @@ def run(args: argparse.Namespace, log=print) -> int:
     return 0
 
 
-def train_stage(target: Path, work: Path, args: argparse.Namespace, log, device: str = "cpu") -> Path:
+def train_stage(target: Path, work: Path, args: argparse.Namespace, layers: int, log,
+                device: str = "cpu") -> Path:
+    """Train the draft of `layers` decoder layers (trained_layers) over every shard on disk."""
     ckpt = work / "train" / "ckpt.pt"
-    layers = trained_layers(args.layers, args.init, ckpt)
     records = load_shards(work / "data", args.train_shards or None)
     if not records:
         raise SystemExit(f"no feature shards in {work / 'data'}: run the data stage first")
