@@ -13,7 +13,7 @@ import psutil
 import pytest
 from helpers import sim_config, target_model, words
 from process_watch import kill_the_verifier_once_it_commits
-from test_beams_restart import SEED, VOCAB, desk, no_orphans, resume, round_one, run_with_kills, search, tree
+from test_beams_restart import SEED, VOCAB, WIDE_SEED, desk, no_orphans, resume, round_one, run_with_kills, search, tree
 
 from specsched.runtime.core.beam_state import BeamState
 from specsched.runtime.core.config import RunConfig
@@ -109,10 +109,9 @@ def live_verifier(e: Engine, killed: set[int]) -> list[dict]:
 
 
 def run_with_verifier_kills(kills_wanted: int, **settings):
-    """A beam job during which the verifier is SIGKILLed every 0.3 s, `kills_wanted` times; and the same job
-    undisturbed, on the same engine. Twice the usual tokens: a run lasts ~0.3 s past its second kill at the usual
-    length, too close to the kills' period."""
-    return run_with_kills(kills_wanted, victims=live_verifier, every_s=0.3, max_new_tokens=2 * TOKENS, **settings)
+    """A beam job during which the verifier is SIGKILLed after every 40 commits, `kills_wanted` times; and the
+    same job undisturbed, on the same engine. Twice the usual tokens: each new verifier then has a long run."""
+    return run_with_kills(kills_wanted, victims=live_verifier, every=40, max_new_tokens=2 * TOKENS, **settings)
 
 
 @pytest.mark.parametrize("settings", [
@@ -120,7 +119,7 @@ def run_with_verifier_kills(kills_wanted: int, **settings):
     dict(mode="beam", temperature=1.0, seed=SEED),                                  # beam sampling
     pytest.param(dict(mode="dsbd", temperature=0.0), marks=pytest.mark.slow),  # greedy: the slow set (CI)
     dict(mode="dsbd", temperature=1.0, seed=SEED),
-    dict(mode="dsbd", temperature=1.0, seed=SEED, beam_threshold=0.5, min_beams=1),  # slots left and joined
+    dict(mode="dsbd", temperature=1.0, seed=WIDE_SEED, beam_threshold=0.5, min_beams=1),  # slots left, joined
     dict(mode="dsbd", temperature=1.0, seed=SEED, beam_input="best"),               # drafts from the best beam
 ], ids=["beam-greedy", "beam-sampled", "dsbd-greedy", "dsbd-sampled", "dsbd-dynamic-width", "dsbd-best-input"])
 def test_a_killed_verifier_is_restarted_and_the_beams_are_the_undisturbed_runs(settings):
