@@ -50,11 +50,11 @@ COLUMNS = ("candidates", "points", "bytes", "bytes_written", "wire_s", "wire_wri
            "accept_written_s", "forward_s", "settle_s")
 
 
-def written_out(draft: Draft) -> Draft:
-    """The same draft with every point mass sent as its δ row."""
+def written_out(draft: Draft, vocab: int) -> Draft:
+    """The same draft with every point mass sent as its δ row (and every row `vocab` wide)."""
     if draft.q is None:
         return draft
-    return dataclasses.replace(draft, q=DraftQ.rows(draft.q.written_out(draft.tokens[:draft.candidates])))
+    return dataclasses.replace(draft, q=DraftQ.rows(draft.q.written_out(draft.tokens[:draft.candidates], vocab)))
 
 
 def through(pipe, draft: Draft) -> tuple[Draft, int, float]:
@@ -86,14 +86,17 @@ def accept(d: Draft, logits, params, rng_at) -> None:
 def decode(config: RunConfig, target, draft_model, prompt: list[int], pipe) -> list[dict]:
     """One sequence, sampled: a row per draft."""
     params, rows = config.sampling, []
-    drafter = branch_drafter(config, make_drafter(draft_model, params, stream(config.seed, 0, "draft", 0), prompt,
-                                                  k_config=config.shape.widths, lookup=config.draft_lookup), prompt)
+    def model_drafter():
+        return make_drafter(draft_model, params, stream(config.seed, 0, "draft", 0), prompt,
+                            k_config=config.shape.widths, lookup=config.draft_lookup)
+
+    drafter = branch_drafter(config, model_drafter, prompt, target.vocab_size)
     cache, context = target.new_cache(), list(prompt)
     while (generated := len(context) - len(prompt)) < config.max_new_tokens:
         drafter.rng = stream(config.seed, 0, "draft", generated)
         p = drafter.propose(config.max_new_tokens - generated - 1)
         got, size, _ = through(pipe, Draft(0, 0, 0, p.tokens, p.parents, p.q, lanes=p.lanes))
-        forms = (got, written_out(got))
+        forms = (got, written_out(got, target.vocab_size))
         size_written = through(pipe, forms[1])[1]
         wire, wire_written = best(functools.partial(through, pipe), forms)
         t1 = time.perf_counter()

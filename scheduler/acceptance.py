@@ -81,7 +81,7 @@ def verify_tree(root: np.ndarray, rows: np.ndarray, tokens: np.ndarray, parents:
         p = normalised(distribution(logits[None], params)[0])
         accepted = None
         for j in kids:
-            taken, p = _try(p, int(tokens[j]), q.row(j), rng)
+            taken, p = _try(p, int(tokens[j]), q.row(j, len(p)), rng)
             if taken:
                 accepted = j
                 break

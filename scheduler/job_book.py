@@ -105,7 +105,7 @@ class JobBook:
         job = self.jobs[st.job]
         if job.config.beam_mode:
             raise ProtocolError(f"a plain draft for beam sequence {draft.seq}")
-        if not job.config.sampling.greedy and (draft.q is None or draft.q.vocab != self.target.vocab_size):
+        if not job.config.sampling.greedy and (draft.q is None or not draft.q.fits(self.target.vocab_size)):
             raise ProtocolError(f"sampled draft for sequence {draft.seq} lacks a valid q")
         if len(draft.tokens) and not 0 <= int(draft.tokens.min()) <= int(draft.tokens.max()) < self.target.vocab_size:
             raise ProtocolError(f"draft for sequence {draft.seq} has a token outside the vocabulary")

@@ -69,3 +69,18 @@ def feature_model(pair):
     from specsched.runtime.backends.feature import FeatureModel
 
     return FeatureModel(pair[1], pair[0])
+
+
+@pytest.fixture(scope="module")
+def narrow_pair(pair, tmp_path_factory):
+    """The same target with the pair's draft restricted to half its vocabulary, the ids in no order: its chains
+    are drawn over those ids alone (feature_chain.py), and the target's other tokens come from the residual."""
+    from specsched.runtime.models.feature_draft import load_feature_draft, save_feature_draft, target_parts
+
+    draft = load_feature_draft(pair[1], pair[0])
+    head = target_parts(pair[0])[1]
+    ids = torch.randperm(len(head), generator=torch.Generator().manual_seed(0))[: len(head) // 2]
+    draft.use_vocab(ids, head)
+    out = tmp_path_factory.mktemp("narrow") / "draft"
+    save_feature_draft(draft, out)
+    return pair[0], out

@@ -48,11 +48,11 @@ def drafters(model, params, prompt, *, lookup=0, k=5):
 
 
 def propose(model, drafter, on_device, budget=99):
-    model.chains_on_device = on_device
+    model.draws_chains = on_device
     try:
         return drafter.propose(budget)
     finally:
-        model.chains_on_device = False
+        model.draws_chains = False
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=str)
@@ -68,7 +68,7 @@ def test_a_chain_drawn_on_the_device_is_the_host_paths_chain_round_after_round(d
         if params.greedy:
             assert a.q is None and b.q is None
         else:
-            assert len(b.q) == 5 and b.q.vocab == draft.vocab_size and b.q.dense.dtype == np.float32
+            assert len(b.q) == 5 and b.q.fits(draft.vocab_size) and b.q.dense.dtype == np.float32
             assert a.q.point.tolist() == b.q.point.tolist()  # the looked-up tokens are point masses on both
             np.testing.assert_allclose(a.q.dense, b.q.dense, atol=1e-6)
         assert host.base == dev.base and host.cache.tokens == dev.cache.tokens
@@ -151,7 +151,7 @@ def test_the_chain_drafter_takes_the_device_path_only_for_chains(draft, monkeypa
         return DraftedChain(np.zeros(plan.k, np.int32), None, np.ones(plan.k, np.float32))
 
     monkeypatch.setattr(draft, "draft_chain", chain)
-    monkeypatch.setattr(draft, "chains_on_device", True)
+    monkeypatch.setattr(draft, "draws_chains", True)
     TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(2, 1)).propose(9)
     TreeDrafter(draft, SamplingParams(), np.random.default_rng(0), [3, 4], k_config=(1, 1),
                 min_confidence=0.5).propose(9)
@@ -198,7 +198,7 @@ def test_runs_with_chains_drawn_on_the_device_are_lossless_and_draw_what_the_hos
 @needs_cuda
 def test_on_cuda_a_chain_is_one_wait_and_the_host_paths_chain(pair):
     model = HFModel(str(pair[1]), "fp32", placement=Placement("cuda:0"))
-    assert model.chains_on_device
+    assert model.draws_chains
     host, dev = drafters(model, SamplingParams(temperature=0.8), [5, 9, 12, 40], k=6)
     a, waits = propose(model, host, False), model.placement.waits
     with warnings.catch_warnings(record=True) as warned:  # torch names each hidden wait (an .item(), ...)

@@ -35,7 +35,7 @@ def test_a_repeated_ngram_is_drafted_with_probability_one(greedy):
     assert proposal.tokens[2] == 3
     if not greedy:  # q = δ at each: three point masses, no dense row
         assert proposal.q.point.tolist() == [True, True, True] and proposal.q.dense.shape == (0, 16)
-        assert np.array_equal(proposal.q.written_out(proposal.tokens)[0], np.eye(16, dtype=np.float32)[5])
+        assert np.array_equal(proposal.q.written_out(proposal.tokens, 16)[0], np.eye(16, dtype=np.float32)[5])
     plain = TreeDrafter(model, params, np.random.default_rng(0), prompt, k_config=(1, 1, 1)).propose(3)
     assert plain.q is None or (not plain.q.point.any() and not np.isclose(plain.q.dense.max(axis=-1), 1).all())
 

@@ -48,7 +48,7 @@ def test_a_point_mass_verifies_exactly_as_its_delta_row_written_out():
         rng = np.random.default_rng(seed)
         vocab, params = int(rng.integers(3, 12)), PARAMS[seed % len(PARAMS)]
         tokens, parents, q, logits = random_draft(rng, vocab, params)
-        dense = DraftQ.rows(q.written_out(tokens))
+        dense = DraftQ.rows(q.written_out(tokens, vocab))
         a, b = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
         point = verify_tree(logits[0], logits[1:], tokens, parents, q, params, a)
         written = verify_tree(logits[0], logits[1:], tokens, parents, dense, params, b)
@@ -93,11 +93,11 @@ def test_a_point_mass_outside_the_targets_support_is_never_accepted():
 def test_the_form_reads_back_the_rows_it_was_built_from():
     r0, r2 = np.full(5, 0.2, np.float32), np.eye(5, dtype=np.float32)[1] * 0.5 + 0.1
     q = DraftQ.of([r0, None, r2, None], 5)
-    assert (len(q), q.vocab, q.point.tolist(), q.dense.shape) == (4, 5, [False, True, False, True], (2, 5))
-    assert q.row(0) is not None and np.array_equal(q.row(2), r2) and q.row(1) is None and q.row(3) is None
+    assert (len(q), q.fits(5), q.point.tolist(), q.dense.shape) == (4, True, [False, True, False, True], (2, 5))
+    assert q.row(0, 5) is not None and np.array_equal(q.row(2, 5), r2) and q.row(1, 5) is None and q.row(3, 5) is None
     longer = q.then_points(2)
     assert longer.point.tolist() == [False, True, False, True, True, True] and longer.dense is q.dense
-    written = longer.written_out(np.array([4, 3, 0, 2, 1, 0], np.int32))
+    written = longer.written_out(np.array([4, 3, 0, 2, 1, 0], np.int32), 5)
     assert np.array_equal(written[[0, 2]], q.dense)
     assert written[[1, 3, 4, 5]].tolist() == np.eye(5)[[3, 2, 1, 0]].tolist()
     assert DraftQ.of([], 7).dense.shape == (0, 7) and not DraftQ.rows(np.zeros((3, 7))).point.any()
@@ -118,7 +118,7 @@ def test_a_form_that_does_not_fit_is_refused(dense, point, why):
 
 
 def test_point_masses_without_q_are_refused():
-    with pytest.raises(ProtocolError, match="point masses but no q"):
+    with pytest.raises(ProtocolError, match="point masses or a support but no q"):
         DraftQ.from_arrays({"point": np.ones(2, bool)})
     assert DraftQ.from_arrays({}) is None
 

@@ -112,9 +112,9 @@ class TreeDrafter(Drafter):
 
     def propose(self, budget: int) -> Proposal:
         shape = self.k_config[:max(budget, 0)] if self.ready() else ()
-        if (shape and set(shape) == {1} and self.model.chains_on_device and not self.min_confidence
+        if (shape and set(shape) == {1} and self.model.draws_chains and not self.min_confidence
                 and not self.params.coupled):
-            return self._chain_on_device(len(shape))
+            return self._chain_drawn_by_model(len(shape))
         tokens: list[int] = []
         parents: list[int] = []
         qs: list[np.ndarray | None] = []  # sampled: each token's q, None for a point mass (DraftQ.of)
@@ -151,9 +151,10 @@ class TreeDrafter(Drafter):
             self.base = len(self.cache)
         return self._proposal(tokens, parents, qs, confs)
 
-    def _chain_on_device(self, k: int) -> Proposal:
-        """The same chain as propose's loop, drawn where the model runs (device_chain.py): one uniform per
-        token, taken up front in the order the loop takes them; the lookup reads the chain drafted so far."""
+    def _chain_drawn_by_model(self, k: int) -> Proposal:
+        """The same chain as propose's loop, drawn by the model (on its device: device_chain.py; over its own
+        vocabulary: feature_chain.py): one uniform per token, taken up front in the order the loop takes them;
+        the lookup reads the chain drafted so far."""
         guide = None
         if self.ngrams is not None:
             def guide(drafted: list[int]) -> int | None:

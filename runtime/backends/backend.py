@@ -56,7 +56,9 @@ class LanguageModel(ABC):
     vocab_size: int
     eos_token_id: int | None
     device: str = "cpu"          # where its forwards run: "cpu" or "cuda:N"
-    chains_on_device: bool = False  # draft_chain is implemented (and pays: the logits live off the host)
+    # draft_chain is implemented and pays: the logits stay on the device (device_chain.py), or narrow, over a
+    # feature draft's own vocabulary (feature_chain.py)
+    draws_chains: bool = False
 
     # A target whose forwards keep their features (the last hidden state, the LM head's input) for the feature
     # draft: after a forward with `want_features` set, `features[i]` holds sequence i's rows [its new tokens, d].
@@ -95,8 +97,8 @@ class LanguageModel(ABC):
 
     def draft_chain(self, cache: Cache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
         """Read ``tokens``, then draw a chain of plan.k tokens, each fed to the next forward but the last,
-        without bringing logits to the host (device_chain.py): what TreeDrafter does for a chain through
-        ``forward``, for models with ``chains_on_device``."""
+        without bringing logits to the host (device_chain.py) or writing them out V wide (feature_chain.py):
+        what TreeDrafter does for a chain through ``forward``, for models with ``draws_chains``."""
         raise NotImplementedError(f"{type(self).__name__} drafts through forward()")
 
     def warm_up(self) -> None:

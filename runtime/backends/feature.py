@@ -22,11 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.device import device_chains
 from ..core.wire import ProtocolError
 from ..models.feature_draft import FeatureDraft, Past, load_feature_draft
 from ..models.feature_lean import LeanFeatureDraft
 from ..models.lean_forward import int8_available
-from .backend import LanguageModel, common_prefix
+from . import feature_chain
+from .backend import ChainPlan, DraftedChain, LanguageModel, common_prefix
 from .cache import Cache
 
 
@@ -63,6 +65,11 @@ class FeatureModel(LanguageModel):
         self.vocab_size = int(self.draft.cfg.target_vocab)
         self.eos_token_id = None  # it proposes, it never ends a text
         self.hidden = int(self.draft.cfg.hidden)
+        # its rows' ids in increasing order (`narrow` puts them so): a chain is drawn over these (feature_chain.py)
+        ids = self.draft.vocab_ids.cpu()
+        self.order = None if bool((ids[1:] > ids[:-1]).all()) else ids.argsort()
+        self.support = (ids if self.order is None else ids[self.order]).numpy().astype(np.int32)
+        self.draws_chains = device_chains() != "0"  # 0: through TreeDrafter's loop, to time one against the other
 
     def set_threads(self, n: int) -> None:
         if n > 0 and n != torch.get_num_threads():
@@ -94,26 +101,39 @@ class FeatureModel(LanguageModel):
                 first_row: int = 0) -> np.ndarray:
         if not tokens:
             return np.zeros((0, self.vocab_size), np.float32)
-        plain = parents is None
+        small = self.read(cache, list(tokens), None if parents is None else list(parents), first_row)
+        full = torch.full((small.shape[0], self.vocab_size), float("-inf"))
+        full.scatter_(-1, self.draft.vocab_ids.expand_as(small), small)
+        return full.numpy()
+
+    def narrow(self, cache: FeatureCache, tokens: list[int], parents: list[int] | None = None) -> np.ndarray:
+        """As forward's last row, over the draft's own ids alone (`support`, increasing): [S] logits, every
+        other id's being -inf."""
+        small = self.read(cache, tokens, parents, len(tokens) - 1)[0]
+        return (small if self.order is None else small[self.order]).numpy()
+
+    @torch.inference_mode()
+    def read(self, cache: FeatureCache, tokens: list[int], parents: list[int] | None,
+             first_row: int) -> torch.Tensor:
+        """Read `tokens` into the cache: logits over the draft vocabulary [T - first_row, draft_vocab]."""
         base = len(cache)
-        wanted = self._inputs(cache, base, list(tokens), None if plain else list(parents))
+        wanted = self._inputs(cache, base, tokens, parents)
         if wanted is None:  # a plain read past the known features: one entry at a time (each reads the last f̂)
-            rows = [self.forward(cache, [t]) for t in tokens]
-            return np.concatenate(rows)[first_row:]
+            return torch.cat([self.read(cache, [t], None, 0) for t in tokens])[first_row:]
         inputs, true_in = wanted
         causal = cache.plain(parents) is None  # a continuation of a plain sequence: no tree mask needed
-        cache.append(tokens, None if plain else parents)
+        cache.append(tokens, parents)
         mask = None if causal else torch.from_numpy(cache.visibility(base))[None, None]  # [1, 1, T, entries]
         positions = torch.tensor([cache.positions[base:]])
-        ids = torch.tensor([list(tokens)])
+        ids = torch.tensor([tokens])
         model = self.lean or self.draft
         pred, cache.kv = model.step(inputs[None], ids, positions, cache.kv, mask)
         cache.outs = torch.cat((cache.outs, pred[0]))
         cache.true_in += true_in
-        small = model.logits(pred[0, first_row:])
-        full = torch.full((small.shape[0], self.vocab_size), float("-inf"))
-        full.scatter_(-1, self.draft.vocab_ids.expand_as(small), small)
-        return full.numpy()
+        return model.logits(pred[0, first_row:])
+
+    def draft_chain(self, cache: FeatureCache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
+        return feature_chain.draft_chain(self, cache, tokens, plan)
 
     def _inputs(self, cache: FeatureCache, base: int, tokens: list[int],
                 parents: list[int] | None) -> tuple[torch.Tensor, list[bool]] | None:

@@ -68,7 +68,7 @@ class HFModel(LanguageModel):
         if decoder is not None:  # a target: its features, for drafts that read them (scheduler/features.py)
             decoder.register_forward_hook(self._catch_hidden)
         self.gives_features = decoder is not None
-        self.chains_on_device = device_chain.wanted(self.placement.cuda)
+        self.draws_chains = device_chain.wanted(self.placement.cuda)
         # transformers' causal LMs compute only the last n rows of logits when told (the distilled draft,
         # whose head is small, computes all; the rows wanted are cut out below either way)
         self._keeps_rows = "logits_to_keep" in inspect.signature(module.forward).parameters

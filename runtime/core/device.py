@@ -79,9 +79,10 @@ DEVICE_CHAINS = "SPECSCHED_DEVICE_CHAINS"
 
 
 def device_chains() -> str:
-    """$SPECSCHED_DEVICE_CHAINS: "" (unset: draft chains drawn on the device on CUDA), "0" (through the host) or
-    "1" (on the device, the CPU too). Checked by the engine before any process starts, read by each draft model
-    (backends/device_chain.py); anything else is bad input."""
+    """$SPECSCHED_DEVICE_CHAINS: "" (unset: draft chains drawn on the device on CUDA, and by a feature draft over
+    its own vocabulary), "0" (through the host: TreeDrafter's loop over V-wide rows) or "1" (on the device, the
+    CPU too). Checked by the engine before any process starts, read by each draft model
+    (backends/device_chain.py, backends/feature.py); anything else is bad input."""
     setting = os.environ.get(DEVICE_CHAINS, "")
     if setting not in ("", "0", "1"):
         raise ConfigError(f"{DEVICE_CHAINS}={setting}: choose 0 (chains through the host) or 1 "

@@ -134,9 +134,15 @@ def top_tokens(logits: np.ndarray, width: int) -> np.ndarray:
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
     """One draw from a probability row by inverse CDF (one uniform per draw: reproducible)."""
+    return draw(probs, rng.random())
+
+
+def draw(probs: np.ndarray, uniform: float) -> int:
+    """The inverse-CDF draw at `uniform` in [0, 1): the first index whose running mass exceeds uniform x the
+    total. Ids of zero mass never are: their running mass equals the one before them (adding 0.0 is exact), so
+    a row restricted to its nonzero ids, in id order, draws the same id."""
     cdf = np.cumsum(probs, dtype=np.float64)
-    u = rng.random() * cdf[-1]
-    return int(min(np.searchsorted(cdf, u, side="right"), len(cdf) - 1))
+    return int(min(np.searchsorted(cdf, uniform * cdf[-1], side="right"), len(cdf) - 1))
 
 
 def normalised(row: np.ndarray) -> np.ndarray:

@@ -1,0 +1,147 @@
+"""A feature draft's chains drawn over its own vocabulary (runtime/backends/feature_chain.py): the proposals
+TreeDrafter's loop makes through V-wide rows - tokens, q, confidences, cache - round after round, greedy and
+sampled, with lookup; a q over a support on the wire, refused when it does not fit, and accepted exactly as
+its rows written out V wide; greedy runs through real processes equal target-only decoding."""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+from test_feature_draft import PROMPTS, SHAPE, _run, _tokens
+
+from specsched.runtime.core.draft_q import DraftQ
+from specsched.runtime.core.messages import Draft
+from specsched.runtime.core.sampling import SamplingParams, distribution, draw, stream
+from specsched.runtime.core.wire import unpack
+from specsched.scheduler.acceptance import verify_tree
+from specsched.workers.drafter import TreeDrafter
+from tests.feature_drafts import feature_model
+from tests.fp32 import assert_greedy_equal
+from tests.tiny_hf import logits_after
+
+PARAMS = [SamplingParams(), SamplingParams(temperature=0.8), SamplingParams(temperature=1.3, top_k=7),
+          SamplingParams(temperature=0.9, top_p=0.6), SamplingParams(temperature=1.0, top_k=20, top_p=0.9),
+          SamplingParams(temperature=1.0, top_k=60)]  # more than the draft's 48 ids, fewer than the target's 96
+
+
+@pytest.fixture(scope="module")
+def model(narrow_pair):
+    return feature_model(narrow_pair)
+
+
+def test_the_restricted_draft_is_what_the_chain_tests_need(model):
+    assert len(model.support) < PARAMS[-1].top_k < model.vocab_size  # top-k 60 keeps every draft id
+    assert model.order is not None and np.all(np.diff(model.support) > 0)  # its ids came in no order
+
+
+def test_a_feature_draft_draws_its_chains_unless_told_to_take_the_host_loop(narrow_pair, monkeypatch):
+    assert feature_model(narrow_pair).draws_chains
+    monkeypatch.setenv("SPECSCHED_DEVICE_CHAINS", "0")
+    assert not feature_model(narrow_pair).draws_chains
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=str)
+@pytest.mark.parametrize("lookup", [0, 3])
+def test_a_chain_drawn_over_the_drafts_vocabulary_is_the_loops_chain_round_after_round(model, params, lookup):
+    rng = np.random.default_rng(1)
+    prompt = [5, 9, 12, 40, 5, 9, 12, 41, 5, 9, 12]  # repeats itself: the lookup proposes tokens (q = δ) too
+    truth = rng.standard_normal((200, model.hidden)).astype(np.float32)  # the target's features, stood in for
+    loop, chain = (TreeDrafter(model, params, stream(7, 0, "draft", 0), prompt, k_config=(1,) * 5, lookup=lookup)
+                   for _ in range(2))
+    for rnd in range(4):
+        for d in (loop, chain):
+            held = d.features_held()
+            d.take_features(held, truth[held:len(d.context) - 1])
+        model.draws_chains = False
+        a = loop.propose(99)
+        model.draws_chains = True
+        b = chain.propose(99)
+        assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+        np.testing.assert_allclose(a.conf, b.conf, rtol=1e-5, atol=1e-7)
+        if params.greedy:
+            assert a.q is None and b.q is None
+        else:
+            assert a.q.support is None and np.array_equal(b.q.support, model.support)
+            assert b.q.dense.shape[1] == len(model.support) and a.q.point.tolist() == b.q.point.tolist()
+            np.testing.assert_allclose(a.q.written_out(a.tokens, model.vocab_size),
+                                       b.q.written_out(b.tokens, model.vocab_size), atol=1e-6)
+        assert loop.base == chain.base and loop.cache.tokens == chain.cache.tokens
+        assert loop.cache.true_in == chain.cache.true_in and len(chain.cache.outs) == len(chain.cache)
+        # a verdict: the first two accepted, then a correction the draft did not propose
+        committed = [*a.tokens[:2].tolist(), (int(a.tokens[2]) + 1) % model.vocab_size]
+        for d in (loop, chain):
+            d.rng = stream(7, 0, "draft", rnd + 1)
+            d.observe(committed, [0, 1])
+
+
+# -- q over a support: the wire and the verifier ---------------------------------------------------------
+def support_draft(rng: np.random.Generator, vocab: int, params: SamplingParams):
+    """A tree of 1-7 candidates, each a point mass or drawn from a row over a random support; the target's
+    logits at the root and after each node."""
+    support = np.sort(rng.choice(vocab, int(rng.integers(1, vocab)), replace=False)).astype(np.int32)
+    n = int(rng.integers(1, 8))
+    parents = np.array([int(rng.integers(-1, i)) for i in range(n)], np.int32)
+    tokens, rows = np.zeros(n, np.int32), []
+    for i in range(n):
+        row = None if rng.random() < 0.3 else distribution(rng.normal(0, 2, (1, len(support))), params)[0]
+        tokens[i] = int(rng.integers(vocab)) if row is None else support[draw(row, rng.random())]
+        rows.append(row)
+    logits = rng.normal(0, 2.5, (n + 1, vocab)).astype(np.float32)
+    return tokens, parents, DraftQ.of(rows, len(support), support), logits
+
+
+def test_a_q_over_a_support_is_accepted_exactly_as_its_rows_written_out():
+    params = [SamplingParams(1.0), SamplingParams(0.7, top_k=3), SamplingParams(1.3, top_p=0.8)]
+    accepted = 0
+    for seed in range(1500):
+        rng = np.random.default_rng(seed)
+        vocab, p = int(rng.integers(3, 14)), params[seed % len(params)]
+        tokens, parents, q, logits = support_draft(rng, vocab, p)
+        assert q.fits(vocab) and not q.fits(int(q.support[-1]))
+        wide = DraftQ.rows(q.written_out(tokens, vocab))
+        a, b = np.random.default_rng([seed, 1]), np.random.default_rng([seed, 1])
+        narrow = verify_tree(logits[0], logits[1:], tokens, parents, q, p, a)
+        written = verify_tree(logits[0], logits[1:], tokens, parents, wide, p, b)
+        assert (narrow.path, narrow.tokens) == (written.path, written.tokens)
+        assert a.bit_generator.state == b.bit_generator.state
+        accepted += len(narrow.path)
+    assert accepted > 300  # acceptances taken (495 over these seeds), not only rejections
+
+
+def test_a_q_over_a_support_crosses_the_wire_bit_for_bit_in_a_ninth_of_the_bytes():
+    rng, support = np.random.default_rng(2), np.arange(0, 49_152, 12, dtype=np.int32)  # 4,096 ids of 49,152
+    rows = rng.dirichlet(np.ones(len(support)), size=3).astype(np.float32)
+    sent = Draft.chain(0, 0, 0, [12, 24, 36], q=DraftQ.of(list(rows), len(support), support))
+    frames = sent.to_frames()
+    got = Draft.from_message(unpack(frames))
+    assert np.array_equal(got.q.support, support) and np.array_equal(got.q.dense.view(np.uint32), rows.view(np.uint32))
+    layout = {name: shape for name, _, shape in msgpack.unpackb(frames[0])["arrays"]}
+    assert layout == {"tokens": [3], "parents": [3], "q": [3, 4096], "support": [4096]}
+    assert sum(len(f) for f in frames) * 8.5 < 3 * 49_152 * 4  # (3 rows + the ids) x 4,096 against 3 x 49,152
+
+
+@pytest.mark.parametrize("support, why", [
+    (np.array([3, 1, 5], np.int32), "increasing"),
+    (np.array([1, 1, 5], np.int32), "increasing"),
+    (np.array([-1, 1, 5], np.int32), ">= 0"),
+    (np.array([1, 3], np.int32), "an id per column"),
+    (np.array([1, 3, 5], np.int64), "expected int32"),
+])
+def test_a_support_that_does_not_fit_is_refused(support, why):
+    with pytest.raises(ValueError, match=why):
+        DraftQ(np.full((1, 3), 1 / 3, np.float32), np.array([False]), support)
+
+
+def test_a_support_without_q_is_refused():
+    with pytest.raises(ValueError, match="support but no q"):
+        DraftQ.from_arrays({"support": np.array([1, 2], np.int32)})
+
+
+# -- lossless runs ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("settings", [dict(mode="seed"), dict(mode="seed", lookup=3, policy="batch", max_batch=0)])
+def test_greedy_with_a_restricted_feature_draft_is_target_only_decoding(narrow_pair, settings):
+    ar = _tokens(_run(narrow_pair, mode="ar"))
+    record = _run(narrow_pair, **settings)
+    assert_greedy_equal(_tokens(record), ar, logits_after(narrow_pair[0], PROMPTS), **SHAPE)
+    assert record.collected.counters["drafted"] > 0
