@@ -26,6 +26,7 @@ from ..core.device import device_chains
 from ..core.wire import ProtocolError
 from ..models.feature_draft import FeatureDraft, Past, load_feature_draft
 from ..models.feature_lean import LeanFeatureDraft
+from ..models.growing_rows import appended
 from ..models.lean_forward import int8_available
 from . import feature_chain
 from .backend import ChainPlan, DraftedChain, LanguageModel, common_prefix
@@ -88,7 +89,7 @@ class FeatureModel(LanguageModel):
         if not 0 <= start <= len(cache.truth) or rows.ndim != 2 or rows.shape[1] != self.hidden:
             raise ProtocolError(f"verdict features {rows.shape} from position {start}: this draft holds "
                                 f"{len(cache.truth)} rows {self.hidden} wide")
-        cache.truth = torch.cat((cache.truth[:start], torch.from_numpy(rows)))
+        cache.truth = appended(cache.truth[:start], torch.from_numpy(rows), 0)
         for e in range(start + 1, len(cache.true_in)):  # entries that read a feature now replaced
             cache.true_in[e] = False
 
@@ -128,7 +129,7 @@ class FeatureModel(LanguageModel):
         ids = torch.tensor([tokens])
         model = self.lean or self.draft
         pred, cache.kv = model.step(inputs[None], ids, positions, cache.kv, mask)
-        cache.outs = torch.cat((cache.outs, pred[0]))
+        cache.outs = appended(cache.outs, pred[0], 0)
         cache.true_in += true_in
         return model.logits(pred[0, first_row:])
 

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .growing_rows import appended
+
 KV = tuple[torch.Tensor, torch.Tensor]  # one layer's (keys, values), each [B, kv heads, entries, head_dim]
 
 
@@ -86,8 +88,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: KV | None,
     cache grown by them. `mask` [B, 1, T, L + T] bool (True: may attend), or None: causal among the new
     entries, each after all of `past`. Grouped KV heads are shared, not copied."""
     t = q.shape[2]
-    if past is not None:
-        k, v = torch.cat((past[0], k), dim=2), torch.cat((past[1], v), dim=2)
+    if past is not None:  # in place where the cache has room (growing_rows.py)
+        k, v = appended(past[0], k, 2), appended(past[1], v, 2)
     causal = mask is None and past is None and t > 1
     if mask is None and past is not None and t > 1:
         n = k.shape[2]
