@@ -58,6 +58,7 @@ def test_a_chain_drawn_over_the_drafts_vocabulary_is_the_loops_chain_round_after
         model.draws_chains = True
         b = chain.propose(99)
         assert a.tokens.tolist() == b.tokens.tolist() and a.parents.tolist() == b.parents.tolist()
+        np.testing.assert_equal(loop.rng.bit_generator.state, chain.rng.bit_generator.state)  # the same uniforms
         np.testing.assert_allclose(a.conf, b.conf, rtol=1e-5, atol=1e-7)
         if params.greedy:
             assert a.q is None and b.q is None
@@ -73,6 +74,33 @@ def test_a_chain_drawn_over_the_drafts_vocabulary_is_the_loops_chain_round_after
         for d in (loop, chain):
             d.rng = stream(7, 0, "draft", rnd + 1)
             d.observe(committed, [0, 1])
+
+
+@pytest.mark.parametrize("params", PARAMS[1:] + [SamplingParams(temperature=3.0, top_p=0.95)], ids=str)
+def test_over_4096_of_49152_ids_the_narrow_row_draws_what_the_wide_row_draws(params):
+    """The shipped shape, numpy alone: 4,096 ids of 49,152, where top-p ranks through its 256-token head
+    (sampling._kept_in_head) or, at a high temperature, by values."""
+    rng = np.random.default_rng(3)
+    ids = np.sort(rng.choice(49_152, 4096, replace=False)).astype(np.int32)
+    for _ in range(20):
+        narrow = rng.normal(0, 3, 4096).astype(np.float32)
+        wide = np.full(49_152, -np.inf, np.float32)
+        wide[ids] = narrow
+        q_narrow, q_wide = distribution(narrow[None], params)[0], distribution(wide[None], params)[0]
+        np.testing.assert_allclose(q_wide[ids], q_narrow, rtol=1e-6, atol=1e-9)
+        assert not q_wide[np.setdiff1d(np.arange(49_152), ids)].any()
+        for u in rng.random(50):
+            assert ids[draw(q_narrow, u)] == draw(q_wide, u)
+        assert ids[np.argmax(narrow)] == np.argmax(wide)
+
+
+def test_a_draft_whose_vocabulary_repeats_an_id_is_refused_at_load(narrow_pair):
+    from specsched.runtime.backends.feature import FeatureModel
+
+    draft = feature_model(narrow_pair).draft
+    draft.vocab_ids[1] = draft.vocab_ids[0]
+    with pytest.raises(ValueError, match="not 48 distinct ids of the target's 96"):
+        FeatureModel.of(draft)
 
 
 # -- q over a support: the wire and the verifier ---------------------------------------------------------
@@ -145,3 +173,10 @@ def test_greedy_with_a_restricted_feature_draft_is_target_only_decoding(narrow_p
     record = _run(narrow_pair, **settings)
     assert_greedy_equal(_tokens(record), ar, logits_after(narrow_pair[0], PROMPTS), **SHAPE)
     assert record.collected.counters["drafted"] > 0
+
+
+def test_a_sampled_run_with_a_restricted_feature_draft_drafts_and_is_accepted(narrow_pair):
+    """Through real processes at T = 1 (the law itself: the chi-square test in test_feature_draft.py, slow)."""
+    record = _run(narrow_pair, mode="seed", temperature=1.0, seed=1, max_new_tokens=24)
+    counters = record.collected.counters
+    assert counters["drafted"] > 0 and counters["accepted"] > 0

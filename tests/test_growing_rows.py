@@ -46,6 +46,15 @@ def test_a_new_buffer_has_room_to_double_and_a_whole_tensor_is_never_written_int
     assert capacity(big, 0) == 2 * (MIN_ROOM + 1)
 
 
+def test_an_inference_cache_grown_outside_inference_mode_is_copied_and_dtypes_promote_as_cat_does():
+    with torch.inference_mode():
+        cache = appended(torch.zeros(0, 3), torch.ones(2, 3), 0)
+    grown = appended(cache, torch.full((1, 3), 2.0), 0)  # torch refuses in-place writes to it here
+    assert grown.tolist() == [[1.0] * 3, [1.0] * 3, [2.0] * 3] and cache.shape == (2, 3)
+    mixed = appended(torch.zeros(2, 3, dtype=torch.bfloat16), torch.ones(1, 3), 0)
+    assert mixed.dtype == torch.cat((torch.zeros(2, 3, dtype=torch.bfloat16), torch.ones(1, 3))).dtype
+
+
 def test_what_needs_grad_is_concatenated_and_gradients_flow():
     old, new = torch.zeros(2, 3, requires_grad=True), torch.ones(1, 3, requires_grad=True)
     out = appended(old, new, 0)

@@ -111,7 +111,7 @@ def test_sampled_widths_are_fixed_before_the_draw_and_every_drawn_token_is_kept(
     d = drafter(TABLE, curve=CostCurve(0.010, 0.001, 0.0), step_s=0.0005, greedy=False)
     p = d.propose(1)
     assert len(p.tokens) == 1 and p.q.dense.shape == (1, V) and not p.q.point.any()
-    assert p.q.row(0)[p.tokens[0]] > 0  # drawn from the q it travels with
+    assert p.q.row(0, V)[p.tokens[0]] > 0  # drawn from the q it travels with
 
 
 def test_before_any_measurement_the_floor_and_a_prior_shape_the_tree():

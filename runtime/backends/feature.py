@@ -68,6 +68,9 @@ class FeatureModel(LanguageModel):
         self.hidden = int(self.draft.cfg.hidden)
         # its rows' ids in increasing order (`narrow` puts them so): a chain is drawn over these (feature_chain.py)
         ids = self.draft.vocab_ids.cpu()
+        if len(ids.unique()) != len(ids) or int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"this feature draft's vocabulary is not {len(ids)} distinct ids of the target's "
+                             f"{self.vocab_size}")
         self.order = None if bool((ids[1:] > ids[:-1]).all()) else ids.argsort()
         self.support = (ids if self.order is None else ids[self.order]).numpy().astype(np.int32)
         self.draws_chains = device_chains() != "0"  # 0: through TreeDrafter's loop, to time one against the other

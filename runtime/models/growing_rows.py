@@ -29,17 +29,20 @@ MIN_ROOM = 256  # rows a new buffer holds at least
 def appended(old: torch.Tensor, new: torch.Tensor, dim: int) -> torch.Tensor:
     """`old` followed by `new` along `dim` (torch.cat's result), written in place where `old` is the leading
     part of a buffer with room for `new`."""
-    if old.requires_grad or new.requires_grad:  # training: autograd keeps torch.cat's meaning
-        return torch.cat((old, new), dim)
+    if old.requires_grad or new.requires_grad or old.device != new.device:
+        return torch.cat((old, new), dim)  # training keeps autograd's meaning; devices that differ, cat's error
     n, t = old.shape[dim], new.shape[dim]
     shape = list(old.shape)
     shape[dim] = n + t
-    if capacity(old, dim) >= n + t and old.dtype == new.dtype and old.device == new.device:
+    dtype = torch.result_type(old, new)
+    # an inference tensor may be written only in inference mode: outside it, its rows are copied out
+    writable = torch.is_inference_mode_enabled() or not old.is_inference()
+    if capacity(old, dim) >= n + t and old.dtype == dtype and writable:
         grown = old.as_strided(shape, old.stride())
     else:
         size = list(new.shape)
         size[dim] = max(2 * (n + t), MIN_ROOM)
-        grown = new.new_empty(size).narrow(dim, 0, n + t)
+        grown = new.new_empty(size, dtype=dtype).narrow(dim, 0, n + t)
         grown.narrow(dim, 0, n).copy_(old)
     grown.narrow(dim, n, t).copy_(new)
     return grown
