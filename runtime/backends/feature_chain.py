@@ -7,8 +7,9 @@ order: ties go to the lower id either way; top-k and top-p rank the same finite 
 all, as a V-wide top-k with k > S keeps every finite logit); a draw finds the same id (sampling.draw).
 Only the sums that normalise q and the confidences are added in another order, so they agree to float32
 rounding, as a chain drawn on a GPU does (device_chain.py); the verifier accepts against the q sent.
-Writing rows out V wide cost a chain step ~0.4 ms of ~1.5 (2-vCPU Intel Xeon): the row, its scatter,
-and then three passes over 49,152 floats in the drafter. The q rows travel over the support too
+Writing rows out V wide cost a greedy chain step ~0.13 ms of 1.34 and a sampled one ~0.67 ms of 1.99 (2-vCPU
+Intel Xeon, one thread, a 200-token context; benchmarks/feature_chain.py): the row, its scatter, and then
+three passes over 49,152 floats in the drafter. The q rows travel over the support too
 (DraftQ.support): 16 KiB a row, not 192.
 
 The steps are TreeDrafter's for a chain (drafter.py), in the same order: the first read takes what the
