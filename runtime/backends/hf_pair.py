@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.config import BackendKind, ConfigError, DrafterKind, Mode, RunConfig
-from ..core.device import device_chains, gpu_device_files, refuse_absent_gpu
+from ..core.device import cpu_rows, device_chains, gpu_device_files, refuse_absent_gpu
 from ..models.draft_files import (
     FEATURE_CONFIG,
     distilled_vocab,
@@ -92,6 +92,7 @@ class HFBackend(Backend):
         """The cheap checks: no torch, no transformers."""
         refuse_absent_gpu(self.config.device)
         device_chains()  # each draft model reads it: a bad value is refused here, not by every worker in turn
+        cpu_rows()  # and each target model this one
         for role, path in zip(("target", "draft"), self.paths()):
             self.exists(role, path)
             if role == "draft" and self.config.drafter == DrafterKind.BRANCHES:

@@ -90,6 +90,20 @@ def device_chains() -> str:
     return setting
 
 
+CPU_ROWS = "SPECSCHED_CPU_ROWS"
+
+
+def cpu_rows() -> bool:
+    """$SPECSCHED_CPU_ROWS: unset or "1", a CPU fp32 target's forward takes models/few_rows.py's cheaper path
+    for a verification's rows; "0" keeps transformers' stock forward. Checked by the engine before any process
+    starts, read by each target model (backends/hf_model.py); anything else is bad input."""
+    setting = os.environ.get(CPU_ROWS, "")
+    if setting not in ("", "0", "1"):
+        raise ConfigError(f"{CPU_ROWS}={setting}: choose 1 (the cheaper path for a verification's rows on the "
+                          "CPU, the default) or 0 (transformers' stock forward)")
+    return setting != "0"
+
+
 def is_cuda(device: str) -> bool:
     return device.startswith("cuda")
 
