@@ -18,10 +18,9 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from ..core.device import cpu_rows
+from ..models import few_rows
 from ..models.draft_files import is_distilled_draft
 from ..models.draft_model import DraftLM, load_model
-from ..models.few_rows import speed_up
 from ..models.growing_cache import GrowingCache, cache_keyword, cache_out
 from . import device_chain
 from .backend import (
@@ -70,10 +69,7 @@ class HFModel(LanguageModel):
         if decoder is not None:  # a target: its features, for drafts that read them (scheduler/features.py)
             decoder.register_forward_hook(self._catch_hidden)
         self.gives_features = decoder is not None
-        # a target on the CPU in fp32: a verification's few rows by the cheaper path (few_rows.py)
-        fp32 = next(module.parameters()).dtype == torch.float32
-        self.speed_ups = speed_up(self.model) if decoder is not None and not self.placement.cuda and fp32 \
-            and cpu_rows() else []
+        self.speed_ups = few_rows.for_target(self.model) if decoder is not None else []  # a verification's rows
         self.draws_chains = device_chain.wanted(self.placement.cuda)
         # transformers' causal LMs compute only the last n rows of logits when told (the distilled draft,
         # whose head is small, computes all; the rows wanted are cut out below either way)

@@ -18,8 +18,9 @@ them cost more than they must (benchmarks/verify_rows.py):
   with shared heads; the CPU kernel does (`enable_gqa`), and computes the same sums: bit-identical logits
   (tests/test_few_rows.py). Every other call goes to transformers' own function unchanged.
 
-`SPECSCHED_CPU_ROWS=0` keeps transformers' stock forward (to time one against the other). Every transformers causal LM
-HFModel loads on the CPU in fp32 takes this path; the project's own drafts have their own forwards.
+`SPECSCHED_CPU_ROWS=0` keeps transformers' stock forward (to time one against the other). Every target HFModel
+holds on the CPU in fp32 takes this path (`for_target`, the one place of that rule); the project's own drafts
+have their own forwards.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from ..core.device import cpu_rows
+
 PACKED_ROWS = 4  # MKL's sgemm is the faster below this many rows, oneDNN's packed weights from here on
 ATTENTION = "specsched_sdpa"  # the name the attention function below is registered under
 
@@ -41,6 +44,15 @@ def packs_available() -> bool:
     ops = torch.ops.mkldnn
     return torch.backends.mkldnn.is_available() and all(
         hasattr(ops, op) for op in ("_reorder_linear_weight", "_linear_pointwise"))
+
+
+def for_target(module: torch.nn.Module) -> list[str]:
+    """A target placed on the CPU in fp32 sped up, unless $SPECSCHED_CPU_ROWS=0; the changes made, by name.
+    (A GPU's kernels and a half-precision or quantised target are left as transformers runs them.)"""
+    weight = next(module.parameters())
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not cpu_rows():
+        return []
+    return speed_up(module)
 
 
 def speed_up(module: torch.nn.Module) -> list[str]:
