@@ -84,3 +84,16 @@ def narrow_pair(pair, tmp_path_factory):
     out = tmp_path_factory.mktemp("narrow") / "draft"
     save_feature_draft(draft, out)
     return pair[0], out
+
+
+@pytest.fixture(scope="module")
+def sharp_pair(narrow_pair, tmp_path_factory):
+    """narrow_pair's draft proposing from q = softmax(2 z / T): a q far from the one it was trained to, which the
+    verifier must accept against as sent."""
+    from specsched.runtime.models.draft_files import FEATURE_CONFIG
+
+    out = tmp_path_factory.mktemp("sharp") / "draft"
+    shutil.copytree(narrow_pair[1], out)
+    config = out / FEATURE_CONFIG
+    config.write_text(json.dumps({**json.loads(config.read_text()), "sharpness": 2.0}))
+    return narrow_pair[0], out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import msgpack
 import numpy as np
 import pytest
+import torch
 from test_feature_draft import PROMPTS, SHAPE, _run, _tokens
 
 from specsched.runtime.core.draft_q import DraftQ
@@ -180,3 +181,36 @@ def test_a_sampled_run_with_a_restricted_feature_draft_drafts_and_is_accepted(na
     record = _run(narrow_pair, mode="seed", temperature=1.0, seed=1, max_new_tokens=24)
     counters = record.collected.counters
     assert counters["drafted"] > 0 and counters["accepted"] > 0
+
+
+def test_a_sharper_draft_proposes_from_its_scaled_logits_and_greedy_is_unchanged(narrow_pair, sharp_pair):
+    """sharpness β: the drafted q is softmax(β z / T), so its logits are β times the draft's own, the same argmax;
+    the q a sampled chain sends is that softmax (what the verifier accepts against)."""
+    plain, sharp = feature_model(narrow_pair), feature_model(sharp_pair)
+    assert sharp.sharpness == 2.0 and plain.sharpness == 1.0
+    truth = torch.from_numpy(np.random.default_rng(0).standard_normal((8, plain.hidden)).astype(np.float32))
+    rows = []
+    for m in (plain, sharp):
+        cache = m.new_cache()
+        m.take_features(cache, 0, truth.numpy())
+        rows.append(m.narrow(cache, [5, 9, 12, 40, 5]))
+    np.testing.assert_allclose(rows[1], 2.0 * rows[0], rtol=1e-6, atol=1e-6)
+    assert np.argmax(rows[1]) == np.argmax(rows[0])
+    params = SamplingParams(temperature=1.0)
+    q = distribution(rows[1][None], params)[0]
+    np.testing.assert_allclose(q, torch.softmax(torch.from_numpy(2.0 * rows[0]), -1).numpy(), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_sharpness_that_is_not_a_finite_positive_number_is_refused(value):
+    from specsched.runtime.models.feature_draft import FeatureDraftConfig
+
+    with pytest.raises(ValueError, match="sharpness"):
+        FeatureDraftConfig(sharpness=value)
+
+
+def test_a_sampled_run_with_a_sharper_draft_is_accepted_and_greedy_is_target_only_decoding(sharp_pair):
+    record = _run(sharp_pair, mode="seed", temperature=1.0, seed=1, max_new_tokens=24)
+    assert record.collected.counters["accepted"] > 0
+    ar = _tokens(_run(sharp_pair, mode="ar"))
+    assert_greedy_equal(_tokens(_run(sharp_pair, mode="seed")), ar, logits_after(sharp_pair[0], PROMPTS), **SHAPE)

@@ -150,13 +150,14 @@ def test_greedy_with_a_two_layer_feature_draft_is_target_only_decoding(pair2, ar
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("drafts", ["pair", "narrow_pair"])
+@pytest.mark.parametrize("drafts", ["pair", "narrow_pair", "sharp_pair"])
 def test_sampled_output_with_the_feature_draft_follows_the_targets_law(drafts, request):
     """400 sequences of three tokens at T = 1, top-k 4, one prompt: their joint law p(a) p(b | a) p(c | a b)
     (up to 64 outcomes; a text ends early at EOS) is known exactly from the target's fp32 logits. The first
     token is the target's alone (a feature draft's first draft is empty), the next two pass through
     speculative sampling on the feature draft's q (narrow_pair: a q over half the vocabulary, sent over its
-    support; the target's other tokens can only come from the residual). Pearson's chi-square over cells
+    support; the target's other tokens can only come from the residual; sharp_pair: that q sharpened by β = 2,
+    so a verifier that recomputed q unscaled would accept against the wrong one). Pearson's chi-square over cells
     pooled to >= 5 expected draws; the test fails below p = 1e-4, so a correct sampler fails one run in 10,000,
     while one that keeps the draft's q instead of p moves these cells far outside it (the control: a colder
     target's law is rejected by the same draws)."""

@@ -66,6 +66,7 @@ class FeatureModel(LanguageModel):
         self.vocab_size = int(self.draft.cfg.target_vocab)
         self.eos_token_id = None  # it proposes, it never ends a text
         self.hidden = int(self.draft.cfg.hidden)
+        self.sharpness = float(self.draft.cfg.sharpness)  # β of q = softmax(β z / T), fitted to the draft
         # its rows' ids in increasing order (`narrow` puts them so): a chain is drawn over these (feature_chain.py)
         ids = self.draft.vocab_ids.cpu()
         if len(ids.unique()) != len(ids) or int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
@@ -119,7 +120,8 @@ class FeatureModel(LanguageModel):
     @torch.inference_mode()
     def read(self, cache: FeatureCache, tokens: list[int], parents: list[int] | None,
              first_row: int) -> torch.Tensor:
-        """Read `tokens` into the cache: logits over the draft vocabulary [T - first_row, draft_vocab]."""
+        """Read `tokens` into the cache: the drafting logits β z over the draft vocabulary [T - first_row,
+        draft_vocab] (β the draft's `sharpness`)."""
         base = len(cache)
         wanted = self._inputs(cache, base, tokens, parents)
         if wanted is None:  # a plain read past the known features: one entry at a time (each reads the last f̂)
@@ -134,7 +136,8 @@ class FeatureModel(LanguageModel):
         pred, cache.kv = model.step(inputs[None], ids, positions, cache.kv, mask)
         cache.outs = appended(cache.outs, pred[0], 0)
         cache.true_in += true_in
-        return model.logits(pred[0, first_row:])
+        logits = model.logits(pred[0, first_row:])
+        return logits if self.sharpness == 1.0 else logits * self.sharpness
 
     def draft_chain(self, cache: FeatureCache, tokens: Sequence[int], plan: ChainPlan) -> DraftedChain:
         return feature_chain.draft_chain(self, cache, tokens, plan)

@@ -49,6 +49,10 @@ class FeatureDraftConfig:
     layers: int = 1            # decoder layers (a config without the field: one)
     int8: bool = True          # inference on the CPU with int8 matrices (feature_lean.py); training is fp32
     outlier_dims: list[int] = field(default_factory=list)  # feature channels the int8 LM head keeps in fp32
+    # β: a drafting worker proposes from q = softmax(β · z / T), z = f̂ · W_lm[V']ᵀ (backends/feature.py).
+    # Any q is lossless (the verifier accepts against the q sent); β is fitted after training to maximise
+    # Σ min(p, q) on answers the draft never read (benchmarks/draft_sharpness.py). Training reads z unscaled.
+    sharpness: float = 1.0
 
     def __post_init__(self) -> None:
         if self.layers < 1:
@@ -60,6 +64,8 @@ class FeatureDraftConfig:
         if any(not 0 <= d < self.hidden for d in self.outlier_dims) or len(set(self.outlier_dims)) < len(
                 self.outlier_dims):
             raise ValueError(f"outlier_dims must be distinct channels in [0, {self.hidden})")
+        if not (math.isfinite(self.sharpness) and self.sharpness > 0):
+            raise ValueError(f"sharpness must be a finite number above 0, not {self.sharpness}")
 
 
 class FeatureDraft(nn.Module):
