@@ -110,7 +110,7 @@ def train_stage(target: Path, work: Path, args: argparse.Namespace, layers: int,
         log(f"draft vocabulary: the {draft.cfg.draft_vocab} ids the target emits most in these answers "
             f"({len(before & set(draft.vocab_ids.tolist()))} of them in the one before)")
     cfg = FeatureTrainConfig(steps=args.steps, batch=args.train_batch, lr=args.lr, seed=args.train_seed,
-                             budget_s=args.train_seconds)
+                             tv=args.tv, budget_s=args.train_seconds)
     (work / "train").mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     tokens = sum(len(r["ids"]) for r in records)

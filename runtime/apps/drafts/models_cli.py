@@ -77,6 +77,8 @@ def check_feature_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--layers must be at least 1, got {args.layers}")
     if args.train_shards < 0:
         raise ConfigError(f"--train-shards must be 0 (all) or more, got {args.train_shards}")
+    if not 0 <= args.tv < float("inf"):
+        raise ConfigError(f"--tv must be a finite weight of 0 or more, got {args.tv}")
     if not 0 <= args.train_seconds < float("inf"):
         raise ConfigError(f"--train-seconds must be 0 (none) or a finite number of seconds, got {args.train_seconds}")
     against_names(args.against)
@@ -156,6 +158,9 @@ def add_feature_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--train-seed", type=int, default=0, metavar="N",
                     help="seed of the training batches and input noise: another seed reads the shards in "
                          "another order (a second epoch over shards a run has read)")
+    ap.add_argument("--tv", type=float, default=0.0, metavar="W",
+                    help="weight of the total variation ½ Σ |p - q| in the training loss, beside the KL "
+                         "(1 - TV is the sampled acceptance; default 0: KL alone)")
     ap.add_argument("--train-seconds", type=float, default=0.0, metavar="S",
                     help="fewer steps than --steps where they would not fit in S seconds (timed over the first "
                          "steps; the learning-rate schedule is planned over the steps that fit): for a lease of "

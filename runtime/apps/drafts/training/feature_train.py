@@ -3,10 +3,13 @@
 Per position e (entry (g_e, t_e), target feature f_e, target distribution p_e = softmax(f_e · W'ᵀ) on the
 draft vocabulary V', renormalised there):
 
-    loss_e = KL(p_e || q_e) + reg · SmoothL1(f̂_e, f_e) / s²
+    loss_e = KL(p_e || q_e) + tv · ½ Σ_x |p_e(x) - q_e(x)| + reg · SmoothL1(f̂_e, f_e) / s²
 
 - KL at T = 1, forward (EDD §3.1): sampled acceptance is E[Σ min(p, q)] = 1 - TV(p, q), which KL bounds
   (Pinsker), and greedy acceptance follows the argmax it also teaches;
+- the total variation itself, weighted `tv` (0: off): 1 - TV is the sampled acceptance, so this term asks for
+  it directly, where forward KL also pays to cover p's tail (DistillSpec, Zhou et al. 2023, compares such
+  divergences for drafts);
 - the feature regression (EAGLE's L_reg) keeps f̂ near the target's features, so a drafted f̂ fed back as
   the next entry's g looks like the f it stands in for; s is the features' RMS, so `reg` is scale-free;
 - noise: g_e gets uniform noise of half-width `noise` · s during training (EAGLE §4.3): drafting reads
@@ -41,6 +44,7 @@ class FeatureTrainConfig:
     lr: float = 1e-3
     warmup: int = 50
     reg: float = 0.5
+    tv: float = 0.0
     noise: float = 0.1
     unroll: int = 2
     prompt_weight: float = 0.2
@@ -54,6 +58,8 @@ class FeatureTrainConfig:
             raise ValueError("steps, batch and max_len must be at least 1, unroll 1 or 2")
         if self.seed < 0:
             raise ValueError("seed must be 0 or more")
+        if not 0 <= self.tv < float("inf"):
+            raise ValueError("tv must be a finite weight of 0 or more")
         if not 0 <= self.budget_s < float("inf"):
             raise ValueError("budget_s must be a finite number of seconds, 0 for none")
 
@@ -117,6 +123,8 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
         kl = (logp.exp() * (logp - logq)).sum(-1)
         reg = F.smooth_l1_loss(pred / scale, feats / scale, reduction="none", beta=0.5).mean(-1)
         per = kl + cfg.reg * reg
+        if cfg.tv:
+            per = per + cfg.tv * 0.5 * (logp.exp() - logq.exp()).abs().sum(-1)
         term = (per * weight).sum() / weight.sum()
         total = total + (1.0 if k == 0 else 0.5) * term
         with torch.no_grad():
