@@ -50,8 +50,9 @@ class FeatureDraftConfig:
     int8: bool = True          # inference on the CPU with int8 matrices (feature_lean.py); training is fp32
     outlier_dims: list[int] = field(default_factory=list)  # feature channels the int8 LM head keeps in fp32
     # β: a drafting worker proposes from q = softmax(β · z / T), z = f̂ · W_lm[V']ᵀ (backends/feature.py).
-    # Any q is lossless (the verifier accepts against the q sent); β is fitted after training to maximise
-    # Σ min(p, q) on answers the draft never read (benchmarks/draft_sharpness.py). Training reads z unscaled.
+    # Any q is lossless (the verifier accepts against the q sent); β is chosen after training, where
+    # benchmarks/draft_sharpness.py finds Σ min(p, q) highest on answers the draft never read. Training reads
+    # z unscaled, and a draft trained from --init keeps the init's β.
     sharpness: float = 1.0
 
     def __post_init__(self) -> None:
