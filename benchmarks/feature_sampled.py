@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             row["paired"] = {"alpha_minus_first": round(diff, 4), "se": round(se, 4)}
         result["drafts"][name] = row
         print(name, json.dumps({k: v for k, v in row.items() if k != "per_prompt_drafted_accepted"}), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        if args.json:  # after each draft: a run stopped part-way keeps the drafts it finished, tallies and all
+            args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
