@@ -5,18 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 from cli_runs import specsched, stderr_lines
+from test_feature_train_budget import _draft_and_records
 
 from specsched.runtime.apps.drafts.training.feature_train import FeatureTrainConfig, collate, losses
-from specsched.runtime.models.feature_draft import new_feature_draft, shifted
-from tests.tiny_hf import make_pair
+from specsched.runtime.models.feature_draft import shifted
 
 
 def test_the_tv_term_adds_its_weight_times_the_total_variation_of_each_position(tmp_path):
-    target, _ = make_pair(tmp_path)
-    draft = new_feature_draft(target, torch.arange(64))
-    gen = torch.Generator().manual_seed(0)
-    records = [{"ids": torch.randint(2, 64, (12,), generator=gen, dtype=torch.int32), "start": 4,
-                "feats": torch.randn(12, draft.cfg.hidden, generator=gen).half()} for _ in range(3)]
+    draft, records = _draft_and_records(tmp_path)
     batch = collate(records, 16)
     plain = FeatureTrainConfig(noise=0.0, unroll=1)
     with torch.no_grad():

@@ -113,6 +113,7 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
     positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
     with torch.no_grad():
         logp = torch.log_softmax(model.logits(feats), dim=-1)  # the target's p on V', renormalised
+        p = logp.exp()  # read by every pass's KL (and TV)
     g = shifted(feats)
     if cfg.noise:
         g = g + (torch.rand(g.shape, generator=gen, device=g.device) * 2 - 1) * cfg.noise * scale
@@ -120,11 +121,11 @@ def losses(model: FeatureDraft, batch: dict[str, torch.Tensor], cfg: FeatureTrai
     for k in range(cfg.unroll):
         pred, _ = model.step(g, ids, positions)
         logq = torch.log_softmax(model.logits(pred), dim=-1)
-        kl = (logp.exp() * (logp - logq)).sum(-1)
+        kl = (p * (logp - logq)).sum(-1)
         reg = F.smooth_l1_loss(pred / scale, feats / scale, reduction="none", beta=0.5).mean(-1)
         per = kl + cfg.reg * reg
         if cfg.tv:
-            per = per + cfg.tv * 0.5 * (logp.exp() - logq.exp()).abs().sum(-1)
+            per = per + cfg.tv * 0.5 * (p - logq.exp()).abs().sum(-1)
         term = (per * weight).sum() / weight.sum()
         total = total + (1.0 if k == 0 else 0.5) * term
         with torch.no_grad():
